@@ -1,0 +1,290 @@
+/*
+ * nexar.h - the public API of libnexarshim.
+ *
+ * A rank links libnexarshim and talks to the node's nexard through a shared-memory
+ * ring (op descriptors and data) and a Unix-socket control channel.  Every call
+ * returns a nexar_status_t.  NEXAR_OK is 0 and every error is a small positive
+ * value (at most 255) so that tools can exit() with it.  nexar_strerror() gives
+ * the generic text of a status; nexar_last_error() gives the detailed text of the
+ * calling thread's last failure (which rank, which op, which peer).
+ *
+ * The library never prints and never aborts the process.
+ *
+ * Threads: one thread at a time may call into a given communicator; different
+ * communicators may be used from different threads.
+ *
+ * Failure model: NEXAR_ERR_INVALID, NEXAR_ERR_NOMEM and NEXAR_ERR_UNSUPPORTED are
+ * detected locally, before anything is submitted, and leave the communicator
+ * usable.  NEXAR_ERR_MISMATCH, NEXAR_ERR_TIMEOUT, NEXAR_ERR_PEER_LOST and
+ * NEXAR_ERR_ABORTED fail the communicator: the op and every later op on it return
+ * the same status and text.  Free it; a failed world means nexar_finalize().
+ */
+#ifndef NEXAR_H
+#define NEXAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define NEXAR_API __attribute__((visibility("default")))
+#else
+#define NEXAR_API
+#endif
+
+#define NEXAR_VERSION_MAJOR 0
+#define NEXAR_VERSION_MINOR 1
+#define NEXAR_VERSION_PATCH 0
+
+typedef enum nexar_status {
+    NEXAR_OK = 0,
+    NEXAR_ERR_INVALID = 1,     /* a bad argument; nothing was submitted */
+    NEXAR_ERR_UNAVAILABLE = 2, /* no daemon answers, or it went away */
+    NEXAR_ERR_MISMATCH = 3,    /* ranks called different ops, or send/recv sizes differ */
+    NEXAR_ERR_TIMEOUT = 4,     /* some ranks did not arrive within NEXAR_TIMEOUT */
+    NEXAR_ERR_PEER_LOST = 5,   /* a rank (or node) of the communicator died */
+    NEXAR_ERR_ABORTED = 6,     /* nexar_comm_abort() was called on the communicator */
+    NEXAR_ERR_NOMEM = 7,
+    NEXAR_ERR_UNSUPPORTED = 8, /* e.g. a device pointer in a build without CUDA */
+    NEXAR_ERR_PERMISSION = 9,  /* the daemon refused this uid */
+    NEXAR_ERR_INTERNAL = 10
+} nexar_status_t;
+
+typedef enum nexar_dtype {
+    NEXAR_F32 = 0,
+    NEXAR_F64 = 1,
+    NEXAR_F16 = 2,  /* IEEE binary16; reduced in f32, rounded to nearest even */
+    NEXAR_BF16 = 3, /* bfloat16; reduced in f32, rounded to nearest even */
+    NEXAR_I8 = 4,
+    NEXAR_U8 = 5,
+    NEXAR_I32 = 6,
+    NEXAR_U32 = 7,
+    NEXAR_I64 = 8,
+    NEXAR_U64 = 9
+} nexar_dtype_t;
+#define NEXAR_DTYPE_COUNT 10
+
+typedef enum nexar_op {
+    NEXAR_SUM = 0,
+    NEXAR_PROD = 1,
+    NEXAR_MIN = 2,
+    NEXAR_MAX = 3
+} nexar_op_t;
+#define NEXAR_OP_COUNT 4
+
+/* color for nexar_comm_split(): this rank joins no new communicator. */
+#define NEXAR_UNDEFINED UINT32_MAX
+
+typedef struct nexar_comm nexar_comm_t;
+typedef struct nexar_request nexar_request_t;
+
+/* One buffer of a bucketed allreduce: count elements at ptr. */
+typedef struct nexar_iov {
+    void *ptr;
+    size_t count;
+} nexar_iov_t;
+
+/* ---- status and errors ---------------------------------------------------- */
+
+/* Static text for a status; never NULL. */
+NEXAR_API const char *nexar_strerror(nexar_status_t s);
+
+/* Detailed text of the calling thread's last failure; "" when none.  The pointer
+ * stays valid until this thread's next nexar call. */
+NEXAR_API const char *nexar_last_error(void);
+
+/* Size in bytes of one element of dtype, 0 for an unknown dtype. */
+NEXAR_API size_t nexar_dtype_size(nexar_dtype_t dtype);
+
+/* ---- lifetime --------------------------------------------------------------- */
+
+/*
+ * Joins the job described by the environment and returns the world communicator
+ * in *world (owned by the library, freed by nexar_finalize()).
+ *
+ * Reads NEXAR_RANK, NEXAR_WORLD_SIZE, NEXAR_LOCAL_RANK, NEXAR_JOB, NEXAR_COORD,
+ * NEXAR_SOCKET (default /run/nexar/nexard.sock) and NEXAR_TIMEOUT (seconds,
+ * default 300).  When the NEXAR_* variables are absent it falls back to
+ * torchrun (RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT), Slurm
+ * (SLURM_PROCID SLURM_NTASKS SLURM_LOCALID SLURM_JOB_ID SLURM_STEP_ID) and
+ * Open MPI (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK).  Without any, it is rank 0 of 1.
+ *
+ * Blocks until every rank of the world has joined, or NEXAR_TIMEOUT passes.
+ * Returns NEXAR_OK, NEXAR_ERR_INVALID (bad environment), NEXAR_ERR_UNAVAILABLE
+ * (no daemon answers at the socket), NEXAR_ERR_PERMISSION, NEXAR_ERR_TIMEOUT
+ * (the world did not form; the text names the missing ranks), NEXAR_ERR_NOMEM.
+ */
+NEXAR_API nexar_status_t nexar_init(nexar_comm_t **world);
+
+/* Leaves the job and frees every communicator, request and arena buffer.
+ * Safe after errors and when nexar_init() failed; a second call is a no-op. */
+NEXAR_API nexar_status_t nexar_finalize(void);
+
+/* ---- communicators ---------------------------------------------------------- */
+
+NEXAR_API int nexar_comm_rank(const nexar_comm_t *c); /* -1 for NULL */
+NEXAR_API int nexar_comm_size(const nexar_comm_t *c); /* -1 for NULL */
+
+/*
+ * Collective over c, as MPI_Comm_split: ranks with the same color form a new
+ * communicator, ordered by key, then by rank in c.  color NEXAR_UNDEFINED gives
+ * *out == NULL.  The caller owns *out and frees it with nexar_comm_free().
+ */
+NEXAR_API nexar_status_t nexar_comm_split(nexar_comm_t *c, uint32_t color, uint32_t key,
+                                          nexar_comm_t **out);
+
+/* Frees c after completing its outstanding requests.  The world communicator is
+ * freed by nexar_finalize() only; passing it here returns NEXAR_ERR_INVALID. */
+NEXAR_API nexar_status_t nexar_comm_free(nexar_comm_t *c);
+
+/* Fails every in-flight and future op of c, on every rank, with NEXAR_ERR_ABORTED. */
+NEXAR_API nexar_status_t nexar_comm_abort(nexar_comm_t *c);
+
+/* Device-pointer ops on c become ordered on cuda_stream (CUDA builds only;
+ * otherwise NEXAR_ERR_UNSUPPORTED). */
+NEXAR_API nexar_status_t nexar_comm_set_stream(nexar_comm_t *c, void *cuda_stream);
+
+/* ---- arena buffers ---------------------------------------------------------- */
+
+/*
+ * Allocates bytes from the shared-memory arena of this rank (64-byte aligned).
+ * Collectives on such buffers run in place with no staging copy.  Needs a prior
+ * nexar_init().  Returns NEXAR_OK, NEXAR_ERR_INVALID (no init, ptr NULL),
+ * NEXAR_ERR_NOMEM (arena exhausted; plain memory still works).
+ */
+NEXAR_API nexar_status_t nexar_alloc(size_t bytes, void **ptr);
+/* Returns an arena buffer; NULL is a no-op; anything else is NEXAR_ERR_INVALID. */
+NEXAR_API nexar_status_t nexar_free(void *ptr);
+
+/* ---- collectives --------------------------------------------------------------
+ * count is in elements.  count 0 is a legal no-op, still matched across ranks.
+ * Buffers must not be NULL when count > 0.  Each blocking call returns when the
+ * op has completed on this rank; each nexar_iX returns a request in *req, which
+ * the caller completes with nexar_wait() or nexar_test(), or nexar_sync().  The
+ * buffers of a nonblocking op belong to the library until it completes.
+ */
+
+/* In place: buf holds the elementwise reduction over all ranks. */
+NEXAR_API nexar_status_t nexar_all_reduce(nexar_comm_t *c, void *buf, size_t count,
+                                          nexar_dtype_t dtype, nexar_op_t op);
+NEXAR_API nexar_status_t nexar_iall_reduce(nexar_comm_t *c, void *buf, size_t count,
+                                           nexar_dtype_t dtype, nexar_op_t op,
+                                           nexar_request_t **req);
+
+/* In place: root's buf is copied to every rank's buf. */
+NEXAR_API nexar_status_t nexar_broadcast(nexar_comm_t *c, void *buf, size_t count,
+                                         nexar_dtype_t dtype, int root);
+NEXAR_API nexar_status_t nexar_ibroadcast(nexar_comm_t *c, void *buf, size_t count,
+                                          nexar_dtype_t dtype, int root,
+                                          nexar_request_t **req);
+
+/* recv (count elements) is significant at root only and may equal send. */
+NEXAR_API nexar_status_t nexar_reduce(nexar_comm_t *c, const void *send, void *recv,
+                                      size_t count, nexar_dtype_t dtype, nexar_op_t op,
+                                      int root);
+NEXAR_API nexar_status_t nexar_ireduce(nexar_comm_t *c, const void *send, void *recv,
+                                       size_t count, nexar_dtype_t dtype, nexar_op_t op,
+                                       int root, nexar_request_t **req);
+
+/* recv holds count * size elements in rank order. */
+NEXAR_API nexar_status_t nexar_all_gather(nexar_comm_t *c, const void *send, void *recv,
+                                          size_t count, nexar_dtype_t dtype);
+NEXAR_API nexar_status_t nexar_iall_gather(nexar_comm_t *c, const void *send, void *recv,
+                                           size_t count, nexar_dtype_t dtype,
+                                           nexar_request_t **req);
+
+/* send holds count * size elements; rank i receives the reduction of block i. */
+NEXAR_API nexar_status_t nexar_reduce_scatter(nexar_comm_t *c, const void *send, void *recv,
+                                              size_t count, nexar_dtype_t dtype,
+                                              nexar_op_t op);
+NEXAR_API nexar_status_t nexar_ireduce_scatter(nexar_comm_t *c, const void *send,
+                                               void *recv, size_t count,
+                                               nexar_dtype_t dtype, nexar_op_t op,
+                                               nexar_request_t **req);
+
+/* Gather: recv (count * size, root only) gets every rank's count elements. */
+NEXAR_API nexar_status_t nexar_gather(nexar_comm_t *c, const void *send, void *recv,
+                                      size_t count, nexar_dtype_t dtype, int root);
+NEXAR_API nexar_status_t nexar_igather(nexar_comm_t *c, const void *send, void *recv,
+                                       size_t count, nexar_dtype_t dtype, int root,
+                                       nexar_request_t **req);
+
+/* Scatter: block i of root's send (count * size) goes to rank i's recv. */
+NEXAR_API nexar_status_t nexar_scatter(nexar_comm_t *c, const void *send, void *recv,
+                                       size_t count, nexar_dtype_t dtype, int root);
+NEXAR_API nexar_status_t nexar_iscatter(nexar_comm_t *c, const void *send, void *recv,
+                                        size_t count, nexar_dtype_t dtype, int root,
+                                        nexar_request_t **req);
+
+/* Block j of send (count elements each) goes to rank j; recv block i came from rank i. */
+NEXAR_API nexar_status_t nexar_all_to_all(nexar_comm_t *c, const void *send, void *recv,
+                                          size_t count, nexar_dtype_t dtype);
+NEXAR_API nexar_status_t nexar_iall_to_all(nexar_comm_t *c, const void *send, void *recv,
+                                           size_t count, nexar_dtype_t dtype,
+                                           nexar_request_t **req);
+
+/* Inclusive prefix reduction in place: rank i gets op over ranks 0..i. */
+NEXAR_API nexar_status_t nexar_scan(nexar_comm_t *c, void *buf, size_t count,
+                                    nexar_dtype_t dtype, nexar_op_t op);
+NEXAR_API nexar_status_t nexar_iscan(nexar_comm_t *c, void *buf, size_t count,
+                                     nexar_dtype_t dtype, nexar_op_t op,
+                                     nexar_request_t **req);
+
+/* Exclusive prefix in place: rank i gets op over ranks 0..i-1; rank 0 gets the
+ * identity of op (0 for SUM, 1 for PROD, the largest value for MIN, the smallest
+ * for MAX; +inf / -inf for floating types). */
+NEXAR_API nexar_status_t nexar_exscan(nexar_comm_t *c, void *buf, size_t count,
+                                      nexar_dtype_t dtype, nexar_op_t op);
+NEXAR_API nexar_status_t nexar_iexscan(nexar_comm_t *c, void *buf, size_t count,
+                                       nexar_dtype_t dtype, nexar_op_t op,
+                                       nexar_request_t **req);
+
+/* One allreduce over the concatenation of n buffers, each reduced in place. */
+NEXAR_API nexar_status_t nexar_all_reduce_bucketed(nexar_comm_t *c, const nexar_iov_t *v,
+                                                   size_t n, nexar_dtype_t dtype,
+                                                   nexar_op_t op);
+NEXAR_API nexar_status_t nexar_iall_reduce_bucketed(nexar_comm_t *c, const nexar_iov_t *v,
+                                                    size_t n, nexar_dtype_t dtype,
+                                                    nexar_op_t op, nexar_request_t **req);
+
+NEXAR_API nexar_status_t nexar_barrier(nexar_comm_t *c);
+NEXAR_API nexar_status_t nexar_ibarrier(nexar_comm_t *c, nexar_request_t **req);
+
+/*
+ * Point to point, matched by (source, tag) in order.  A send completes once the
+ * daemon holds its data (it may buffer it), so a receive of tag 1 completes even
+ * when tag 2 was sent first.  A count that differs between the send and its
+ * matching receive is NEXAR_ERR_MISMATCH on both sides.
+ */
+NEXAR_API nexar_status_t nexar_send(nexar_comm_t *c, const void *buf, size_t count,
+                                    nexar_dtype_t dtype, int dest, uint32_t tag);
+NEXAR_API nexar_status_t nexar_isend(nexar_comm_t *c, const void *buf, size_t count,
+                                     nexar_dtype_t dtype, int dest, uint32_t tag,
+                                     nexar_request_t **req);
+NEXAR_API nexar_status_t nexar_recv(nexar_comm_t *c, void *buf, size_t count,
+                                    nexar_dtype_t dtype, int src, uint32_t tag);
+NEXAR_API nexar_status_t nexar_irecv(nexar_comm_t *c, void *buf, size_t count,
+                                     nexar_dtype_t dtype, int src, uint32_t tag,
+                                     nexar_request_t **req);
+
+/* ---- requests ----------------------------------------------------------------- */
+
+/* Completes req and frees it; returns the op's status.  NULL is NEXAR_ERR_INVALID. */
+NEXAR_API nexar_status_t nexar_wait(nexar_request_t *req);
+
+/* *done = 1 when req has completed; then it returns the op's status and req is
+ * freed.  *done = 0 and NEXAR_OK otherwise.  Makes progress on every request. */
+NEXAR_API nexar_status_t nexar_test(nexar_request_t *req, int *done);
+
+/* Completes every outstanding request of c; returns the first failure's status.
+ * The requests are freed: their handles must not be used afterwards. */
+NEXAR_API nexar_status_t nexar_sync(nexar_comm_t *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEXAR_H */

@@ -1,0 +1,99 @@
+/*
+ * frame.h - the frame around every control message on the Unix socket.
+ *
+ * A frame is a 16-byte header followed by `length` bytes of a protobuf-c message
+ * whose type the header names.  All header fields are little-endian.
+ *
+ *   0  u32 magic    NX_FRAME_MAGIC ("NXF1")
+ *   4  u16 version  NX_PROTO_VERSION of the sender
+ *   6  u16 type     enum nx_msg_type
+ *   8  u32 length   payload bytes, at most NX_FRAME_MAX
+ *  12  u32 flags    0; reserved
+ *
+ * The first message on every connection is HELLO from the client, answered by
+ * HELLO_REPLY.  A peer whose version the daemon does not speak gets an ERROR
+ * frame and is closed.  The header is validated before a single payload byte is
+ * decoded.
+ *
+ * Version history:
+ *   1  HELLO, JOIN (memfd + 2 eventfds on JOIN_REPLY), CTL, ERROR.
+ */
+#ifndef NX_FRAME_H
+#define NX_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NX_FRAME_MAGIC 0x3146584eu /* "NXF1" */
+#define NX_PROTO_VERSION 1u
+#define NX_FRAME_HDR_BYTES 16u
+#define NX_FRAME_MAX (1u << 20)
+#define NX_FRAME_MAX_FDS 4
+
+enum nx_msg_type {
+    NX_MSG_HELLO = 1,       /* Hello */
+    NX_MSG_HELLO_REPLY = 2, /* HelloReply */
+    NX_MSG_JOIN = 3,        /* JoinRequest */
+    NX_MSG_JOIN_REPLY = 4,  /* JoinReply (+ memfd, sq eventfd, cq eventfd when ok) */
+    NX_MSG_CTL = 5,         /* CtlRequest */
+    NX_MSG_CTL_REPLY = 6,   /* CtlReply */
+    NX_MSG_ERROR = 7,       /* ErrorReply: the daemon closes after sending it */
+    NX_MSG_TYPE_MAX = 7
+};
+
+struct nx_frame_hdr {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t type;
+    uint32_t length;
+    uint32_t flags;
+};
+
+/* Writes the 16 header bytes for (type, length) into out. */
+void nx_frame_hdr_encode(uint8_t out[NX_FRAME_HDR_BYTES], uint16_t type, uint32_t length);
+
+/* Parses and validates 16 header bytes.  Returns 0, or -EPROTO (bad magic, flags,
+ * type or length) or -EPROTONOSUPPORT (version) with a reason in *why. */
+int nx_frame_hdr_decode(const uint8_t in[NX_FRAME_HDR_BYTES], struct nx_frame_hdr *h,
+                        const char **why);
+
+/*
+ * Incremental parser for a byte stream (the daemon's libuv reads arrive in
+ * arbitrary pieces).  Feed bytes; each complete frame is delivered through cb.
+ * A frame over NX_FRAME_MAX or with a bad header fails the stream for good.
+ */
+typedef int (*nx_frame_cb)(void *arg, const struct nx_frame_hdr *h, const uint8_t *payload);
+
+struct nx_frame_parser {
+    uint8_t hdr[NX_FRAME_HDR_BYTES];
+    size_t hdr_have;
+    struct nx_frame_hdr cur;
+    uint8_t *payload; /* malloc'd, cur.length bytes */
+    size_t payload_have;
+    int failed; /* the negative code that failed the stream */
+    const char *why;
+};
+
+void nx_frame_parser_init(struct nx_frame_parser *p);
+void nx_frame_parser_fini(struct nx_frame_parser *p);
+
+/* Returns 0 when all bytes were consumed, the parser's negative error when the
+ * stream is bad, or the first non-zero value cb returned (which stops parsing). */
+int nx_frame_parser_feed(struct nx_frame_parser *p, const uint8_t *buf, size_t len,
+                         nx_frame_cb cb, void *arg);
+
+/* ---- blocking channel helpers (shim, tools) ----------------------------------- */
+
+/* Sends one frame, optionally with fds (SCM_RIGHTS).  0 or -errno. */
+int nx_chan_send(int sock, uint16_t type, const uint8_t *payload, uint32_t length,
+                 const int *fds, int nfds);
+
+/*
+ * Receives one frame within timeout_ms (-1: forever).  *payload is malloc'd (free
+ * it), fds received with it go to fds[0..*nfds) (at most max_fds, the rest closed).
+ * Returns 0, -ETIMEDOUT, -ECONNRESET (peer closed), -EPROTO, -ENOMEM or -errno.
+ */
+int nx_chan_recv(int sock, struct nx_frame_hdr *h, uint8_t **payload, int timeout_ms,
+                 int *fds, int max_fds, int *nfds);
+
+#endif /* NX_FRAME_H */

@@ -1,0 +1,217 @@
+/*
+ * shm_abi.h - the shared-memory segment between one rank and nexard.
+ *
+ * The daemon creates one memfd per client, sizes it, seals it against shrinking
+ * and growing (so a hostile client cannot make the daemon's mapping SIGBUS) and
+ * passes it with two eventfds over the control socket (SCM_RIGHTS):
+ *   sq_efd: the rank rings it after filling submission entries;
+ *   cq_efd: the daemon rings it after posting completion entries.
+ *
+ * Layout (all offsets from the segment base, all 64-byte aligned):
+ *   nx_shm_hdr                      written once by the daemon before passing the fd
+ *   nx_ring_ctl sq_ctl, cq_ctl      producer / consumer indices, one cache line each
+ *   nx_sqe sq[sq_entries]           rank -> daemon op descriptors
+ *   nx_cqe cq[cq_entries]           daemon -> rank completions
+ *   nx_err_entry err[err_entries]   detailed error texts referenced by completions
+ *   arena                           staging slots, then the heap for nexar_alloc()
+ *
+ * Trust: the daemon keeps its own copy of every header field, reads each ring
+ * index exactly once per pass, copies each descriptor out before looking at it,
+ * and validates everything (nx_sqe_validate() in shm_validate.c).  The rank trusts
+ * the daemon.
+ *
+ * Version history:
+ *   1  first layout.
+ */
+#ifndef NX_SHM_ABI_H
+#define NX_SHM_ABI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NX_SHM_MAGIC 0x534d584eu /* "NXMS" */
+#define NX_SHM_VERSION 1u
+#define NX_SHM_ALIGN 64u
+#define NX_ERR_TEXT_BYTES 512u
+
+/* Op kinds carried in nx_sqe.kind. */
+enum nx_kind {
+    NX_K_ALL_REDUCE = 1,
+    NX_K_BROADCAST = 2,
+    NX_K_REDUCE = 3,
+    NX_K_ALL_GATHER = 4,
+    NX_K_REDUCE_SCATTER = 5,
+    NX_K_GATHER = 6,
+    NX_K_SCATTER = 7,
+    NX_K_ALL_TO_ALL = 8,
+    NX_K_SCAN = 9,
+    NX_K_EXSCAN = 10,
+    NX_K_ALL_REDUCE_BUCKETED = 11, /* the concatenation of the iovs, as one allreduce */
+    NX_K_BARRIER = 12,
+    NX_K_SEND = 13,
+    NX_K_RECV = 14,
+    NX_K_SPLIT = 15,      /* peer = color, tag = key; result in the completion */
+    NX_K_COMM_FREE = 16,  /* this rank leaves the communicator; not matched */
+    NX_K_COMM_ABORT = 17, /* fails the communicator everywhere; not matched */
+    NX_K_MAX = 17
+};
+
+/* nx_sqe.flags */
+#define NX_SQE_DIRECT 0x01u /* in_off/out_off address the whole op's buffers in the
+                               arena (nexar_alloc); one descriptor, one completion.
+                               Without it the descriptor is staged chunk `chunk`. */
+
+/* A submission: 64 bytes. */
+struct nx_sqe {
+    uint64_t user_data; /* echoed in the completion */
+    uint32_t comm_id;
+    uint8_t kind;   /* enum nx_kind */
+    uint8_t dtype;  /* nexar_dtype_t */
+    uint8_t redop;  /* nexar_op_t, 0 where the kind has none */
+    uint8_t flags;  /* NX_SQE_* */
+    uint64_t seq;   /* collectives: the op's sequence number on comm, from 0.
+                       send/recv: the message's number on (comm, peer, tag), from 0. */
+    uint64_t count; /* the op's count argument, in elements */
+    uint32_t peer;  /* root; dest (send); src (recv); color (split) */
+    uint32_t tag;   /* tag (send/recv); key (split) */
+    uint64_t in_off;  /* arena offset of this descriptor's input */
+    uint64_t out_off; /* arena offset of this descriptor's output */
+    uint32_t chunk;   /* staged: chunk index within the op's plan; direct: 0 */
+    uint32_t reserved;
+};
+
+/* A completion: 32 bytes. */
+struct nx_cqe {
+    uint64_t user_data;
+    uint32_t status;  /* nexar_status_t */
+    uint32_t err_seq; /* when status != 0: err[err_seq % err_entries] holds the text
+                         if its seq matches; NX_NO_ERR_TEXT when there is none */
+    uint32_t res_comm; /* split: the new communicator id, 0 for NEXAR_UNDEFINED */
+    uint32_t res_rank; /* split: rank in the new communicator */
+    uint32_t res_size; /* split: size of the new communicator */
+    uint32_t reserved;
+};
+#define NX_NO_ERR_TEXT UINT32_MAX
+
+struct nx_err_entry {
+    uint32_t seq; /* written last, with release order */
+    uint32_t status;
+    char text[NX_ERR_TEXT_BYTES - 8];
+};
+
+/* Producer writes tail, consumer writes head; free-running u32 counters. */
+struct nx_ring_ctl {
+    _Alignas(64) uint32_t head;
+    _Alignas(64) uint32_t tail;
+    _Alignas(64) uint32_t reserved;
+};
+
+struct nx_shm_hdr {
+    uint32_t magic;
+    uint32_t version;
+    uint64_t total_bytes;
+    uint32_t sq_entries; /* power of two */
+    uint32_t cq_entries; /* power of two */
+    uint32_t err_entries;
+    uint32_t slot_count; /* staging slots at the start of the arena */
+    uint64_t slot_bytes;
+    uint64_t sq_ctl_off, cq_ctl_off;
+    uint64_t sq_off, cq_off, err_off;
+    uint64_t arena_off;   /* descriptor offsets are relative to this */
+    uint64_t arena_bytes; /* slot_count * slot_bytes + heap_bytes */
+    uint64_t heap_off;    /* arena-relative start of the nexar_alloc heap */
+    uint64_t heap_bytes;
+};
+
+/* The geometry the daemon chose; everything else is computed from it. */
+struct nx_shm_geom {
+    uint32_t sq_entries, cq_entries, err_entries, slot_count;
+    uint64_t slot_bytes, heap_bytes;
+};
+
+/* Fills *h (offsets, sizes, magic) from g; returns total bytes, 0 when g is invalid. */
+uint64_t nx_shm_layout(const struct nx_shm_geom *g, struct nx_shm_hdr *h);
+
+/* Checks a header the rank received; 0 or -EPROTO. */
+int nx_shm_hdr_check(const struct nx_shm_hdr *h, uint64_t mapped_bytes);
+
+/* ---- element geometry of an op -------------------------------------------------
+ * Every kind moves data in "units" of count elements.  in_mul / out_mul say how
+ * many blocks of `count` elements the input and output hold on one rank
+ * (all_gather: in 1, out size).  A chunk covers elements [off, off + n) of every
+ * block; a staged chunk lays block j at j * n elements of its slot region, a direct
+ * buffer at j * count + off.
+ */
+struct nx_shape {
+    uint32_t in_mul, out_mul;
+    bool alias_ok; /* staged input and output may share one region */
+    bool has_data;
+};
+
+/* Shape of kind for a communicator of `size` ranks, as seen by `rank` with `root`:
+ *   all_reduce, bucketed, scan, exscan   in 1   out 1      alias
+ *   broadcast                            root: in 1 out 0; others: in 0 out 1; alias
+ *   reduce                               root: in 1 out 1 alias; others: in 1 out 0
+ *   all_gather                           in 1   out size
+ *   gather                               root: in 1 out size; others: in 1 out 0
+ *   reduce_scatter                       in size  out 1
+ *   scatter                              root: in size out 1; others: in 0 out 1
+ *   all_to_all                           in size  out size
+ *   send / recv                          in 1 out 0 / in 0 out 1
+ *   barrier, split, free, abort          no data
+ * Returns false for an unknown kind. */
+bool nx_kind_shape(uint8_t kind, uint32_t size, uint32_t rank, uint32_t root,
+                   struct nx_shape *out);
+
+/* Elements per chunk for a staged op: the largest n whose input and output regions
+ * fit one slot on every rank (the root's shape is the largest).  Both sides compute
+ * it; it depends only on (kind, size, esize, slot_bytes), so every rank of an op has
+ * the same plan.  Returns 0 when not even one element fits. */
+uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes);
+
+/* Number of chunks of an op: at least 1 (a count-0 op still has one empty chunk). */
+uint64_t nx_chunk_count(uint64_t count, uint64_t chunk_elems);
+
+/* Element size of a dtype, 0 when unknown. */
+uint32_t nx_dtype_size(uint8_t dtype);
+
+/* Short names for messages: "all_reduce", "f32", "sum"; "?" when unknown. */
+const char *nx_kind_name(uint8_t kind);
+const char *nx_dtype_name(uint8_t dtype);
+const char *nx_redop_name(uint8_t redop);
+
+/* Kinds that take a reduction operator / a root. */
+bool nx_kind_has_redop(uint8_t kind);
+bool nx_kind_has_root(uint8_t kind);
+
+/* ---- ring operations -------------------------------------------------------
+ * Producers: reserve, fill, publish.  Consumers: peek the published count, copy,
+ * release.  Indices are free-running; the ring position is index & (entries - 1).
+ */
+static inline uint32_t nx_load_acquire(const uint32_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+static inline void nx_store_release(uint32_t *p, uint32_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+/* Validation of one copied descriptor against what the daemon knows about the
+ * client.  Returns 0, or -EINVAL and a reason in why (a static string). */
+struct nx_sqe_limits {
+    uint64_t arena_bytes;
+    uint64_t slot_bytes;
+    uint32_t comm_size; /* size of the communicator the sqe names */
+    uint32_t comm_rank; /* this client's rank in it */
+};
+int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
+                    const char **why);
+
+/* Byte extent of the input and output of descriptor e (whole op when direct,
+ * the chunk otherwise).  Returns false on overflow. */
+bool nx_sqe_extent(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
+                   uint64_t *in_bytes, uint64_t *out_bytes);
+
+#endif /* NX_SHM_ABI_H */

@@ -1,0 +1,119 @@
+/* shm_validate.c - the daemon's check of one descriptor copied out of a ring.
+ * Stateless: the per-client checks (chunk order, sequence, comm membership) are the
+ * daemon's; everything decidable from the descriptor and the segment is here. */
+#include "shm_abi.h"
+
+#include <errno.h>
+
+#include "nexar.h"
+
+static bool mul_ok(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+static bool extent_for(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
+                       const struct nx_shape *s, uint64_t *in_bytes, uint64_t *out_bytes)
+{
+    uint32_t es = nx_dtype_size(e->dtype);
+    uint64_t elems, ib, ob;
+    if (!s->has_data) {
+        *in_bytes = *out_bytes = 0;
+        return true;
+    }
+    if (e->flags & NX_SQE_DIRECT) {
+        elems = e->count;
+    } else {
+        uint64_t per = nx_chunk_elems(e->kind, lim->comm_size, es, lim->slot_bytes);
+        uint64_t first;
+        if (per == 0 || !mul_ok(per, e->chunk, &first))
+            return false;
+        elems = first >= e->count ? 0 : e->count - first;
+        if (elems > per)
+            elems = per;
+    }
+    if (!mul_ok(elems, s->in_mul, &ib) || !mul_ok(ib, es, &ib) ||
+        !mul_ok(elems, s->out_mul, &ob) || !mul_ok(ob, es, &ob))
+        return false;
+    *in_bytes = ib;
+    *out_bytes = ob;
+    return true;
+}
+
+bool nx_sqe_extent(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
+                   uint64_t *in_bytes, uint64_t *out_bytes)
+{
+    struct nx_shape s;
+    if (!nx_kind_shape(e->kind, lim->comm_size, lim->comm_rank, e->peer, &s))
+        return false;
+    return extent_for(e, lim, &s, in_bytes, out_bytes);
+}
+
+static bool inside(uint64_t off, uint64_t len, uint64_t limit)
+{
+    return len == 0 || (off <= limit && len <= limit - off);
+}
+
+#define REJECT(reason)                                                                     \
+    do {                                                                                   \
+        *why = (reason);                                                                   \
+        return -EINVAL;                                                                    \
+    } while (0)
+
+int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
+                    const char **why)
+{
+    struct nx_shape s;
+    const char *dummy;
+    if (!why)
+        why = &dummy;
+    if (e->kind < 1 || e->kind > NX_K_MAX)
+        REJECT("unknown op kind");
+    if (e->flags & ~NX_SQE_DIRECT)
+        REJECT("unknown descriptor flags");
+    if (e->reserved != 0)
+        REJECT("reserved field not zero");
+    if (e->dtype >= NEXAR_DTYPE_COUNT)
+        REJECT("unknown dtype");
+    if (nx_kind_has_redop(e->kind) ? e->redop >= NEXAR_OP_COUNT : e->redop != 0)
+        REJECT("bad reduction op");
+    if (lim->comm_size == 0 || lim->comm_rank >= lim->comm_size)
+        REJECT("bad communicator geometry");
+    if ((nx_kind_has_root(e->kind) || e->kind == NX_K_SEND || e->kind == NX_K_RECV) &&
+        e->peer >= lim->comm_size)
+        REJECT("root or peer out of range");
+    if (!nx_kind_shape(e->kind, lim->comm_size, lim->comm_rank, e->peer, &s))
+        REJECT("unknown op kind");
+
+    if (!s.has_data) {
+        if (e->count != 0 || e->chunk != 0)
+            REJECT("count or chunk on an op without data");
+        return 0;
+    }
+
+    uint32_t es = nx_dtype_size(e->dtype);
+    uint64_t per = nx_chunk_elems(e->kind, lim->comm_size, es, lim->slot_bytes);
+    if (per == 0)
+        REJECT("staging slot too small for one element of this op");
+    uint64_t total;
+    uint32_t mul = s.in_mul > s.out_mul ? s.in_mul : s.out_mul;
+    if (!mul_ok(e->count, mul ? mul : 1, &total) || !mul_ok(total, es, &total))
+        REJECT("count overflows");
+    if (e->flags & NX_SQE_DIRECT) {
+        if (e->chunk != 0)
+            REJECT("chunk index on a direct descriptor");
+    } else if (e->chunk >= nx_chunk_count(e->count, per)) {
+        REJECT("chunk index beyond the op's plan");
+    }
+
+    uint64_t ib, ob;
+    if (!extent_for(e, lim, &s, &ib, &ob))
+        REJECT("extent overflows");
+    if ((ib && e->in_off % es) || (ob && e->out_off % es))
+        REJECT("offset not aligned to the element size");
+    if (!inside(e->in_off, ib, lim->arena_bytes))
+        REJECT("input outside the arena");
+    if (!inside(e->out_off, ob, lim->arena_bytes))
+        REJECT("output outside the arena");
+    return 0;
+}
