@@ -1,1 +1,131 @@
-/* placeholder: being written */
+/* coll_local.c - see coll_local.h.  All ranks' buffers are mapped in this process, so
+ * every collective is a direct gather/compute/scatter over them: each byte is read
+ * once and written once per destination, which is what bounds a node-local collective. */
+#include "coll_local.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "mem.h"
+#include "shm_abi.h"
+
+#define MAX_STACK_RANKS 64
+
+static uint8_t *blk(uint8_t *base, uint64_t stride, uint32_t j, uint32_t es)
+{
+    return base + (uint64_t)j * stride * es;
+}
+
+/* Reduction over ranks of block `b` of every input into the given outputs. */
+static int reduce_block(const struct nx_adapter *ad, const struct nx_chunk_job *jb,
+                        uint32_t b, void **dsts, size_t ndst, const void **srcs)
+{
+    uint32_t es = nx_dtype_size(jb->dtype);
+    for (uint32_t r = 0; r < jb->size; r++)
+        srcs[r] = blk(jb->io[r].in, jb->io[r].in_stride, b, es);
+    return ad->reduce_fanout(dsts, ndst, srcs, jb->size, jb->n, jb->dtype, jb->redop);
+}
+
+static int run(const struct nx_adapter *ad, const struct nx_chunk_job *jb, void **dsts,
+               const void **srcs)
+{
+    uint32_t P = jb->size, es = nx_dtype_size(jb->dtype);
+    size_t bytes = jb->n * es;
+    struct nx_rank_io *io = jb->io;
+    int rv = 0;
+
+    switch (jb->kind) {
+    case NX_K_ALL_REDUCE:
+    case NX_K_ALL_REDUCE_BUCKETED:
+        for (uint32_t r = 0; r < P; r++)
+            dsts[r] = io[r].out;
+        return reduce_block(ad, jb, 0, dsts, P, srcs);
+    case NX_K_REDUCE:
+        dsts[0] = io[jb->root].out;
+        return reduce_block(ad, jb, 0, dsts, 1, srcs);
+    case NX_K_REDUCE_SCATTER:
+        for (uint32_t r = 0; r < P && rv == 0; r++) {
+            dsts[0] = io[r].out;
+            rv = reduce_block(ad, jb, r, dsts, 1, srcs);
+        }
+        return rv;
+    case NX_K_SCAN:
+    case NX_K_EXSCAN:
+        for (uint32_t r = 0; r < P; r++) {
+            dsts[r] = io[r].out;
+            srcs[r] = io[r].in;
+        }
+        return ad->scan_fanout(dsts, srcs, P, jb->n, jb->dtype, jb->redop,
+                               jb->kind == NX_K_EXSCAN);
+    case NX_K_BROADCAST:
+        for (uint32_t r = 0; r < P && rv == 0; r++)
+            if (r != jb->root)
+                rv = ad->receive_to_device(io[r].out, io[jb->root].in, bytes);
+        return rv;
+    case NX_K_ALL_GATHER:
+    case NX_K_GATHER:
+        for (uint32_t r = 0; r < P && rv == 0; r++) {
+            if (jb->kind == NX_K_GATHER && r != jb->root)
+                continue;
+            for (uint32_t j = 0; j < P && rv == 0; j++)
+                rv = ad->receive_to_device(blk(io[r].out, io[r].out_stride, j, es), io[j].in,
+                                           bytes);
+        }
+        return rv;
+    case NX_K_SCATTER:
+        for (uint32_t r = 0; r < P && rv == 0; r++)
+            rv = ad->receive_to_device(io[r].out,
+                                       blk(io[jb->root].in, io[jb->root].in_stride, r, es),
+                                       bytes);
+        return rv;
+    case NX_K_ALL_TO_ALL:
+        for (uint32_t r = 0; r < P && rv == 0; r++)
+            for (uint32_t j = 0; j < P && rv == 0; j++)
+                rv = ad->receive_to_device(blk(io[r].out, io[r].out_stride, j, es),
+                                           blk(io[j].in, io[j].in_stride, r, es), bytes);
+        return rv;
+    default:
+        return -EINVAL;
+    }
+}
+
+int nx_coll_local_run(const struct nx_adapter *ad, const struct nx_chunk_job *jb)
+{
+    void *dst_stack[MAX_STACK_RANKS];
+    const void *src_stack[MAX_STACK_RANKS];
+    void **dsts = dst_stack;
+    const void **srcs = src_stack;
+    int rv;
+
+    if (jb->n == 0)
+        return 0;
+    if (jb->size > MAX_STACK_RANKS) {
+        dsts = nx_xcalloc(jb->size, sizeof(*dsts));
+        srcs = nx_xcalloc(jb->size, sizeof(*srcs));
+    }
+    rv = run(ad, jb, dsts, srcs);
+    if (dsts != dst_stack) {
+        free(dsts);
+        free(srcs);
+    }
+    return rv;
+}
+
+const char *nx_coll_local_algo(uint8_t kind)
+{
+    switch (kind) {
+    case NX_K_ALL_REDUCE:
+    case NX_K_ALL_REDUCE_BUCKETED:
+    case NX_K_REDUCE:
+    case NX_K_REDUCE_SCATTER:
+        return "local-fanout-reduce";
+    case NX_K_SCAN:
+    case NX_K_EXSCAN:
+        return "local-prefix";
+    case NX_K_BARRIER:
+    case NX_K_SPLIT:
+        return "local-match";
+    default:
+        return "local-copy";
+    }
+}

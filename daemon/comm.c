@@ -1,1 +1,104 @@
-/* placeholder: being written */
+/* comm.c - see comm.h. */
+#include "comm.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "daemon.h"
+#include "job.h"
+#include "log.h"
+#include "mem.h"
+#include "nexar.h"
+
+struct nx_comm_list nx_comms = LIST_HEAD_INITIALIZER(nx_comms);
+uint32_t nx_comm_count;
+static uint32_t next_id = 1;
+
+struct nx_comm *nx_comm_new(struct nx_job *job, uint32_t size, struct nx_client *const *clients,
+                            const uint32_t *world_ranks, uint32_t timeout_ms)
+{
+    struct nx_comm *c = nx_xcalloc(1, sizeof(*c));
+    c->id = next_id++;
+    if (next_id == 0)
+        next_id = 1;
+    c->job = job;
+    c->size = size;
+    c->live = size;
+    c->timeout_ms = timeout_ms;
+    c->ranks = nx_xcalloc(size, sizeof(*c->ranks));
+    for (uint32_t r = 0; r < size; r++) {
+        c->ranks[r].client = clients[r];
+        c->ranks[r].world_rank = world_ranks[r];
+        nx_client_add_member(clients[r], c, r);
+    }
+    nx_sched_init(&c->sched, size);
+    nx_p2p_init(&c->p2p);
+    LIST_INSERT_HEAD(&nx_comms, c, link);
+    nx_comm_count++;
+    return c;
+}
+
+static void comm_free(struct nx_comm *c)
+{
+    nx_sched_fail_all(c);
+    nx_p2p_fail_all(c);
+    nx_sched_fini(&c->sched);
+    LIST_REMOVE(c, link);
+    nx_comm_count--;
+    free(c->failed_text);
+    free(c->ranks);
+    free(c);
+}
+
+void nx_comm_fail(struct nx_comm *c, uint32_t status, const char *fmt, ...)
+{
+    if (c->failed_status)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&c->failed_text, fmt, ap) < 0)
+        c->failed_text = NULL;
+    va_end(ap);
+    if (!c->failed_text)
+        c->failed_text = nx_xstrdup(nx_status_text(status));
+    c->failed_status = status;
+    nxd.stats.ops_failed++;
+    NX_INFO("comm", "communicator %u of job \"%s\" failed: %s", c->id,
+            c->job ? c->job->name : "?", c->failed_text);
+    nx_sched_fail_all(c);
+    nx_p2p_fail_all(c);
+}
+
+void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)
+{
+    if (rank >= c->size || !c->ranks[rank].client)
+        return;
+    struct nx_client *cl = c->ranks[rank].client;
+    c->ranks[rank].client = NULL;
+    nx_client_del_member(cl, c);
+    if (lost) {
+        nxd.stats.peers_lost++;
+        nx_comm_fail(c, NEXAR_ERR_PEER_LOST, "%s (rank %u of communicator %u) is gone: %s",
+                     who, rank, c->id, "its connection to nexard closed");
+    } else if (!TAILQ_EMPTY(&c->sched.ops) || !TAILQ_EMPTY(&c->p2p.msgs)) {
+        nx_comm_fail(c, NEXAR_ERR_PEER_LOST,
+                     "%s freed communicator %u while operations on it were in flight", who,
+                     c->id);
+    }
+    if (--c->live == 0)
+        comm_free(c);
+}
+
+void nx_comms_fini(void)
+{
+    while (!LIST_EMPTY(&nx_comms)) {
+        struct nx_comm *c = LIST_FIRST(&nx_comms);
+        for (uint32_t r = 0; r < c->size; r++)
+            if (c->ranks[r].client)
+                nx_client_del_member(c->ranks[r].client, c);
+        comm_free(c);
+    }
+}

@@ -1,1 +1,311 @@
-/* placeholder: being written */
+/* config.c - see config.h. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "mem.h"
+
+void nx_config_defaults(struct nx_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->socket_path = nx_xstrdup("/run/nexar/nexard.sock");
+    c->runtime_dir = nx_xstrdup("/run/nexar");
+    c->log_level = NX_LOG_INFO;
+    c->slot_bytes = 4u << 20;
+    c->slots = 4;
+    c->heap_bytes = 256u << 20;
+    c->sq_entries = 256;
+    c->cq_entries = 256;
+    c->op_timeout_s = 300;
+    c->p2p_eager_bytes = 64u << 20;
+    c->max_clients = 1024;
+    c->max_pending = 4096;
+}
+
+void nx_config_free(struct nx_config *c)
+{
+    free(c->config_path);
+    free(c->socket_path);
+    free(c->runtime_dir);
+    memset(c, 0, sizeof(*c));
+}
+
+/* Unsigned integer with an optional K/M/G suffix (powers of 1024). */
+static int parse_size(const char *s, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (!isdigit((unsigned char)*s))
+        return -EINVAL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return -EINVAL;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (*end != '\0' || v > (max >> shift))
+        return -EINVAL;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+static int parse_uids(struct nx_config *c, const char *v, char *err, size_t errlen)
+{
+    c->allow_all_uids = false;
+    c->n_allow_uids = 0;
+    char *copy = nx_xstrdup(v), *save = NULL;
+    int rv = 0;
+    for (char *tok = strtok_r(copy, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+        uint64_t uid;
+        if (!strcmp(tok, "*")) {
+            c->allow_all_uids = true;
+        } else if (parse_size(tok, UINT32_MAX - 1, &uid) < 0 ||
+                   c->n_allow_uids == NX_CONFIG_MAX_UIDS) {
+            snprintf(err, errlen, "allow_uids: bad uid '%s' (numbers or *, at most %d)", tok,
+                     NX_CONFIG_MAX_UIDS);
+            rv = -EINVAL;
+            break;
+        } else {
+            c->allow_uids[c->n_allow_uids++] = (uid_t)uid;
+        }
+    }
+    free(copy);
+    return rv;
+}
+
+static bool at_least(uint64_t v, uint64_t lo)
+{
+    return v >= lo;
+}
+
+static bool pow2(uint64_t v)
+{
+    return v && !(v & (v - 1));
+}
+
+int nx_config_set(struct nx_config *c, const char *key, const char *value, char *err,
+                  size_t errlen)
+{
+    uint64_t v;
+#define SIZE_KEY(name, field, lo, hi, extra)                                               \
+    if (!strcmp(key, name)) {                                                              \
+        if (parse_size(value, hi, &v) < 0 || !at_least(v, lo) || !(extra)) {                       \
+            snprintf(err, errlen, "%s: bad value '%s' (%s)", name, value,                  \
+                     "expected " #lo ".." #hi " " #extra);                                 \
+            return -EINVAL;                                                                \
+        }                                                                                  \
+        c->field = v;                                                                      \
+        return 0;                                                                          \
+    }
+    if (!strcmp(key, "socket")) {
+        if (!*value || strlen(value) >= 108) {
+            snprintf(err, errlen, "socket: path empty or longer than 107 bytes");
+            return -EINVAL;
+        }
+        free(c->socket_path);
+        c->socket_path = nx_xstrdup(value);
+        return 0;
+    }
+    if (!strcmp(key, "runtime_dir")) {
+        if (!*value) {
+            snprintf(err, errlen, "runtime_dir: empty");
+            return -EINVAL;
+        }
+        free(c->runtime_dir);
+        c->runtime_dir = nx_xstrdup(value);
+        return 0;
+    }
+    if (!strcmp(key, "log_level")) {
+        int l = nx_log_level_parse(value);
+        if (l < 0) {
+            snprintf(err, errlen, "log_level: '%s' is not debug, info, warn or error", value);
+            return -EINVAL;
+        }
+        c->log_level = l;
+        return 0;
+    }
+    if (!strcmp(key, "allow_uids"))
+        return parse_uids(c, value, err, errlen);
+    SIZE_KEY("slot_bytes", slot_bytes, 4096, 1ull << 30, v % 64 == 0)
+    SIZE_KEY("slots", slots, 1, 64, 1)
+    SIZE_KEY("heap_bytes", heap_bytes, 0, 64ull << 30, v % 64 == 0)
+    SIZE_KEY("sq_entries", sq_entries, 8, 65536, pow2(v))
+    SIZE_KEY("cq_entries", cq_entries, 8, 65536, pow2(v))
+    SIZE_KEY("op_timeout_s", op_timeout_s, 1, 86400 * 7, 1)
+    SIZE_KEY("p2p_eager_bytes", p2p_eager_bytes, 0, 1ull << 40, 1)
+    SIZE_KEY("max_clients", max_clients, 1, 1u << 20, 1)
+    SIZE_KEY("max_pending", max_pending, 16, 1u << 24, 1)
+#undef SIZE_KEY
+    snprintf(err, errlen, "unknown key '%s'", key);
+    return -EINVAL;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
+int nx_config_load_file(struct nx_config *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    char line[1024];
+    unsigned lineno = 0;
+    int rv = 0;
+    while (fgets(line, sizeof(line), f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *s = trim(line);
+        if (!*s)
+            continue;
+        char *eq = strchr(s, '=');
+        char why[256];
+        if (!eq) {
+            snprintf(err, errlen, "%s:%u: expected 'key = value'", path, lineno);
+            rv = -EINVAL;
+            break;
+        }
+        *eq = '\0';
+        if (nx_config_set(c, trim(s), trim(eq + 1), why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "%s:%u: %s", path, lineno, why);
+            rv = -EINVAL;
+            break;
+        }
+    }
+    fclose(f);
+    return rv;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: nexard [options]\n"
+            "  -c, --config FILE      read settings from FILE (key = value lines)\n"
+            "      --socket PATH      control socket (default /run/nexar/nexard.sock)\n"
+            "      --runtime-dir DIR  lock file directory (default /run/nexar)\n"
+            "      --log-level LEVEL  debug, info, warn or error (default info)\n"
+            "  -f, --foreground       stay in the foreground (systemd, nexar-run)\n"
+            "      --slot-bytes N     staging slot size per client (K/M/G suffixes)\n"
+            "      --slots N          staging slots per client\n"
+            "      --heap-bytes N     nexar_alloc arena per client\n"
+            "      --set KEY=VALUE    any config file key\n"
+            "      --version          print the version\n"
+            "  -h, --help             this text\n");
+}
+
+int nx_config_parse_args(struct nx_config *c, int argc, char **argv, char *err,
+                         size_t errlen)
+{
+    enum { O_SOCKET = 256, O_RUNDIR, O_LOGLEVEL, O_SLOTB, O_SLOTS, O_HEAP, O_SET, O_VERSION };
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"socket", required_argument, NULL, O_SOCKET},
+        {"runtime-dir", required_argument, NULL, O_RUNDIR},
+        {"log-level", required_argument, NULL, O_LOGLEVEL},
+        {"foreground", no_argument, NULL, 'f'},
+        {"slot-bytes", required_argument, NULL, O_SLOTB},
+        {"slots", required_argument, NULL, O_SLOTS},
+        {"heap-bytes", required_argument, NULL, O_HEAP},
+        {"set", required_argument, NULL, O_SET},
+        {"version", no_argument, NULL, O_VERSION},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    int o;
+
+    /* First pass: only the config file, so that flags override it in any order. */
+    opterr = 0;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "c:fh", opts, NULL)) != -1) {
+        if (o == 'c') {
+            free(c->config_path);
+            c->config_path = nx_xstrdup(optarg);
+        }
+    }
+    if (c->config_path) {
+        int rv = nx_config_load_file(c, c->config_path, err, errlen);
+        if (rv < 0)
+            return rv;
+    }
+
+    opterr = 0;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "c:fh", opts, NULL)) != -1) {
+        const char *key = NULL;
+        char kv[512];
+        switch (o) {
+        case 'c':
+            break;
+        case 'f':
+            c->foreground = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 1;
+        case O_VERSION:
+            printf("nexard %s\n", NEXAR_VERSION);
+            return 1;
+        case O_SOCKET: key = "socket"; break;
+        case O_RUNDIR: key = "runtime_dir"; break;
+        case O_LOGLEVEL: key = "log_level"; break;
+        case O_SLOTB: key = "slot_bytes"; break;
+        case O_SLOTS: key = "slots"; break;
+        case O_HEAP: key = "heap_bytes"; break;
+        case O_SET: {
+            snprintf(kv, sizeof(kv), "%s", optarg);
+            char *eq = strchr(kv, '=');
+            if (!eq) {
+                snprintf(err, errlen, "--set needs KEY=VALUE, got '%s'", optarg);
+                return -EINVAL;
+            }
+            *eq = '\0';
+            if (nx_config_set(c, trim(kv), trim(eq + 1), err, errlen) < 0)
+                return -EINVAL;
+            break;
+        }
+        default:
+            snprintf(err, errlen, "unknown or incomplete option '%s' (try --help)",
+                     argv[optind - 1]);
+            return -EINVAL;
+        }
+        if (key && nx_config_set(c, key, optarg, err, errlen) < 0)
+            return -EINVAL;
+    }
+    if (optind < argc) {
+        snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+bool nx_config_uid_allowed(const struct nx_config *c, uid_t owner, uid_t uid)
+{
+    if (uid == owner || uid == 0 || c->allow_all_uids)
+        return true;
+    for (size_t i = 0; i < c->n_allow_uids; i++)
+        if (c->allow_uids[i] == uid)
+            return true;
+    return false;
+}

@@ -1,1 +1,226 @@
-/* placeholder: being written */
+/* ctl_info.c - see ctl_info.h.  Builds the protobuf reply straight from the live
+ * registries; nothing here changes state. */
+#include "ctl_info.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "coll_local.h"
+#include "comm.h"
+#include "ctlsrv.h"
+#include "daemon.h"
+#include "job.h"
+#include "mem.h"
+#include "nexar.h"
+#include "nexar.pb-c.h"
+
+/* Everything allocated for one reply, freed together after sending. */
+struct arena {
+    void **ptrs;
+    size_t n, cap;
+};
+
+static void *keep(struct arena *a, void *p)
+{
+    nx_grow((void **)&a->ptrs, &a->cap, a->n + 1, sizeof(*a->ptrs));
+    a->ptrs[a->n++] = p;
+    return p;
+}
+
+static void *alloc(struct arena *a, size_t n, size_t size)
+{
+    return keep(a, nx_xcalloc(n, size));
+}
+
+static uint64_t rss_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "re");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static const char *client_state(const struct nx_client *cl)
+{
+    if (!cl)
+        return "gone";
+    if (cl->dead)
+        return "gone";
+    if (!cl->polling)
+        return "waiting";
+    return cl->pending ? "active" : "idle";
+}
+
+static Nexar__RankInfo *rank_info(struct arena *a, uint32_t rank, uint32_t world_rank,
+                                  const struct nx_client *cl, uint64_t sub, uint64_t done)
+{
+    Nexar__RankInfo *ri = alloc(a, 1, sizeof(*ri));
+    nexar__rank_info__init(ri);
+    ri->rank = rank;
+    ri->world_rank = world_rank;
+    ri->state = (char *)client_state(cl);
+    if (cl) {
+        ri->pid = (uint64_t)cl->pid;
+        ri->uid = (uint32_t)cl->uid;
+        ri->ops_submitted = sub;
+        ri->ops_completed = done;
+    }
+    return ri;
+}
+
+static void fill_status(struct arena *a, Nexar__CtlReply *rep)
+{
+    Nexar__StatusInfo *st = alloc(a, 1, sizeof(*st));
+    nexar__status_info__init(st);
+    st->version = NEXAR_VERSION;
+    st->pid = (uint64_t)getpid();
+    st->uptime_s = nx_now() - nxd.start_time;
+    st->clients = nx_client_count;
+    st->comms = nx_comm_count;
+    struct nx_job *j;
+    LIST_FOREACH(j, &nx_jobs, link)
+        st->jobs++;
+    struct nx_client *cl;
+    LIST_FOREACH(cl, &nx_clients, link)
+        st->shm_bytes += cl->seg.bytes;
+    st->rss_bytes = rss_bytes();
+    st->socket = nxd.cfg.socket_path;
+    rep->status_info = st;
+}
+
+static void fill_jobs(struct arena *a, Nexar__CtlReply *rep)
+{
+    struct nx_job *j;
+    size_t n = 0;
+    LIST_FOREACH(j, &nx_jobs, link)
+        n++;
+    rep->jobs = alloc(a, n, sizeof(*rep->jobs));
+    LIST_FOREACH(j, &nx_jobs, link) {
+        Nexar__JobInfo *ji = alloc(a, 1, sizeof(*ji));
+        nexar__job_info__init(ji);
+        ji->job = j->name;
+        ji->world_size = j->world_size;
+        ji->joined = j->joined;
+        ji->state = (char *)nx_job_state_name(j->state);
+        ji->uid = (uint32_t)j->owner;
+        ji->ranks = alloc(a, j->world_size, sizeof(*ji->ranks));
+        for (uint32_t r = 0; r < j->world_size; r++) {
+            const struct nx_client *cl = j->ranks[r];
+            ji->ranks[ji->n_ranks++] =
+                rank_info(a, r, r, cl, cl ? cl->ops_submitted : 0, cl ? cl->ops_completed : 0);
+            if (cl)
+                ji->ranks[ji->n_ranks - 1]->bytes_in = cl->bytes_in;
+        }
+        rep->jobs[rep->n_jobs++] = ji;
+    }
+}
+
+static void fill_comms(struct arena *a, Nexar__CtlReply *rep)
+{
+    struct nx_comm *c;
+    rep->comms = alloc(a, nx_comm_count, sizeof(*rep->comms));
+    LIST_FOREACH(c, &nx_comms, link) {
+        Nexar__CommInfo *ci = alloc(a, 1, sizeof(*ci));
+        nexar__comm_info__init(ci);
+        ci->id = c->id;
+        ci->job = c->job ? c->job->name : "";
+        ci->size = c->size;
+        ci->state = c->failed_status
+                        ? keep(a, nx_xasprintf("failed: %s", c->failed_text))
+                        : "ok";
+        ci->next_seq = c->sched.done_seq;
+        ci->ranks = alloc(a, c->size, sizeof(*ci->ranks));
+        for (uint32_t r = 0; r < c->size; r++)
+            ci->ranks[ci->n_ranks++] =
+                rank_info(a, r, c->ranks[r].world_rank, c->ranks[r].client,
+                          c->ranks[r].ops_submitted, c->ranks[r].ops_completed);
+        rep->comms[rep->n_comms++] = ci;
+    }
+}
+
+static void fill_ops(struct arena *a, Nexar__CtlReply *rep)
+{
+    struct nx_comm *c;
+    struct nx_op *op;
+    size_t n = 0;
+    double now = nx_now();
+    LIST_FOREACH(c, &nx_comms, link)
+        TAILQ_FOREACH(op, &c->sched.ops, link)
+            n++;
+    rep->ops = alloc(a, n, sizeof(*rep->ops));
+    LIST_FOREACH(c, &nx_comms, link) {
+        TAILQ_FOREACH(op, &c->sched.ops, link) {
+            Nexar__OpInfo *oi = alloc(a, 1, sizeof(*oi));
+            nexar__op_info__init(oi);
+            oi->comm = c->id;
+            oi->job = c->job ? c->job->name : "";
+            oi->seq = op->seq;
+            oi->kind = (char *)nx_kind_name(op->sig.kind);
+            char sig[160];
+            nx_sig_format(&op->sig, sig, sizeof(sig));
+            oi->signature = keep(a, nx_xstrdup(sig));
+            oi->chunks_done = op->next_chunk;
+            oi->chunks_total = op->nchunks;
+            oi->age_s = now - op->started;
+            oi->algorithm = (char *)nx_coll_local_algo(op->sig.kind);
+            oi->waiting_for = alloc(a, c->size, sizeof(*oi->waiting_for));
+            for (uint32_t r = 0; r < c->size; r++) {
+                const struct nx_part *p = &op->parts[r];
+                bool direct = p->first.flags & NX_SQE_DIRECT;
+                if (!p->client || (!direct && p->q_head == p->q_len))
+                    oi->waiting_for[oi->n_waiting_for++] = r;
+            }
+            rep->ops[rep->n_ops++] = oi;
+        }
+    }
+}
+
+static void fill_stats(struct arena *a, Nexar__CtlReply *rep)
+{
+    const struct nx_stats *s = &nxd.stats;
+    Nexar__Stats *st = alloc(a, 1, sizeof(*st));
+    nexar__stats__init(st);
+    st->ops_completed = s->ops_completed;
+    st->ops_failed = s->ops_failed;
+    st->bytes_reduced = s->bytes_reduced;
+    st->bytes_copied = s->bytes_copied;
+    st->chunks = s->chunks;
+    st->clients_accepted = s->clients_accepted;
+    st->clients_dropped = s->clients_dropped;
+    st->protocol_violations = s->protocol_violations;
+    st->p2p_messages = s->p2p_messages;
+    st->mismatches = s->mismatches;
+    st->timeouts = s->timeouts;
+    st->peers_lost = s->peers_lost;
+    rep->stats = st;
+}
+
+void nx_ctl_info_reply(struct nx_conn *c, const Nexar__CtlRequest *req)
+{
+    struct arena a = {0};
+    Nexar__CtlReply rep = NEXAR__CTL_REPLY__INIT;
+    switch (req->command) {
+    case NEXAR__CTL_COMMAND__CTL_STATUS: fill_status(&a, &rep); break;
+    case NEXAR__CTL_COMMAND__CTL_JOBS: fill_jobs(&a, &rep); break;
+    case NEXAR__CTL_COMMAND__CTL_COMMS: fill_comms(&a, &rep); break;
+    case NEXAR__CTL_COMMAND__CTL_OPS: fill_ops(&a, &rep); break;
+    case NEXAR__CTL_COMMAND__CTL_STATS: fill_stats(&a, &rep); break;
+    default:
+        rep.status = NEXAR_ERR_INVALID;
+        rep.error = "unknown command";
+        break;
+    }
+    if (nx_conn_send(c, NX_MSG_CTL_REPLY, &rep, NULL, 0) < 0)
+        nx_conn_close(c);
+    for (size_t i = 0; i < a.n; i++)
+        free(a.ptrs[i]);
+    free(a.ptrs);
+}

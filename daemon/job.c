@@ -1,1 +1,251 @@
-/* placeholder: being written */
+/* job.c - see job.h. */
+#include "job.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "comm.h"
+#include "ctlsrv.h"
+#include "daemon.h"
+#include "log.h"
+#include "mem.h"
+#include "nexar.h"
+#include "nexar.pb-c.h"
+
+struct nx_job_list nx_jobs = LIST_HEAD_INITIALIZER(nx_jobs);
+
+#define NX_MAX_WORLD (1u << 20)
+
+const char *nx_job_state_name(enum nx_job_state s)
+{
+    switch (s) {
+    case NX_JOB_FORMING: return "forming";
+    case NX_JOB_RUNNING: return "running";
+    default: return "failed";
+    }
+}
+
+static struct nx_job *find(const char *name)
+{
+    struct nx_job *j;
+    LIST_FOREACH(j, &nx_jobs, link)
+        if (!strcmp(j->name, name))
+            return j;
+    return NULL;
+}
+
+static bool name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 255)
+        return false;
+    for (; *s; s++)
+        if (!isprint((unsigned char)*s))
+            return false;
+    return true;
+}
+
+static void job_free(struct nx_job *j)
+{
+    LIST_REMOVE(j, link);
+    free(j->ranks);
+    free(j->name);
+    free(j);
+}
+
+/* Appends "a, b, c" of the ranks whose presence equals want (at most ~30 named). */
+static void list_ranks(const struct nx_job *j, bool want, char *buf, size_t len)
+{
+    size_t off = 0;
+    unsigned shown = 0, total = 0;
+    buf[0] = '\0';
+    for (uint32_t r = 0; r < j->world_size; r++) {
+        if ((j->ranks[r] != NULL) != want)
+            continue;
+        total++;
+        if (shown < 30 && off < len) {
+            off += (size_t)snprintf(buf + off, len - off, "%s%u", shown ? ", " : "", r);
+            shown++;
+        }
+    }
+    if (total > shown && off < len)
+        snprintf(buf + off, len - off, " and %u more", total - shown);
+}
+
+static void form(struct nx_job *j)
+{
+    uint32_t *wr = nx_xcalloc(j->world_size, sizeof(*wr));
+    for (uint32_t r = 0; r < j->world_size; r++)
+        wr[r] = r;
+    j->world = nx_comm_new(j, j->world_size, j->ranks, wr, j->timeout_ms);
+    free(wr);
+    j->state = NX_JOB_RUNNING;
+    NX_INFO("job", "job \"%s\" formed: %u ranks, world comm %u", j->name, j->world_size,
+            j->world->id);
+
+    for (uint32_t r = 0; r < j->world_size; r++) {
+        struct nx_client *cl = j->ranks[r];
+        Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
+        rep.status = NEXAR_OK;
+        rep.client_id = cl->id;
+        rep.world_comm = j->world->id;
+        rep.rank = r;
+        rep.size = j->world_size;
+        rep.segment_bytes = cl->seg.bytes;
+        int fds[3] = {cl->seg.memfd, cl->sq_efd, cl->cq_efd};
+        if (!cl->conn || nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, fds, 3) < 0 ||
+            nx_client_start(cl) < 0) {
+            nx_client_drop(cl, "could not hand over its segment");
+            continue;
+        }
+        /* The mapping stays; the fd is the rank's now. */
+        close(cl->seg.memfd);
+        cl->seg.memfd = -1;
+    }
+}
+
+static void refuse(struct nx_conn *conn, uint32_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refuse(struct nx_conn *conn, uint32_t status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
+    rep.status = status;
+    rep.error = msg;
+    NX_INFO("job", "join refused for pid %d: %s", (int)conn->pid, msg);
+    nx_conn_send(conn, NX_MSG_JOIN_REPLY, &rep, NULL, 0);
+    nx_conn_close(conn);
+}
+
+void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
+{
+    const char *err = NULL;
+    if (!req->job || !name_ok(req->job))
+        return refuse(conn, NEXAR_ERR_INVALID, "job name must be 1-255 printable characters");
+    if (req->world_size == 0 || req->world_size > NX_MAX_WORLD)
+        return refuse(conn, NEXAR_ERR_INVALID, "world size %u out of range 1..%u",
+                      req->world_size, NX_MAX_WORLD);
+    if (req->rank >= req->world_size)
+        return refuse(conn, NEXAR_ERR_INVALID, "rank %u out of range for world size %u",
+                      req->rank, req->world_size);
+
+    struct nx_job *j = find(req->job);
+    if (j) {
+        if (j->state != NX_JOB_FORMING)
+            return refuse(conn, NEXAR_ERR_INVALID,
+                          "job \"%s\" is %s; ranks cannot join it again (use a new NEXAR_JOB)",
+                          j->name, nx_job_state_name(j->state));
+        if (j->world_size != req->world_size)
+            return refuse(conn, NEXAR_ERR_MISMATCH,
+                          "rank %u says job \"%s\" has %u ranks, but it was created with %u",
+                          req->rank, j->name, req->world_size, j->world_size);
+        if (!nx_config_uid_allowed(&nxd.cfg, j->owner, conn->uid))
+            return refuse(conn, NEXAR_ERR_PERMISSION,
+                          "job \"%s\" belongs to uid %u; uid %u may not join it", j->name,
+                          (unsigned)j->owner, (unsigned)conn->uid);
+        if (j->ranks[req->rank])
+            return refuse(conn, NEXAR_ERR_INVALID, "rank %u of job \"%s\" already joined (pid %d)",
+                          req->rank, j->name, (int)j->ranks[req->rank]->pid);
+    }
+    if (nx_client_count >= nxd.cfg.max_clients)
+        return refuse(conn, NEXAR_ERR_UNAVAILABLE, "nexard serves its maximum of %u ranks",
+                      nxd.cfg.max_clients);
+
+    struct nx_client *cl = nx_client_new(conn, conn->pid, conn->uid, &err);
+    if (!cl)
+        return refuse(conn, NEXAR_ERR_NOMEM, "%s", err);
+    if (!j) {
+        j = nx_xcalloc(1, sizeof(*j));
+        j->name = nx_xstrdup(req->job);
+        j->world_size = req->world_size;
+        j->owner = conn->uid;
+        j->state = NX_JOB_FORMING;
+        j->ranks = nx_xcalloc(req->world_size, sizeof(*j->ranks));
+        j->timeout_ms = req->timeout_ms ? req->timeout_ms : nxd.cfg.op_timeout_s * 1000u;
+        j->deadline = nx_now() + j->timeout_ms / 1000.0;
+        LIST_INSERT_HEAD(&nx_jobs, j, link);
+    } else if (req->timeout_ms && req->timeout_ms < j->timeout_ms) {
+        j->timeout_ms = req->timeout_ms;
+    }
+    conn->client = cl;
+    cl->job = j;
+    cl->world_rank = req->rank;
+    j->ranks[req->rank] = cl;
+    j->joined++;
+    j->live++;
+    NX_DEBUG("job", "rank %u of job \"%s\" joined (pid %d, %u/%u)", req->rank, j->name,
+             (int)conn->pid, j->joined, j->world_size);
+    if (j->joined == j->world_size)
+        form(j);
+}
+
+void nx_job_client_gone(struct nx_client *cl)
+{
+    struct nx_job *j = cl->job;
+    if (!j)
+        return;
+    cl->job = NULL;
+    if (j->ranks[cl->world_rank] == cl)
+        j->ranks[cl->world_rank] = NULL;
+    if (j->state == NX_JOB_FORMING)
+        j->joined--;
+    else
+        j->state = NX_JOB_FAILED;
+    if (--j->live == 0)
+        job_free(j);
+}
+
+void nx_jobs_tick(double now)
+{
+    struct nx_job *j, *tmp;
+    for (j = LIST_FIRST(&nx_jobs); j; j = tmp) {
+        tmp = LIST_NEXT(j, link);
+        if (j->state != NX_JOB_FORMING || now < j->deadline)
+            continue;
+        char missing[256], present[256];
+        list_ranks(j, false, missing, sizeof(missing));
+        list_ranks(j, true, present, sizeof(present));
+        char msg[768];
+        snprintf(msg, sizeof(msg),
+                 "job \"%s\" did not form within %.0f s: rank(s) %s of %u never joined "
+                 "(joined: %s)",
+                 j->name, j->timeout_ms / 1000.0, missing, j->world_size, present);
+        NX_WARN("job", "%s", msg);
+        nxd.stats.timeouts++;
+        j->state = NX_JOB_FAILED;
+        j->live++; /* keep j alive while its clients go */
+        for (uint32_t r = 0; r < j->world_size; r++) {
+            struct nx_client *cl = j->ranks[r];
+            if (!cl || !cl->conn)
+                continue;
+            Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
+            rep.status = NEXAR_ERR_TIMEOUT;
+            rep.error = msg;
+            nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, NULL, 0);
+            nx_client_drop(cl, "job did not form in time");
+        }
+        nx_clients_flush();
+        if (--j->live == 0)
+            job_free(j);
+        /* Dropping clients may have freed other jobs: start over (this one is no
+         * longer forming, so the walk ends). */
+        tmp = LIST_FIRST(&nx_jobs);
+    }
+}
+
+void nx_jobs_fini(void)
+{
+    while (!LIST_EMPTY(&nx_jobs)) {
+        struct nx_job *j = LIST_FIRST(&nx_jobs);
+        job_free(j);
+    }
+}

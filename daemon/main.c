@@ -1,1 +1,133 @@
-int main(void) { return 0; }
+/* main.c - nexard: modules start in dependency order and stop in reverse. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "comm.h"
+#include "config.h"
+#include "ctlsrv.h"
+#include "daemon.h"
+#include "job.h"
+#include "log.h"
+#include "notify.h"
+#include "matcher.h"
+
+struct nx_daemon nxd;
+
+static uv_signal_t sig_term, sig_int;
+static uv_timer_t tick;
+
+double nx_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Deadlines (formation, op progress, p2p) are checked on one coarse timer: a
+ * timeout is seconds long, and one timer costs nothing per op. */
+static void on_tick(uv_timer_t *t)
+{
+    double now = nx_now();
+    nx_jobs_tick(now);
+    nx_sched_tick(now);
+    nx_clients_flush();
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    if (nxd.stopping)
+        return;
+    nxd.stopping = 1;
+    NX_INFO("main", "%s: shutting down", strsignal(signum));
+    nx_notify("STOPPING=1");
+    uv_timer_stop(&tick);
+    uv_signal_stop(&sig_term);
+    uv_signal_stop(&sig_int);
+    nx_ctlsrv_fini();
+    uv_close((uv_handle_t *)&tick, NULL);
+    uv_close((uv_handle_t *)&sig_term, NULL);
+    uv_close((uv_handle_t *)&sig_int, NULL);
+}
+
+/* Without --foreground: the classic double-fork-free daemon (setsid + /dev/null). */
+static int background(void)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid > 0)
+        _exit(0);
+    if (setsid() < 0)
+        return -errno;
+    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+        dup2(fd, 0);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        if (fd > 2)
+            close(fd);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    char err[512];
+    int rv;
+
+    signal(SIGPIPE, SIG_IGN);
+    nx_config_defaults(&nxd.cfg);
+    rv = nx_config_parse_args(&nxd.cfg, argc, argv, err, sizeof(err));
+    if (rv != 0) {
+        if (rv < 0)
+            fprintf(stderr, "nexard: %s\n", err);
+        nx_config_free(&nxd.cfg);
+        return rv > 0 ? 0 : 2;
+    }
+    if (!nxd.cfg.foreground && background() < 0) {
+        fprintf(stderr, "nexard: cannot go to the background: %s\n", strerror(errno));
+        return 1;
+    }
+    nx_log_init(nxd.cfg.log_level, !nxd.cfg.foreground);
+    nxd.loop = uv_default_loop();
+    nxd.start_time = nx_now();
+
+    rv = nx_ctlsrv_init();
+    if (rv < 0)
+        goto out_ctl;
+    uv_timer_init(nxd.loop, &tick);
+    uv_timer_start(&tick, on_tick, 100, 100);
+    uv_signal_init(nxd.loop, &sig_term);
+    uv_signal_start(&sig_term, on_signal, SIGTERM);
+    uv_signal_init(nxd.loop, &sig_int);
+    uv_signal_start(&sig_int, on_signal, SIGINT);
+
+    NX_INFO("main", "nexard %s ready (pid %d, slots %u x %llu B, heap %llu B)", NEXAR_VERSION,
+            (int)getpid(), nxd.cfg.slots, (unsigned long long)nxd.cfg.slot_bytes,
+            (unsigned long long)nxd.cfg.heap_bytes);
+    char ready[64];
+    snprintf(ready, sizeof(ready), "READY=1\nMAINPID=%d", (int)getpid());
+    nx_notify(ready);
+
+    uv_run(nxd.loop, UV_RUN_DEFAULT);
+    rv = 0;
+
+out_ctl:
+    if (rv < 0)
+        nx_ctlsrv_fini();
+    nx_comms_fini();
+    nx_jobs_fini();
+    uv_run(nxd.loop, UV_RUN_NOWAIT);
+    uv_loop_close(nxd.loop);
+    NX_INFO("main", "stopped");
+    nx_log_fini();
+    nx_config_free(&nxd.cfg);
+    return rv < 0 ? 1 : 0;
+}

@@ -1,1 +1,250 @@
-/* placeholder: being written */
+/* p2p.c - see p2p.h. */
+#include "p2p.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "comm.h"
+#include "daemon.h"
+#include "job.h"
+#include "mem.h"
+#include "nexar.h"
+
+/* One chunk of one side of a message. */
+struct nx_pentry {
+    uint64_t user_data; /* staged: the chunk's own completion */
+    uint64_t off;       /* arena offset of the chunk (send: input, recv: output) */
+    uint64_t bytes;
+    uint8_t *buf; /* send: the eager copy we own; NULL while parked in the rank's slot */
+};
+
+struct nx_side {
+    struct nx_client *cl;
+    bool have, direct, completed;
+    struct nx_sqe first;
+    uint64_t nchunks, submitted, finished;
+    struct nx_pentry *q;
+    size_t head, len, cap;
+};
+
+struct nx_msg {
+    uint32_t src, dst, tag;
+    uint64_t k;
+    double since; /* last progress, for the deadline */
+    struct nx_side s, r;
+    TAILQ_ENTRY(nx_msg) link;
+};
+
+void nx_p2p_init(struct nx_p2p *p)
+{
+    TAILQ_INIT(&p->msgs);
+    p->nmsgs = 0;
+}
+
+static struct nx_msg *msg_get(struct nx_comm *c, uint32_t src, uint32_t dst, uint32_t tag,
+                              uint64_t k)
+{
+    struct nx_msg *m;
+    TAILQ_FOREACH(m, &c->p2p.msgs, link)
+        if (m->src == src && m->dst == dst && m->tag == tag && m->k == k)
+            return m;
+    m = nx_xcalloc(1, sizeof(*m));
+    m->src = src;
+    m->dst = dst;
+    m->tag = tag;
+    m->k = k;
+    m->since = nx_now();
+    TAILQ_INSERT_TAIL(&c->p2p.msgs, m, link);
+    c->p2p.nmsgs++;
+    return m;
+}
+
+static void msg_free(struct nx_comm *c, struct nx_msg *m)
+{
+    TAILQ_REMOVE(&c->p2p.msgs, m, link);
+    free(m->s.q);
+    free(m->r.q);
+    free(m);
+}
+
+static void done(struct nx_client *cl, uint64_t user_data, uint32_t status, const char *text)
+{
+    struct nx_done d = {.user_data = user_data, .status = status};
+    nx_client_complete(cl, &d, text);
+    cl->pending--;
+}
+
+/* One chunk of side finished (delivered, or eagerly held for a send). */
+static void finish_chunk(struct nx_side *sd, const struct nx_pentry *pe)
+{
+    sd->finished++;
+    if (!sd->direct)
+        done(sd->cl, pe->user_data, NEXAR_OK, NULL);
+    else if (sd->finished == sd->nchunks && !sd->completed) {
+        sd->completed = true;
+        done(sd->cl, sd->first.user_data, NEXAR_OK, NULL);
+    }
+}
+
+static bool side_closed(const struct nx_side *sd)
+{
+    return sd->have && sd->submitted == sd->nchunks && sd->head == sd->len;
+}
+
+static void match(struct nx_comm *c, struct nx_msg *m)
+{
+    struct nx_side *s = &m->s, *r = &m->r;
+    while (s->head < s->len && r->head < r->len) {
+        struct nx_pentry *se = &s->q[s->head++], *re = &r->q[r->head++];
+        const uint8_t *src = se->buf ? se->buf : s->cl->seg.arena + se->off;
+        if (re->bytes)
+            memcpy(r->cl->seg.arena + re->off, src, re->bytes);
+        nxd.stats.bytes_copied += re->bytes;
+        if (se->buf) {
+            free(se->buf);
+            s->cl->p2p_buffered -= se->bytes;
+        } else {
+            finish_chunk(s, se);
+        }
+        finish_chunk(r, re);
+        m->since = nx_now();
+    }
+    if (side_closed(s) && side_closed(r)) {
+        nxd.stats.p2p_messages++;
+        msg_free(c, m);
+    }
+}
+
+static void push(struct nx_side *sd, uint64_t user_data, uint64_t off, uint64_t bytes)
+{
+    nx_grow((void **)&sd->q, &sd->cap, sd->len + 1, sizeof(*sd->q));
+    sd->q[sd->len++] = (struct nx_pentry){.user_data = user_data, .off = off, .bytes = bytes};
+    sd->submitted++;
+}
+
+/* Send chunks are copied out at once while the sender's budget lasts: the rank gets
+ * its slot (or buffer) back, and sends never wait for receives in the common case. */
+static void eager(struct nx_side *sd)
+{
+    struct nx_client *cl = sd->cl;
+    for (size_t i = sd->head; i < sd->len; i++) {
+        struct nx_pentry *pe = &sd->q[i];
+        if (pe->buf || pe->bytes == 0 ||
+            cl->p2p_buffered + pe->bytes > nxd.cfg.p2p_eager_bytes)
+            continue;
+        pe->buf = nx_xmalloc(pe->bytes);
+        memcpy(pe->buf, cl->seg.arena + pe->off, pe->bytes);
+        cl->p2p_buffered += pe->bytes;
+        finish_chunk(sd, pe);
+    }
+}
+
+static void fail_side(struct nx_side *sd, uint32_t status, const char *text)
+{
+    for (; sd->head < sd->len; sd->head++) {
+        struct nx_pentry *pe = &sd->q[sd->head];
+        if (pe->buf) {
+            free(pe->buf);
+            sd->cl->p2p_buffered -= pe->bytes;
+        } else if (!sd->direct) {
+            done(sd->cl, pe->user_data, status, text);
+        }
+    }
+    if (sd->direct && sd->have && !sd->completed) {
+        sd->completed = true;
+        done(sd->cl, sd->first.user_data, status, text);
+    }
+}
+
+void nx_p2p_fail_all(struct nx_comm *c)
+{
+    while (!TAILQ_EMPTY(&c->p2p.msgs)) {
+        struct nx_msg *m = TAILQ_FIRST(&c->p2p.msgs);
+        fail_side(&m->s, c->failed_status, c->failed_text);
+        fail_side(&m->r, c->failed_status, c->failed_text);
+        msg_free(c, m);
+    }
+}
+
+void nx_p2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
+                   const struct nx_sqe *e)
+{
+    bool is_send = e->kind == NX_K_SEND;
+    uint32_t src = is_send ? rank : e->peer, dst = is_send ? e->peer : rank;
+    struct nx_msg *m = msg_get(c, src, dst, e->tag, e->seq);
+    struct nx_side *sd = is_send ? &m->s : &m->r, *other = is_send ? &m->r : &m->s;
+    uint32_t es = nx_dtype_size(e->dtype);
+    uint64_t E = nx_chunk_elems(e->kind, c->size, es, cl->seg.hdr.slot_bytes);
+
+    if (sd->have) {
+        if (sd->direct || (e->flags & NX_SQE_DIRECT) || e->chunk != sd->submitted ||
+            e->count != sd->first.count || e->dtype != sd->first.dtype)
+            return nx_client_violation(cl, "send/recv chunk out of order or inconsistent");
+    } else {
+        if (!(e->flags & NX_SQE_DIRECT) && e->chunk != 0)
+            return nx_client_violation(cl, "a message's first descriptor is not chunk 0");
+        sd->have = true;
+        sd->cl = cl;
+        sd->first = *e;
+        sd->direct = (e->flags & NX_SQE_DIRECT) != 0;
+        sd->nchunks = nx_chunk_count(e->count, E);
+        if (other->have &&
+            (other->first.count != e->count || other->first.dtype != e->dtype)) {
+            const struct nx_sqe *se = is_send ? e : &other->first;
+            const struct nx_sqe *re = is_send ? &other->first : e;
+            nxd.stats.mismatches++;
+            nx_comm_fail(c, NEXAR_ERR_MISMATCH,
+                         "message %" PRIu64 " from rank %u to rank %u with tag %u on comm %u "
+                         "(job \"%s\"): the send has count=%" PRIu64 " %s but the recv "
+                         "expects count=%" PRIu64 " %s",
+                         m->k, src, dst, m->tag, c->id, c->job->name, se->count,
+                         nx_dtype_name(se->dtype), re->count, nx_dtype_name(re->dtype));
+            struct nx_done d = {.user_data = e->user_data, .status = c->failed_status};
+            return nx_client_complete(cl, &d, c->failed_text);
+        }
+    }
+    cl->pending++;
+    c->ranks[rank].ops_submitted++;
+    if (sd->direct) {
+        for (uint64_t ch = 0; ch < sd->nchunks; ch++) {
+            uint64_t off = ch * E, n = e->count - off < E ? e->count - off : E;
+            if (e->count == 0)
+                n = 0;
+            uint64_t base = is_send ? e->in_off : e->out_off;
+            push(sd, 0, base + off * es, n * es);
+        }
+    } else {
+        uint64_t off = (uint64_t)e->chunk * E, n = e->count - off < E ? e->count - off : E;
+        if (e->count == 0)
+            n = 0;
+        push(sd, e->user_data, is_send ? e->in_off : e->out_off, n * es);
+    }
+    if (is_send)
+        eager(sd);
+    match(c, m);
+}
+
+void nx_p2p_tick(struct nx_comm *c, double now)
+{
+    struct nx_msg *m;
+    double limit = c->timeout_ms / 1000.0;
+    TAILQ_FOREACH(m, &c->p2p.msgs, link) {
+        bool recv_waits = m->r.head < m->r.len;
+        bool send_waits = false;
+        for (size_t i = m->s.head; i < m->s.len; i++)
+            send_waits |= m->s.q[i].buf == NULL;
+        if ((!recv_waits && !send_waits) || now - m->since < limit)
+            continue;
+        nxd.stats.timeouts++;
+        nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
+                     "%s of message %" PRIu64 " from rank %u to rank %u with tag %u on comm %u "
+                     "(job \"%s\") found no matching %s within %.0f s",
+                     recv_waits ? "recv" : "send", m->k, m->src, m->dst, m->tag, c->id,
+                     c->job->name, recv_waits ? "send" : "recv", limit);
+        return; /* failing freed the list */
+    }
+}

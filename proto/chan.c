@@ -52,6 +52,14 @@ int nx_chan_send(int sock, uint16_t type, const uint8_t *payload, uint32_t lengt
         if (n < 0) {
             if (errno == EINTR)
                 continue;
+            if (errno == EAGAIN) {
+                /* The daemon's sockets are nonblocking: a peer that does not read for
+                 * a second is not worth stalling everyone else for. */
+                struct pollfd pfd = {.fd = sock, .events = POLLOUT};
+                if (poll(&pfd, 1, 1000) == 1)
+                    continue;
+                return -ETIMEDOUT;
+            }
             return -errno;
         }
         sent += (size_t)n;

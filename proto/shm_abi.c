@@ -238,3 +238,21 @@ bool nx_kind_has_root(uint8_t kind)
     return kind == NX_K_BROADCAST || kind == NX_K_REDUCE || kind == NX_K_GATHER ||
            kind == NX_K_SCATTER;
 }
+
+const char *nx_status_text(uint32_t status)
+{
+    static const char *const texts[] = {
+        [NEXAR_OK] = "success",
+        [NEXAR_ERR_INVALID] = "invalid argument",
+        [NEXAR_ERR_UNAVAILABLE] = "nexard unavailable",
+        [NEXAR_ERR_MISMATCH] = "ranks called mismatched operations",
+        [NEXAR_ERR_TIMEOUT] = "operation timed out",
+        [NEXAR_ERR_PEER_LOST] = "a peer rank was lost",
+        [NEXAR_ERR_ABORTED] = "communicator aborted",
+        [NEXAR_ERR_NOMEM] = "out of memory",
+        [NEXAR_ERR_UNSUPPORTED] = "unsupported",
+        [NEXAR_ERR_PERMISSION] = "permission denied",
+        [NEXAR_ERR_INTERNAL] = "internal error",
+    };
+    return status < sizeof(texts) / sizeof(texts[0]) ? texts[status] : "unknown status";
+}

@@ -181,6 +181,9 @@ const char *nx_kind_name(uint8_t kind);
 const char *nx_dtype_name(uint8_t dtype);
 const char *nx_redop_name(uint8_t redop);
 
+/* Generic text of a nexar_status_t ("peer lost"); the shim's nexar_strerror(). */
+const char *nx_status_text(uint32_t status);
+
 /* Kinds that take a reduction operator / a root. */
 bool nx_kind_has_redop(uint8_t kind);
 bool nx_kind_has_root(uint8_t kind);

@@ -1,0 +1,104 @@
+/*
+ * client.h - a rank attached to this daemon: its control connection, its shared
+ * segment and doorbells, the communicators it belongs to.
+ *
+ * Everything read from the segment is untrusted.  A client that violates the
+ * protocol is dropped exactly like one that died: its communicators fail on every
+ * other rank with NEXAR_ERR_PEER_LOST, and its memory and fds are released.
+ */
+#ifndef NX_CLIENT_H
+#define NX_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "segment.h"
+
+struct nx_conn;
+struct nx_job;
+struct nx_comm;
+
+struct nx_member {
+    struct nx_comm *comm;
+    uint32_t rank;
+};
+
+/* A completion as the daemon produces it. */
+struct nx_done {
+    uint64_t user_data;
+    uint32_t status;
+    uint32_t res_comm, res_rank, res_size;
+};
+
+struct nx_client {
+    uint32_t id;
+    struct nx_conn *conn; /* NULL once the connection is gone */
+    pid_t pid;
+    uid_t uid;
+    struct nx_job *job;
+    uint32_t world_rank;
+
+    struct nx_segment seg;
+    int sq_efd, cq_efd;
+    uv_poll_t sq_poll;
+    bool polling;
+    uint32_t sq_head; /* our copies: never re-read from shm */
+    uint32_t cq_tail;
+    uint32_t err_seq;
+
+    struct nx_cqe *ovf; /* completions waiting for room in the cq */
+    size_t ovf_head, ovf_len, ovf_cap;
+    bool cq_dirty; /* posted since the last doorbell */
+
+    struct nx_member *mem;
+    size_t nmem, mem_cap;
+
+    uint32_t pending; /* descriptors parked in the daemon */
+    uint64_t p2p_buffered; /* eager send bytes held for this sender */
+    uint64_t ops_submitted, ops_completed, bytes_in;
+    bool dead;
+
+    LIST_ENTRY(nx_client) link;
+    LIST_ENTRY(nx_client) dirty_link;
+    bool on_dirty;
+};
+
+LIST_HEAD(nx_client_list, nx_client);
+extern struct nx_client_list nx_clients;
+extern uint32_t nx_client_count;
+
+/* Creates a client for conn with a fresh segment.  NULL with *err set on failure. */
+struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid,
+                                const char **err);
+
+/* Starts watching the submission doorbell (after the join reply went out). */
+int nx_client_start(struct nx_client *cl);
+
+/* Posts a completion; text (may be NULL) is the detailed error for a failure. */
+void nx_client_complete(struct nx_client *cl, const struct nx_done *d, const char *text);
+
+/* Rings the completion doorbells of every client posted to since the last call. */
+void nx_clients_flush(void);
+
+/* Membership bookkeeping for descriptor lookup. */
+void nx_client_add_member(struct nx_client *cl, struct nx_comm *comm, uint32_t rank);
+void nx_client_del_member(struct nx_client *cl, struct nx_comm *comm);
+struct nx_member *nx_client_member(struct nx_client *cl, uint32_t comm_id);
+
+/*
+ * Drops the client: logs why, fails its communicators with NEXAR_ERR_PEER_LOST, leaves
+ * its job, closes its connection and frees everything once libuv is done with its
+ * handles.  Safe to call twice.
+ */
+void nx_client_drop(struct nx_client *cl, const char *why);
+
+/* A protocol violation: counted, logged with the reason, then dropped. */
+void nx_client_violation(struct nx_client *cl, const char *why);
+
+/* "rank 3 (pid 1234) of job \"j\"" into buf. */
+const char *nx_client_name(const struct nx_client *cl, char *buf, size_t len);
+
+#endif

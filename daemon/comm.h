@@ -1,0 +1,57 @@
+/*
+ * comm.h - communicators: an ordered set of ranks of one job, with its op matcher and
+ * its point-to-point queues.  A communicator fails as a whole (mismatch, timeout, a
+ * lost rank, abort): every pending op completes with the failure, and so does every
+ * later one.
+ */
+#ifndef NX_COMM_H
+#define NX_COMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "p2p.h"
+#include "matcher.h"
+
+struct nx_job;
+struct nx_client;
+
+struct nx_comm_rank {
+    struct nx_client *client; /* NULL once it left */
+    uint32_t world_rank;
+    uint64_t ops_submitted, ops_completed;
+};
+
+struct nx_comm {
+    uint32_t id;
+    struct nx_job *job;
+    uint32_t size;
+    uint32_t live; /* ranks that have not left */
+    uint32_t timeout_ms;
+    struct nx_comm_rank *ranks;
+    uint32_t failed_status; /* 0 while healthy */
+    char *failed_text;
+    struct nx_sched sched;
+    struct nx_p2p p2p;
+    LIST_ENTRY(nx_comm) link;
+};
+
+LIST_HEAD(nx_comm_list, nx_comm);
+extern struct nx_comm_list nx_comms;
+extern uint32_t nx_comm_count;
+
+/* New communicator over clients[0..size) (rank order) of job. */
+struct nx_comm *nx_comm_new(struct nx_job *job, uint32_t size, struct nx_client *const *clients,
+                            const uint32_t *world_ranks, uint32_t timeout_ms);
+
+/* Fails comm (first failure wins): completes everything pending with status/text. */
+void nx_comm_fail(struct nx_comm *comm, uint32_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The rank left (comm_free) or died (lost=true: the comm fails with PEER_LOST). */
+void nx_comm_leave(struct nx_comm *comm, uint32_t rank, bool lost, const char *who);
+
+void nx_comms_fini(void);
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * ctlsrv.h - the control server: the Unix socket (runtime directory, lock file, stale
+ * socket removal, SO_PEERCRED) and one nx_conn per accepted connection, which parses
+ * frames, enforces the HELLO handshake and dispatches JOIN and CTL.
+ */
+#ifndef NX_CTLSRV_H
+#define NX_CTLSRV_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "frame.h"
+
+struct nx_client;
+
+struct nx_conn {
+    uv_pipe_t pipe;
+    int fd;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    int kind; /* Nexar__ClientKind after HELLO, 0 before */
+    struct nx_frame_parser parser;
+    struct nx_client *client; /* set once JOIN created a client */
+    int closing;
+};
+
+int nx_ctlsrv_init(void);
+void nx_ctlsrv_fini(void);
+
+/* Sends one frame (blocking briefly if the socket is full).  0 or -errno. */
+int nx_conn_send(struct nx_conn *c, uint16_t type, const void *msg_pb, const int *fds,
+                 int nfds);
+/* Sends ERROR{status, text} and closes the connection. */
+void nx_conn_fail(struct nx_conn *c, uint32_t status, const char *text);
+/* Closes the connection (its client, if any, is dropped by the close callback). */
+void nx_conn_close(struct nx_conn *c);
+
+#endif

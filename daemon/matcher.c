@@ -1,0 +1,473 @@
+/* matcher.c - see matcher.h. */
+#include "matcher.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "coll_local.h"
+#include "comm.h"
+#include "daemon.h"
+#include "job.h"
+#include "log.h"
+#include "mem.h"
+#include "nexar.h"
+
+void nx_sched_init(struct nx_sched *s, uint32_t size)
+{
+    TAILQ_INIT(&s->ops);
+    s->next_seq = nx_xcalloc(size, sizeof(*s->next_seq));
+    s->done_seq = 0;
+}
+
+void nx_sched_fini(struct nx_sched *s)
+{
+    free(s->next_seq);
+    s->next_seq = NULL;
+}
+
+void nx_sig_format(const struct nx_sqe *e, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s(", nx_kind_name(e->kind));
+    if (n < 0 || (size_t)n >= len)
+        return;
+    size_t off = (size_t)n;
+    if (e->kind == NX_K_SPLIT) {
+        snprintf(buf + off, len - off, "color=%u, key=%u)", e->peer, e->tag);
+        return;
+    }
+    if (e->kind == NX_K_BARRIER) {
+        snprintf(buf + off, len - off, ")");
+        return;
+    }
+    off += (size_t)snprintf(buf + off, len - off, "count=%" PRIu64 ", %s", e->count,
+                            nx_dtype_name(e->dtype));
+    if (off < len && nx_kind_has_redop(e->kind))
+        off += (size_t)snprintf(buf + off, len - off, ", %s", nx_redop_name(e->redop));
+    if (off < len && nx_kind_has_root(e->kind))
+        off += (size_t)snprintf(buf + off, len - off, ", root=%u", e->peer);
+    if (off < len)
+        snprintf(buf + off, len - off, ")");
+}
+
+static bool sig_equal(const struct nx_sqe *a, const struct nx_sqe *b)
+{
+    if (a->kind != b->kind)
+        return false;
+    if (a->kind == NX_K_SPLIT || a->kind == NX_K_BARRIER)
+        return true;
+    if (a->dtype != b->dtype || a->count != b->count)
+        return false;
+    if (nx_kind_has_redop(a->kind) && a->redop != b->redop)
+        return false;
+    if (nx_kind_has_root(a->kind) && a->peer != b->peer)
+        return false;
+    return true;
+}
+
+static void complete(struct nx_client *cl, uint64_t user_data, uint32_t status,
+                     const char *text)
+{
+    struct nx_done d = {.user_data = user_data, .status = status};
+    nx_client_complete(cl, &d, text);
+}
+
+static void fail_desc(struct nx_comm *c, struct nx_client *cl, const struct nx_sqe *e)
+{
+    complete(cl, e->user_data, c->failed_status, c->failed_text);
+}
+
+static void op_free(struct nx_comm *c, struct nx_op *op)
+{
+    TAILQ_REMOVE(&c->sched.ops, op, link);
+    for (uint32_t r = 0; r < c->size; r++)
+        free(op->parts[r].q);
+    free(op);
+}
+
+static struct nx_op *op_find(struct nx_sched *s, uint64_t seq)
+{
+    struct nx_op *op;
+    TAILQ_FOREACH(op, &s->ops, link)
+        if (op->seq == seq)
+            return op;
+    return NULL;
+}
+
+static struct nx_op *op_new(struct nx_comm *c, const struct nx_sqe *e, uint32_t rank)
+{
+    struct nx_op *op = nx_xcalloc(1, sizeof(*op) + c->size * sizeof(struct nx_part));
+    op->comm = c;
+    op->seq = e->seq;
+    op->sig = *e;
+    op->sig_rank = rank;
+    op->chunk_elems = nx_chunk_elems(e->kind, c->size, nx_dtype_size(e->dtype),
+                                     nxd.cfg.slot_bytes);
+    op->nchunks = nx_chunk_count(e->count, op->chunk_elems);
+    op->started = nx_now();
+    /* Keep the list in seq order: ops open in order on each rank, but ranks differ. */
+    struct nx_op *it;
+    TAILQ_FOREACH(it, &c->sched.ops, link) {
+        if (it->seq > op->seq) {
+            TAILQ_INSERT_BEFORE(it, op, link);
+            return op;
+        }
+    }
+    TAILQ_INSERT_TAIL(&c->sched.ops, op, link);
+    return op;
+}
+
+static void push_staged(struct nx_part *p, const struct nx_sqe *e)
+{
+    if (p->q_head > 0 && p->q_head == p->q_len) {
+        p->q_head = p->q_len = 0;
+    }
+    nx_grow((void **)&p->q, &p->q_cap, p->q_len + 1, sizeof(*p->q));
+    p->q[p->q_len++] = (struct nx_staged){
+        .user_data = e->user_data, .in_off = e->in_off, .out_off = e->out_off, .chunk = e->chunk};
+    p->next_chunk = e->chunk + 1;
+}
+
+static bool part_direct(const struct nx_part *p)
+{
+    return (p->first.flags & NX_SQE_DIRECT) != 0;
+}
+
+static bool chunk_ready(const struct nx_op *op)
+{
+    for (uint32_t r = 0; r < op->comm->size; r++) {
+        const struct nx_part *p = &op->parts[r];
+        if (!p->client)
+            return false;
+        if (!part_direct(p) && p->q_head == p->q_len)
+            return false;
+    }
+    return true;
+}
+
+static void exec_chunk(struct nx_op *op)
+{
+    struct nx_comm *c = op->comm;
+    uint32_t es = nx_dtype_size(op->sig.dtype);
+    uint64_t off = op->next_chunk * op->chunk_elems;
+    uint64_t n = op->sig.count > off ? op->sig.count - off : 0;
+    if (n > op->chunk_elems)
+        n = op->chunk_elems;
+    struct nx_shape shape;
+    if (!nx_kind_shape(op->sig.kind, c->size, 0, 0, &shape) || !shape.has_data || n == 0)
+        return;
+
+    struct nx_rank_io io_stack[64];
+    struct nx_rank_io *io = c->size <= 64 ? io_stack : nx_xcalloc(c->size, sizeof(*io));
+    for (uint32_t r = 0; r < c->size; r++) {
+        struct nx_part *p = &op->parts[r];
+        uint8_t *arena = p->client->seg.arena;
+        nx_kind_shape(op->sig.kind, c->size, r, op->sig.peer, &shape);
+        if (part_direct(p)) {
+            io[r].in = arena + p->first.in_off + off * es;
+            io[r].out = arena + p->first.out_off + off * es;
+            io[r].in_stride = io[r].out_stride = op->sig.count;
+        } else {
+            const struct nx_staged *s = &p->q[p->q_head];
+            io[r].in = arena + s->in_off;
+            io[r].out = arena + s->out_off;
+            io[r].in_stride = io[r].out_stride = n;
+        }
+        if (!shape.in_mul)
+            io[r].in = NULL;
+        if (!shape.out_mul)
+            io[r].out = NULL;
+    }
+    struct nx_chunk_job job = {
+        .kind = op->sig.kind,
+        .dtype = op->sig.dtype,
+        .redop = op->sig.redop,
+        .root = op->sig.peer,
+        .size = c->size,
+        .n = n,
+        .io = io,
+    };
+    nx_coll_local_run(&nx_adapter_cpu, &job);
+    nxd.stats.chunks++;
+    if (nx_kind_has_redop(op->sig.kind))
+        nxd.stats.bytes_reduced += n * es * c->size;
+    else
+        nxd.stats.bytes_copied += n * es * c->size;
+    if (io != io_stack)
+        free(io);
+}
+
+/* Split runs when every rank arrived: group by color, order by (key, old rank). */
+static void finish_split(struct nx_op *op)
+{
+    struct nx_comm *c = op->comm;
+    uint32_t P = c->size;
+    uint32_t *order = nx_xcalloc(P, sizeof(*order));
+    struct nx_done *res = nx_xcalloc(P, sizeof(*res));
+    for (uint32_t r = 0; r < P; r++)
+        order[r] = r;
+    /* Insertion sort: P is the ranks on this node, and the order must be stable. */
+    for (uint32_t i = 1; i < P; i++) {
+        uint32_t x = order[i], j = i;
+        const struct nx_sqe *ex = &op->parts[x].first;
+        while (j > 0) {
+            const struct nx_sqe *ey = &op->parts[order[j - 1]].first;
+            if (ey->peer < ex->peer || (ey->peer == ex->peer && ey->tag <= ex->tag))
+                break;
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = x;
+    }
+    struct nx_client **cls = nx_xcalloc(P, sizeof(*cls));
+    uint32_t *wr = nx_xcalloc(P, sizeof(*wr));
+    for (uint32_t i = 0; i < P;) {
+        uint32_t color = op->parts[order[i]].first.peer, g = 0;
+        uint32_t j = i;
+        while (j < P && op->parts[order[j]].first.peer == color)
+            j++;
+        if (color != NEXAR_UNDEFINED) {
+            for (uint32_t k = i; k < j; k++, g++) {
+                cls[g] = op->parts[order[k]].client;
+                wr[g] = c->ranks[order[k]].world_rank;
+            }
+            struct nx_comm *nc = nx_comm_new(c->job, g, cls, wr, c->timeout_ms);
+            for (uint32_t k = i; k < j; k++)
+                res[order[k]] = (struct nx_done){
+                    .res_comm = nc->id, .res_rank = k - i, .res_size = g};
+        }
+        i = j;
+    }
+    for (uint32_t r = 0; r < P; r++) {
+        res[r].user_data = op->parts[r].first.user_data;
+        nx_client_complete(op->parts[r].client, &res[r], NULL);
+        if (part_direct(&op->parts[r]))
+            op->parts[r].client->pending--;
+    }
+    free(cls);
+    free(wr);
+    free(order);
+    free(res);
+}
+
+static void run_ready(struct nx_op *op)
+{
+    struct nx_comm *c = op->comm;
+    while (op->next_chunk < op->nchunks && chunk_ready(op)) {
+        exec_chunk(op);
+        for (uint32_t r = 0; r < c->size; r++) {
+            struct nx_part *p = &op->parts[r];
+            if (part_direct(p))
+                continue;
+            if (op->sig.kind != NX_K_SPLIT)
+                complete(p->client, p->q[p->q_head].user_data, NEXAR_OK, NULL);
+            p->q_head++;
+            p->client->pending--;
+        }
+        op->next_chunk++;
+        op->started = nx_now(); /* the deadline measures lack of progress */
+    }
+    if (op->next_chunk < op->nchunks)
+        return;
+    if (op->sig.kind == NX_K_SPLIT) {
+        finish_split(op);
+    } else {
+        for (uint32_t r = 0; r < c->size; r++) {
+            struct nx_part *p = &op->parts[r];
+            if (part_direct(p)) {
+                complete(p->client, p->first.user_data, NEXAR_OK, NULL);
+                p->client->pending--;
+            }
+        }
+    }
+    for (uint32_t r = 0; r < c->size; r++)
+        c->ranks[r].ops_completed++;
+    c->sched.done_seq++;
+    nxd.stats.ops_completed++;
+    op_free(c, op);
+}
+
+static void mismatch(struct nx_comm *c, struct nx_op *op, uint32_t rank,
+                     const struct nx_sqe *e)
+{
+    char a[160], b[160];
+    nx_sig_format(&op->sig, a, sizeof(a));
+    nx_sig_format(e, b, sizeof(b));
+    nxd.stats.mismatches++;
+    nx_comm_fail(c, NEXAR_ERR_MISMATCH,
+                 "%s seq %" PRIu64 " on comm %u (job \"%s\"): rank %u called %s but rank %u "
+                 "called %s",
+                 nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, op->sig_rank, a,
+                 rank, b);
+}
+
+static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t rank,
+                              const struct nx_sqe *e)
+{
+    struct nx_sched *s = &c->sched;
+    struct nx_op *op = op_find(s, e->seq);
+    struct nx_part *p = op ? &op->parts[rank] : NULL;
+    char why[160];
+
+    if (!p || !p->client) {
+        if (e->seq != s->next_seq[rank]) {
+            snprintf(why, sizeof(why), "op sequence %" PRIu64 " on comm %u, expected %" PRIu64,
+                     e->seq, c->id, s->next_seq[rank]);
+            return nx_client_violation(cl, why);
+        }
+        if (!(e->flags & NX_SQE_DIRECT) && e->chunk != 0)
+            return nx_client_violation(cl, "an op's first descriptor is not chunk 0");
+        s->next_seq[rank]++;
+        if (c->live < c->size) {
+            nx_comm_fail(c, NEXAR_ERR_PEER_LOST,
+                         "communicator %u can never complete %s seq %" PRIu64
+                         ": a rank has freed it", c->id, nx_kind_name(e->kind), e->seq);
+            return fail_desc(c, cl, e);
+        }
+        if (!op) {
+            op = op_new(c, e, rank);
+        } else if (!sig_equal(&op->sig, e)) {
+            mismatch(c, op, rank, e);
+            return fail_desc(c, cl, e);
+        }
+        p = &op->parts[rank];
+        p->client = cl;
+        p->first = *e;
+        op->arrived++;
+        if (!(e->flags & NX_SQE_DIRECT))
+            push_staged(p, e);
+    } else {
+        if (part_direct(p))
+            return nx_client_violation(cl, "a second descriptor for a direct op");
+        if (e->chunk != p->next_chunk || !sig_equal(&p->first, e) ||
+            (e->flags & NX_SQE_DIRECT)) {
+            snprintf(why, sizeof(why), "chunk %u of op %" PRIu64 " out of order (expected %u)",
+                     e->chunk, e->seq, p->next_chunk);
+            return nx_client_violation(cl, why);
+        }
+        push_staged(p, e);
+    }
+    cl->pending++;
+    c->ranks[rank].ops_submitted++;
+    run_ready(op);
+}
+
+void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
+{
+    struct nx_member *m = nx_client_member(cl, e->comm_id);
+    char why[128];
+    if (!m) {
+        snprintf(why, sizeof(why), "descriptor for communicator %u, which it is not in",
+                 e->comm_id);
+        return nx_client_violation(cl, why);
+    }
+    struct nx_comm *c = m->comm;
+    uint32_t rank = m->rank;
+    struct nx_sqe_limits lim = {
+        .arena_bytes = cl->seg.hdr.arena_bytes,
+        .slot_bytes = cl->seg.hdr.slot_bytes,
+        .comm_size = c->size,
+        .comm_rank = rank,
+    };
+    const char *reason = NULL;
+    if (nx_sqe_validate(e, &lim, &reason) < 0) {
+        snprintf(why, sizeof(why), "bad %s descriptor: %s", nx_kind_name(e->kind), reason);
+        return nx_client_violation(cl, why);
+    }
+    if (cl->pending >= nxd.cfg.max_pending) {
+        snprintf(why, sizeof(why), "more than %u descriptors outstanding", nxd.cfg.max_pending);
+        return nx_client_violation(cl, why);
+    }
+    if (e->kind != NX_K_COMM_FREE && c->failed_status)
+        return fail_desc(c, cl, e);
+
+    switch (e->kind) {
+    case NX_K_COMM_ABORT: {
+        char who[160];
+        nx_comm_fail(c, NEXAR_ERR_ABORTED, "communicator %u aborted by %s", c->id,
+                     nx_client_name(cl, who, sizeof(who)));
+        return complete(cl, e->user_data, NEXAR_OK, NULL);
+    }
+    case NX_K_COMM_FREE: {
+        char who[160];
+        complete(cl, e->user_data, NEXAR_OK, NULL);
+        return nx_comm_leave(c, rank, false, nx_client_name(cl, who, sizeof(who)));
+    }
+    case NX_K_SEND:
+    case NX_K_RECV:
+        return nx_p2p_submit(c, rank, cl, e);
+    default:
+        return submit_collective(cl, c, rank, e);
+    }
+}
+
+void nx_sched_fail_all(struct nx_comm *c)
+{
+    while (!TAILQ_EMPTY(&c->sched.ops)) {
+        struct nx_op *op = TAILQ_FIRST(&c->sched.ops);
+        for (uint32_t r = 0; r < c->size; r++) {
+            struct nx_part *p = &op->parts[r];
+            if (!p->client)
+                continue;
+            if (part_direct(p)) {
+                complete(p->client, p->first.user_data, c->failed_status, c->failed_text);
+                p->client->pending--;
+                continue;
+            }
+            for (; p->q_head < p->q_len; p->q_head++) {
+                complete(p->client, p->q[p->q_head].user_data, c->failed_status,
+                         c->failed_text);
+                p->client->pending--;
+            }
+        }
+        op_free(c, op);
+    }
+}
+
+/* "2, 3" of the ranks of op that hold up its next chunk. */
+static void waiting_ranks(const struct nx_op *op, char *buf, size_t len, bool *none_arrived)
+{
+    size_t off = 0;
+    unsigned shown = 0;
+    buf[0] = '\0';
+    *none_arrived = true;
+    for (uint32_t r = 0; r < op->comm->size && off < len; r++) {
+        const struct nx_part *p = &op->parts[r];
+        bool waiting = !p->client || (!part_direct(p) && p->q_head == p->q_len);
+        if (p->client)
+            *none_arrived = false;
+        if (waiting && shown++ < 32)
+            off += (size_t)snprintf(buf + off, len - off, "%s%u", shown > 1 ? ", " : "", r);
+    }
+}
+
+void nx_sched_tick(double now)
+{
+    /* Failing a communicator completes ops but frees none: drops wait for the flush. */
+    struct nx_comm *c;
+    LIST_FOREACH(c, &nx_comms, link) {
+        if (!c->failed_status)
+            nx_p2p_tick(c, now);
+        struct nx_op *op = TAILQ_FIRST(&c->sched.ops);
+        if (!op || c->failed_status || now - op->started < c->timeout_ms / 1000.0)
+            continue;
+        char ranks[256];
+        bool none;
+        waiting_ranks(op, ranks, sizeof(ranks), &none);
+        nxd.stats.timeouts++;
+        if (op->arrived < c->size)
+            nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
+                         "%s seq %" PRIu64 " on comm %u (job \"%s\") timed out after %.0f s: "
+                         "rank(s) %s never arrived (%u of %u did)",
+                         nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name,
+                         c->timeout_ms / 1000.0, ranks, op->arrived, c->size);
+        else
+            nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
+                         "%s seq %" PRIu64 " on comm %u (job \"%s\") made no progress for "
+                         "%.0f s: rank(s) %s did not submit chunk %" PRIu64 " of %" PRIu64,
+                         nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name,
+                         c->timeout_ms / 1000.0, ranks, op->next_chunk, op->nchunks);
+    }
+}

@@ -1,0 +1,70 @@
+/* mem.c - see mem.h. */
+#include "mem.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+static void oom(size_t n)
+{
+    nx_log(NX_LOG_ERROR, "mem", "out of memory allocating %zu bytes", n);
+    abort();
+}
+
+void *nx_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        oom(n);
+    return p;
+}
+
+void *nx_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        oom(n * size);
+    return p;
+}
+
+void *nx_xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (!p)
+        oom(n);
+    return p;
+}
+
+char *nx_xstrdup(const char *s)
+{
+    char *p = strdup(s);
+    if (!p)
+        oom(strlen(s));
+    return p;
+}
+
+char *nx_xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *s;
+    va_start(ap, fmt);
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        oom(0);
+    return s;
+}
+
+void nx_grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return;
+    size_t ncap = *cap ? *cap * 2 : 8;
+    while (ncap < need)
+        ncap *= 2;
+    *arr = nx_xrealloc(*arr, ncap * elem);
+    *cap = ncap;
+}

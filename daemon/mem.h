@@ -1,0 +1,17 @@
+/* mem.h - allocation for the daemon and tools: out of memory ends the process with a
+ * log line, through this one place (the shim never uses it: it returns NEXAR_ERR_NOMEM). */
+#ifndef NX_MEM_H
+#define NX_MEM_H
+
+#include <stddef.h>
+
+void *nx_xmalloc(size_t n);
+void *nx_xcalloc(size_t n, size_t size);
+void *nx_xrealloc(void *p, size_t n);
+char *nx_xstrdup(const char *s);
+char *nx_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Grows *arr (of *cap elements of size elem) to hold at least need elements. */
+void nx_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * p2p.h - send/recv between ranks of one communicator.  The k-th send from a to b with
+ * tag t matches the k-th receive at b from a with tag t.  Send chunks are copied into
+ * daemon memory and completed at once while the sender's eager budget lasts, so a
+ * send never waits for its receive unless the receiver is far behind.
+ */
+#ifndef NX_P2P_H
+#define NX_P2P_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "shm_abi.h"
+
+struct nx_client;
+struct nx_comm;
+struct nx_msg;
+
+TAILQ_HEAD(nx_msg_list, nx_msg);
+
+struct nx_p2p {
+    struct nx_msg_list msgs;
+    uint64_t nmsgs;
+};
+
+void nx_p2p_init(struct nx_p2p *p);
+/* Submits a validated send or recv of rank `rank` of comm. */
+void nx_p2p_submit(struct nx_comm *comm, uint32_t rank, struct nx_client *cl,
+                   const struct nx_sqe *e);
+/* Fails the comm with NEXAR_ERR_TIMEOUT when a message side waited too long. */
+void nx_p2p_tick(struct nx_comm *comm, double now);
+/* Completes everything pending with the comm's failure and frees all messages. */
+void nx_p2p_fail_all(struct nx_comm *comm);
+
+#endif
