@@ -1,0 +1,142 @@
+/* test_config.c - nexard settings: defaults, file parsing, flags over file, errors. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                        \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);      \
+            failures++;                                                                    \
+        }                                                                                  \
+    } while (0)
+
+static char *write_tmp(const char *text)
+{
+    static char path[64];
+    snprintf(path, sizeof(path), "/tmp/nexar-test-config-XXXXXX");
+    int fd = mkstemp(path);
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
+        perror("mkstemp/write");
+        exit(1);
+    }
+    close(fd);
+    return path;
+}
+
+static void test_defaults(void)
+{
+    struct nx_config c;
+    nx_config_defaults(&c);
+    CHECK(!strcmp(c.socket_path, "/run/nexar/nexard.sock"));
+    CHECK(!strcmp(c.runtime_dir, "/run/nexar"));
+    CHECK(c.log_level == NX_LOG_INFO);
+    CHECK(c.slot_bytes == 4u << 20);
+    CHECK(c.slots == 4);
+    CHECK(c.heap_bytes == 256u << 20);
+    CHECK(c.op_timeout_s == 300);
+    CHECK(!c.foreground);
+    CHECK(nx_config_uid_allowed(&c, 1000, 1000));
+    CHECK(!nx_config_uid_allowed(&c, 1000, 1001));
+    CHECK(nx_config_uid_allowed(&c, 1000, 0));
+    nx_config_free(&c);
+}
+
+static void test_file(void)
+{
+    struct nx_config c;
+    char err[256] = "";
+    nx_config_defaults(&c);
+    char *p = write_tmp("# comment\n\n socket = /tmp/x.sock  # trailing\n"
+                        "slot_bytes = 64K\nslots=2\nheap_bytes = 1M\nlog_level = debug\n"
+                        "allow_uids = 1001, 1002\nop_timeout_s = 7\n");
+    CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == 0);
+    CHECK(!strcmp(c.socket_path, "/tmp/x.sock"));
+    CHECK(c.slot_bytes == 65536);
+    CHECK(c.slots == 2);
+    CHECK(c.heap_bytes == 1u << 20);
+    CHECK(c.log_level == NX_LOG_DEBUG);
+    CHECK(c.op_timeout_s == 7);
+    CHECK(c.n_allow_uids == 2);
+    CHECK(nx_config_uid_allowed(&c, 1000, 1002));
+    CHECK(!nx_config_uid_allowed(&c, 1000, 1003));
+    unlink(p);
+
+    p = write_tmp("slots = 2\nbogus_key = 1\n");
+    CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
+    CHECK(strstr(err, ":2:") && strstr(err, "unknown key 'bogus_key'"));
+    unlink(p);
+
+    p = write_tmp("slot_bytes = 100\n"); /* below 4096 and not a multiple of 64 */
+    CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
+    CHECK(strstr(err, "slot_bytes") != NULL);
+    unlink(p);
+
+    p = write_tmp("sq_entries = 100\n"); /* not a power of two */
+    CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
+    unlink(p);
+
+    p = write_tmp("just words\n");
+    CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
+    CHECK(strstr(err, "expected 'key = value'") != NULL);
+    unlink(p);
+
+    CHECK(nx_config_load_file(&c, "/nonexistent/nexard.conf", err, sizeof(err)) == -ENOENT);
+    CHECK(nx_config_set(&c, "allow_uids", "*", err, sizeof(err)) == 0);
+    CHECK(nx_config_uid_allowed(&c, 1000, 4242));
+    CHECK(nx_config_set(&c, "allow_uids", "12x", err, sizeof(err)) == -EINVAL);
+    CHECK(nx_config_set(&c, "slot_bytes", "2G", err, sizeof(err)) == -EINVAL);
+    CHECK(nx_config_set(&c, "heap_bytes", "-1", err, sizeof(err)) == -EINVAL);
+    nx_config_free(&c);
+}
+
+static void test_args(void)
+{
+    struct nx_config c;
+    char err[256] = "";
+    nx_config_defaults(&c);
+    char *p = write_tmp("socket = /tmp/from-file.sock\nslots = 8\n");
+    char path[64];
+    snprintf(path, sizeof(path), "%s", p);
+    /* The flag comes before -c, and still wins over the file. */
+    char *argv[] = {"nexard", "--socket", "/tmp/from-flag.sock", "-c", path, "-f",
+                    "--set", "slot_bytes=128K", NULL};
+    CHECK(nx_config_parse_args(&c, 8, argv, err, sizeof(err)) == 0);
+    CHECK(!strcmp(c.socket_path, "/tmp/from-flag.sock"));
+    CHECK(c.slots == 8);
+    CHECK(c.foreground);
+    CHECK(c.slot_bytes == 128u << 10);
+    unlink(path);
+    nx_config_free(&c);
+
+    nx_config_defaults(&c);
+    char *bad[] = {"nexard", "--slots", "0", NULL};
+    CHECK(nx_config_parse_args(&c, 3, bad, err, sizeof(err)) == -EINVAL);
+    CHECK(strstr(err, "slots") != NULL);
+    char *unknown[] = {"nexard", "--frobnicate", NULL};
+    CHECK(nx_config_parse_args(&c, 2, unknown, err, sizeof(err)) == -EINVAL);
+    char *extra[] = {"nexard", "stray", NULL};
+    CHECK(nx_config_parse_args(&c, 2, extra, err, sizeof(err)) == -EINVAL);
+    nx_config_free(&c);
+}
+
+int main(void)
+{
+    nx_log_init(NX_LOG_ERROR, 0);
+    test_defaults();
+    test_file();
+    test_args();
+    if (failures) {
+        fprintf(stderr, "test_config: %d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("test_config: all checks passed\n");
+    return 0;
+}
