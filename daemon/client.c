@@ -124,6 +124,11 @@ static void flush_overflow(struct nx_client *cl)
 
 static void ovf_push(struct nx_client *cl, const struct nx_cqe *c)
 {
+    /* A rank that never reaps would otherwise grow this without bound. */
+    if (cl->ovf_len >= nxd.cfg.max_pending) {
+        nx_client_violation(cl, "it does not consume its completion ring");
+        return;
+    }
     if (cl->ovf_len == cl->ovf_cap) {
         /* Grow and unwrap the circular queue. */
         size_t ncap = cl->ovf_cap ? cl->ovf_cap * 2 : 64;
@@ -255,13 +260,10 @@ struct nx_member *nx_client_member(struct nx_client *cl, uint32_t comm_id)
 
 void nx_client_drop(struct nx_client *cl, const char *why)
 {
-    char name[160];
     if (cl->dead)
         return;
     cl->dead = true;
-    nxd.stats.clients_dropped++;
-    nx_log(nxd.stopping ? NX_LOG_DEBUG : NX_LOG_INFO, "client", "%s: %s",
-           nx_client_name(cl, name, sizeof(name)), why);
+    cl->drop_why = why;
     nx_grow((void **)&drops, &drops_cap, ndrops + 1, sizeof(*drops));
     drops[ndrops++] = cl;
 }
@@ -272,6 +274,7 @@ void nx_client_violation(struct nx_client *cl, const char *why)
     if (cl->dead)
         return;
     nxd.stats.protocol_violations++;
+    cl->violated = true;
     NX_WARN("client", "protocol violation by %s: %s; dropping it",
             nx_client_name(cl, name, sizeof(name)), why);
     nx_client_drop(cl, "dropped for a protocol violation");
@@ -292,6 +295,15 @@ static void teardown(struct nx_client *cl)
 {
     char who[160];
     nx_client_name(cl, who, sizeof(who));
+    /* A rank that freed its communicators (nexar_finalize does) simply left; one that
+     * still belongs to some was lost, and they fail. */
+    if (cl->nmem > 0 || cl->violated) {
+        nxd.stats.clients_dropped++;
+        nx_log(nxd.stopping ? NX_LOG_DEBUG : NX_LOG_INFO, "client", "%s lost: %s", who,
+               cl->drop_why);
+    } else {
+        NX_DEBUG("client", "%s left: %s", who, cl->drop_why);
+    }
     /* Leaving fails each communicator, which completes the other ranks' ops. */
     while (cl->nmem > 0) {
         struct nx_member m = cl->mem[cl->nmem - 1];

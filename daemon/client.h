@@ -59,7 +59,8 @@ struct nx_client {
     uint32_t pending; /* descriptors parked in the daemon */
     uint64_t p2p_buffered; /* eager send bytes held for this sender */
     uint64_t ops_submitted, ops_completed, bytes_in;
-    bool dead;
+    bool dead, violated;
+    const char *drop_why; /* static text */
 
     LIST_ENTRY(nx_client) link;
     LIST_ENTRY(nx_client) dirty_link;

@@ -1,0 +1,65 @@
+/*
+ * ctl.h - nexarctl: inspect a running nexard over its control socket.
+ *
+ * main.c connects, sends HELLO (CLIENT_CTL) and one CTL request, decodes the
+ * CtlReply and hands it to the command's printers.  Each family of commands
+ * lives in its own file and prints either human tables or one JSON object:
+ *   status.c  status, stats
+ *   jobs.c    jobs, comms (with their ranks)
+ *   ops.c     ops in flight and the ranks each one waits for
+ */
+#ifndef NXC_CTL_H
+#define NXC_CTL_H
+
+#include <stdio.h>
+
+#include "json.h"
+#include "nexar.pb-c.h"
+
+struct nxc_command {
+    const char *name;
+    Nexar__CtlCommand command;
+    const char *help;
+    void (*human)(FILE *f, const Nexar__CtlReply *r);
+    void (*json)(struct nxc_json *j, const Nexar__CtlReply *r);
+};
+
+void nxc_status_human(FILE *f, const Nexar__CtlReply *r);
+void nxc_status_json(struct nxc_json *j, const Nexar__CtlReply *r);
+void nxc_stats_human(FILE *f, const Nexar__CtlReply *r);
+void nxc_stats_json(struct nxc_json *j, const Nexar__CtlReply *r);
+void nxc_jobs_human(FILE *f, const Nexar__CtlReply *r);
+void nxc_jobs_json(struct nxc_json *j, const Nexar__CtlReply *r);
+void nxc_comms_human(FILE *f, const Nexar__CtlReply *r);
+void nxc_comms_json(struct nxc_json *j, const Nexar__CtlReply *r);
+void nxc_ops_human(FILE *f, const Nexar__CtlReply *r);
+void nxc_ops_json(struct nxc_json *j, const Nexar__CtlReply *r);
+
+/* Shared by jobs.c and ops.c: a RankInfo as JSON members of an open object. */
+void nxc_rank_json(struct nxc_json *j, const Nexar__RankInfo *ri);
+
+/* ---- aligned text tables (table.c) ---------------------------------------- */
+
+struct nxc_table {
+    int ncols, nrows, pending; /* pending: cells of the unfinished row */
+    char **cells; /* nrows * ncols, malloc'd */
+};
+
+/* A table of ncols columns whose first row is the header: ncols strings follow. */
+void nxc_table_init(struct nxc_table *t, int ncols, ...);
+/* Appends the next cell, row by row; takes ownership of a malloc'd string (nxc_fmt). */
+void nxc_table_add(struct nxc_table *t, char *cell);
+/* Prints with two spaces between columns, each line prefixed by indent. */
+void nxc_table_print(struct nxc_table *t, FILE *f, const char *indent);
+void nxc_table_free(struct nxc_table *t);
+
+/* Helpers for cells: formatted into a malloc'd string owned by the table. */
+char *nxc_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* "1.5s", "2m03s", "1h02m" */
+const char *nxc_fmt_age(double s, char *buf, size_t len);
+
+/* Rank list as ranges: "0-3,7"; "-" when empty. */
+const char *nxc_fmt_ranks(const uint32_t *v, size_t n, char *buf, size_t len);
+
+#endif /* NXC_CTL_H */

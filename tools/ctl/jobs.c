@@ -1,0 +1,118 @@
+/*
+ * jobs.c - `nexarctl jobs` and `nexarctl comms`: what the daemon serves, rank by rank.
+ */
+#include "ctl.h"
+#include "util.h"
+
+static const char *str(const char *s)
+{
+    return s && *s ? s : "-";
+}
+
+void nxc_rank_json(struct nxc_json *j, const Nexar__RankInfo *ri)
+{
+    nxc_json_u64(j, "rank", ri->rank);
+    nxc_json_u64(j, "world_rank", ri->world_rank);
+    nxc_json_u64(j, "pid", ri->pid);
+    nxc_json_u64(j, "uid", ri->uid);
+    nxc_json_str(j, "state", ri->state);
+    nxc_json_u64(j, "ops_submitted", ri->ops_submitted);
+    nxc_json_u64(j, "ops_completed", ri->ops_completed);
+    nxc_json_u64(j, "bytes_in", ri->bytes_in);
+}
+
+static void ranks_json(struct nxc_json *j, Nexar__RankInfo *const *v, size_t n)
+{
+    nxc_json_arr_begin(j, "ranks");
+    for (size_t i = 0; i < n; i++) {
+        nxc_json_obj_begin(j, NULL);
+        nxc_rank_json(j, v[i]);
+        nxc_json_obj_end(j);
+    }
+    nxc_json_arr_end(j);
+}
+
+/* The ranks of a job or communicator, indented under its line. */
+static void ranks_human(FILE *f, Nexar__RankInfo *const *v, size_t n, bool comm)
+{
+    if (n == 0)
+        return;
+    struct nxc_table t;
+    char b[32];
+    nxc_table_init(&t, 7, "RANK", comm ? "WORLD" : "UID", "PID", "STATE", "SUBMITTED",
+                   "COMPLETED", "BYTES IN");
+    for (size_t i = 0; i < n; i++) {
+        const Nexar__RankInfo *ri = v[i];
+        nxc_table_add(&t, nxc_fmt("%u", ri->rank));
+        nxc_table_add(&t, nxc_fmt("%u", comm ? ri->world_rank : ri->uid));
+        nxc_table_add(&t, nxc_fmt("%llu", (unsigned long long)ri->pid));
+        nxc_table_add(&t, nxt_xstrdup(str(ri->state)));
+        nxc_table_add(&t, nxc_fmt("%llu", (unsigned long long)ri->ops_submitted));
+        nxc_table_add(&t, nxc_fmt("%llu", (unsigned long long)ri->ops_completed));
+        nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(ri->bytes_in, b, sizeof(b))));
+    }
+    nxc_table_print(&t, f, "    ");
+    nxc_table_free(&t);
+}
+
+void nxc_jobs_human(FILE *f, const Nexar__CtlReply *r)
+{
+    if (r->n_jobs == 0) {
+        fprintf(f, "no jobs\n");
+        return;
+    }
+    for (size_t i = 0; i < r->n_jobs; i++) {
+        const Nexar__JobInfo *job = r->jobs[i];
+        fprintf(f, "%sjob %s: %s, %u/%u ranks joined, uid %u\n", i ? "\n" : "",
+                str(job->job), str(job->state), job->joined, job->world_size, job->uid);
+        ranks_human(f, job->ranks, job->n_ranks, false);
+    }
+}
+
+void nxc_jobs_json(struct nxc_json *j, const Nexar__CtlReply *r)
+{
+    nxc_json_arr_begin(j, "jobs");
+    for (size_t i = 0; i < r->n_jobs; i++) {
+        const Nexar__JobInfo *job = r->jobs[i];
+        nxc_json_obj_begin(j, NULL);
+        nxc_json_str(j, "job", job->job);
+        nxc_json_str(j, "state", job->state);
+        nxc_json_u64(j, "world_size", job->world_size);
+        nxc_json_u64(j, "joined", job->joined);
+        nxc_json_u64(j, "uid", job->uid);
+        ranks_json(j, job->ranks, job->n_ranks);
+        nxc_json_obj_end(j);
+    }
+    nxc_json_arr_end(j);
+}
+
+void nxc_comms_human(FILE *f, const Nexar__CtlReply *r)
+{
+    if (r->n_comms == 0) {
+        fprintf(f, "no communicators\n");
+        return;
+    }
+    for (size_t i = 0; i < r->n_comms; i++) {
+        const Nexar__CommInfo *c = r->comms[i];
+        fprintf(f, "%scomm %u of job %s: %u ranks, next seq %llu, %s\n", i ? "\n" : "",
+                c->id, str(c->job), c->size, (unsigned long long)c->next_seq, str(c->state));
+        ranks_human(f, c->ranks, c->n_ranks, true);
+    }
+}
+
+void nxc_comms_json(struct nxc_json *j, const Nexar__CtlReply *r)
+{
+    nxc_json_arr_begin(j, "comms");
+    for (size_t i = 0; i < r->n_comms; i++) {
+        const Nexar__CommInfo *c = r->comms[i];
+        nxc_json_obj_begin(j, NULL);
+        nxc_json_u64(j, "id", c->id);
+        nxc_json_str(j, "job", c->job);
+        nxc_json_u64(j, "size", c->size);
+        nxc_json_str(j, "state", c->state);
+        nxc_json_u64(j, "next_seq", c->next_seq);
+        ranks_json(j, c->ranks, c->n_ranks);
+        nxc_json_obj_end(j);
+    }
+    nxc_json_arr_end(j);
+}

@@ -1,0 +1,188 @@
+/*
+ * main.c - nexarctl: one CTL request to nexard, one answer printed.
+ *
+ * The exit status is a nexar_status_t (0 on success), so scripts can tell "no
+ * daemon" (2, NEXAR_ERR_UNAVAILABLE) from "permission denied" (9) or a hung
+ * daemon (4, NEXAR_ERR_TIMEOUT).  Usage errors exit 1 (NEXAR_ERR_INVALID).
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "ctl.h"
+#include "frame.h"
+#include "nexar.h"
+#include "status.h"
+#include "util.h"
+
+static const struct nxc_command commands[] = {
+    {"status", NEXAR__CTL_COMMAND__CTL_STATUS, "the daemon: version, uptime, clients, memory",
+     nxc_status_human, nxc_status_json},
+    {"jobs", NEXAR__CTL_COMMAND__CTL_JOBS, "jobs and their ranks", nxc_jobs_human,
+     nxc_jobs_json},
+    {"comms", NEXAR__CTL_COMMAND__CTL_COMMS, "communicators and their ranks",
+     nxc_comms_human, nxc_comms_json},
+    {"ops", NEXAR__CTL_COMMAND__CTL_OPS, "operations in flight and the ranks they wait for",
+     nxc_ops_human, nxc_ops_json},
+    {"stats", NEXAR__CTL_COMMAND__CTL_STATS, "counters since the daemon started",
+     nxc_stats_human, nxc_stats_json},
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: nexarctl [--socket PATH] [--json] [--timeout S] COMMAND\n"
+               "Inspects a running nexard.\n\nCommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+    fprintf(f,
+"\nOptions:\n"
+"  -s, --socket PATH  the daemon's socket (default $NEXAR_SOCKET, else\n"
+"                     " NXT_DEFAULT_SOCKET ")\n"
+"  -j, --json         print one JSON object instead of tables\n"
+"  -t, --timeout S    seconds to wait for the daemon (default 5)\n"
+"  -h, --help         this text\n"
+"      --version\n"
+"\nExit status: the nexar_status_t: 0 success, 1 usage, 2 no daemon answers,\n"
+"4 timeout, 9 permission denied, 10 protocol error, or the daemon's status.\n");
+}
+
+static void __attribute__((noreturn)) bad(const char *msg, const char *arg)
+{
+    nxt_warn("%s%s%s", msg, arg ? ": " : "", arg ? arg : "");
+    fprintf(stderr, "Try 'nexarctl --help'.\n");
+    exit(NEXAR_ERR_INVALID);
+}
+
+/* A failure: text on stderr, and with --json also as an object on stdout, so a
+ * script that parses stdout always gets one. */
+static int failed(bool json, const char *cmd, int status, const char *text)
+{
+    nxt_warn("%s", text);
+    if (json) {
+        struct nxc_json j;
+        nxc_json_init(&j, stdout);
+        nxc_json_obj_begin(&j, NULL);
+        nxc_json_str(&j, "command", cmd);
+        nxc_json_u64(&j, "status", (uint64_t)status);
+        nxc_json_str(&j, "status_name", nxt_status_name(status));
+        nxc_json_str(&j, "error", text);
+        nxc_json_obj_end(&j);
+        nxc_json_finish(&j);
+    }
+    return status;
+}
+
+/* Sends the CtlRequest; on success *out is the decoded reply. */
+static int query(int fd, Nexar__CtlCommand cmd, int timeout_ms, Nexar__CtlReply **out,
+                 char *err, size_t errlen)
+{
+    Nexar__CtlRequest req = NEXAR__CTL_REQUEST__INIT;
+    req.command = cmd;
+    uint8_t buf[32];
+    size_t n = nexar__ctl_request__pack(&req, buf);
+
+    uint16_t type;
+    uint8_t *payload = NULL;
+    uint32_t len;
+    int rv = nxt_request(fd, NX_MSG_CTL, buf, (uint32_t)n, timeout_ms, &type, &payload, &len,
+                         err, errlen);
+    if (rv < 0)
+        return -rv;
+    if (type == NX_MSG_ERROR) {
+        rv = nxt_error_reply(payload, len, err, errlen);
+    } else if (type != NX_MSG_CTL_REPLY) {
+        snprintf(err, errlen, "the daemon answered CTL with frame type %u", type);
+        rv = NEXAR_ERR_INTERNAL;
+    } else if (!(*out = nexar__ctl_reply__unpack(NULL, len, payload))) {
+        snprintf(err, errlen, "the daemon's CTL_REPLY does not decode");
+        rv = NEXAR_ERR_INTERNAL;
+    }
+    free(payload);
+    return rv;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"socket", required_argument, NULL, 's'},
+        {"json", no_argument, NULL, 'j'},
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    nxt_progname = "nexarctl";
+    const char *socket_opt = NULL;
+    bool json = false;
+    double timeout_s = 5;
+    int ch;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":s:jt:h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 's': socket_opt = optarg; break;
+        case 'j': json = true; break;
+        case 't':
+            if (nxt_parse_seconds(optarg, &timeout_s) < 0 || timeout_s <= 0 ||
+                timeout_s > 86400)
+                bad("--timeout expects seconds, more than 0", optarg);
+            break;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("nexarctl %s\n", NEXAR_VERSION); return 0;
+        case ':': bad("option needs an argument", argv[optind - 1]);
+        default: bad("unknown option", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        bad("no command (status, jobs, comms, ops, stats)", NULL);
+    if (optind + 1 < argc)
+        bad("one command at a time; unexpected", argv[optind + 1]);
+    const struct nxc_command *cmd = NULL;
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(argv[optind], commands[i].name))
+            cmd = &commands[i];
+    if (!cmd)
+        bad("unknown command", argv[optind]);
+
+    int timeout_ms = (int)(timeout_s * 1000);
+    const char *path = nxt_socket_path(socket_opt);
+    char err[512];
+    int fd = nxt_connect(path, NEXAR__CLIENT_KIND__CLIENT_CTL, timeout_ms, NULL, err,
+                         sizeof(err));
+    if (fd < 0)
+        return failed(json, cmd->name, -fd, err);
+
+    Nexar__CtlReply *reply = NULL;
+    int status = query(fd, cmd->command, timeout_ms, &reply, err, sizeof(err));
+    close(fd);
+    if (status)
+        return failed(json, cmd->name, status, err);
+    if (reply->status) {
+        status = (int)reply->status;
+        snprintf(err, sizeof(err), "%s: %s", cmd->name,
+                 reply->error && *reply->error ? reply->error : nxt_status_text(status));
+        nexar__ctl_reply__free_unpacked(reply, NULL);
+        return failed(json, cmd->name, status, err);
+    }
+
+    if (json) {
+        struct nxc_json j;
+        nxc_json_init(&j, stdout);
+        nxc_json_obj_begin(&j, NULL);
+        nxc_json_str(&j, "command", cmd->name);
+        nxc_json_u64(&j, "status", 0);
+        cmd->json(&j, reply);
+        nxc_json_obj_end(&j);
+        nxc_json_finish(&j);
+    } else {
+        cmd->human(stdout, reply);
+    }
+    nexar__ctl_reply__free_unpacked(reply, NULL);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        nxt_warn("writing the output failed");
+        return NEXAR_ERR_INTERNAL;
+    }
+    return 0;
+}

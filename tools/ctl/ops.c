@@ -1,0 +1,69 @@
+/*
+ * ops.c - `nexarctl ops`: collectives in flight, and the ranks each one waits for.
+ *
+ * This is the command for a hung job: an op whose WAITING FOR column names
+ * ranks has been entered by the others and is blocked on exactly those.
+ */
+#include <stdlib.h>
+
+#include "ctl.h"
+#include "util.h"
+
+void nxc_ops_human(FILE *f, const Nexar__CtlReply *r)
+{
+    if (r->n_ops == 0) {
+        fprintf(f, "no operations in flight\n");
+        return;
+    }
+    struct nxc_table t;
+    nxc_table_init(&t, 8, "COMM", "JOB", "SEQ", "OPERATION", "AGE", "CHUNKS", "ALGORITHM",
+                   "WAITING FOR");
+    for (size_t i = 0; i < r->n_ops; i++) {
+        const Nexar__OpInfo *op = r->ops[i];
+        char age[32];
+        size_t cap = 16 + op->n_waiting_for * 12;
+        char *waiting = nxt_xmalloc(cap);
+        nxc_fmt_ranks(op->waiting_for, op->n_waiting_for, waiting, cap);
+        nxc_table_add(&t, nxc_fmt("%u", op->comm));
+        nxc_table_add(&t, nxt_xstrdup(op->job && *op->job ? op->job : "-"));
+        nxc_table_add(&t, nxc_fmt("%llu", (unsigned long long)op->seq));
+        nxc_table_add(&t, nxt_xstrdup(op->signature && *op->signature
+                                          ? op->signature
+                                          : op->kind && *op->kind ? op->kind : "?"));
+        nxc_table_add(&t, nxt_xstrdup(nxc_fmt_age(op->age_s, age, sizeof(age))));
+        nxc_table_add(&t, nxc_fmt("%llu/%llu", (unsigned long long)op->chunks_done,
+                                  (unsigned long long)op->chunks_total));
+        nxc_table_add(&t, nxt_xstrdup(op->algorithm && *op->algorithm ? op->algorithm : "-"));
+        nxc_table_add(&t, op->n_waiting_for ? nxc_fmt("rank%s %s",
+                                                      op->n_waiting_for > 1 ? "s" : "",
+                                                      waiting)
+                                            : nxt_xstrdup("-"));
+        free(waiting);
+    }
+    nxc_table_print(&t, f, "");
+    nxc_table_free(&t);
+}
+
+void nxc_ops_json(struct nxc_json *j, const Nexar__CtlReply *r)
+{
+    nxc_json_arr_begin(j, "ops");
+    for (size_t i = 0; i < r->n_ops; i++) {
+        const Nexar__OpInfo *op = r->ops[i];
+        nxc_json_obj_begin(j, NULL);
+        nxc_json_u64(j, "comm", op->comm);
+        nxc_json_str(j, "job", op->job);
+        nxc_json_u64(j, "seq", op->seq);
+        nxc_json_str(j, "kind", op->kind);
+        nxc_json_str(j, "signature", op->signature);
+        nxc_json_str(j, "algorithm", op->algorithm);
+        nxc_json_u64(j, "chunks_done", op->chunks_done);
+        nxc_json_u64(j, "chunks_total", op->chunks_total);
+        nxc_json_double(j, "age_s", op->age_s);
+        nxc_json_arr_begin(j, "waiting_for");
+        for (size_t k = 0; k < op->n_waiting_for; k++)
+            nxc_json_u64(j, NULL, op->waiting_for[k]);
+        nxc_json_arr_end(j);
+        nxc_json_obj_end(j);
+    }
+    nxc_json_arr_end(j);
+}

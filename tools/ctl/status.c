@@ -1,0 +1,98 @@
+/*
+ * status.c - `nexarctl status` (the daemon itself) and `nexarctl stats` (counters).
+ */
+#include <string.h>
+
+#include "ctl.h"
+#include "util.h"
+
+static const Nexar__StatusInfo empty_status = NEXAR__STATUS_INFO__INIT;
+static const Nexar__Stats empty_stats = NEXAR__STATS__INIT;
+
+/* A daemon that omits the sub-message reads as all zeros, not as a crash. */
+static const Nexar__StatusInfo *status_of(const Nexar__CtlReply *r)
+{
+    return r->status_info ? r->status_info : &empty_status;
+}
+
+static const Nexar__Stats *stats_of(const Nexar__CtlReply *r)
+{
+    return r->stats ? r->stats : &empty_stats;
+}
+
+void nxc_status_human(FILE *f, const Nexar__CtlReply *r)
+{
+    const Nexar__StatusInfo *s = status_of(r);
+    char age[32], shm[32], rss[32];
+    fprintf(f, "nexard %s, pid %llu, up %s\n", s->version && *s->version ? s->version : "?",
+            (unsigned long long)s->pid, nxc_fmt_age(s->uptime_s, age, sizeof(age)));
+    struct nxc_table t;
+    nxc_table_init(&t, 2, "socket", s->socket && *s->socket ? s->socket : "?");
+    nxc_table_add(&t, nxt_xstrdup("clients"));
+    nxc_table_add(&t, nxc_fmt("%u", s->clients));
+    nxc_table_add(&t, nxt_xstrdup("jobs"));
+    nxc_table_add(&t, nxc_fmt("%u", s->jobs));
+    nxc_table_add(&t, nxt_xstrdup("communicators"));
+    nxc_table_add(&t, nxc_fmt("%u", s->comms));
+    nxc_table_add(&t, nxt_xstrdup("shared memory"));
+    nxc_table_add(&t, nxc_fmt("%s mapped", nxt_fmt_bytes(s->shm_bytes, shm, sizeof(shm))));
+    nxc_table_add(&t, nxt_xstrdup("resident"));
+    nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(s->rss_bytes, rss, sizeof(rss))));
+    nxc_table_print(&t, f, "  ");
+    nxc_table_free(&t);
+}
+
+void nxc_status_json(struct nxc_json *j, const Nexar__CtlReply *r)
+{
+    const Nexar__StatusInfo *s = status_of(r);
+    nxc_json_str(j, "version", s->version);
+    nxc_json_u64(j, "pid", s->pid);
+    nxc_json_double(j, "uptime_s", s->uptime_s);
+    nxc_json_str(j, "socket", s->socket);
+    nxc_json_u64(j, "clients", s->clients);
+    nxc_json_u64(j, "jobs", s->jobs);
+    nxc_json_u64(j, "comms", s->comms);
+    nxc_json_u64(j, "shm_bytes", s->shm_bytes);
+    nxc_json_u64(j, "rss_bytes", s->rss_bytes);
+}
+
+/* The counters in display order; the JSON names are the proto field names. */
+#define STATS_FIELDS(X)                                    \
+    X(ops_completed, "ops completed", false)               \
+    X(ops_failed, "ops failed", false)                     \
+    X(bytes_reduced, "bytes reduced", true)                \
+    X(bytes_copied, "bytes copied", true)                  \
+    X(chunks, "chunks", false)                             \
+    X(p2p_messages, "p2p messages", false)                 \
+    X(clients_accepted, "clients accepted", false)         \
+    X(clients_dropped, "clients dropped", false)           \
+    X(protocol_violations, "protocol violations", false)   \
+    X(mismatches, "mismatches", false)                     \
+    X(timeouts, "timeouts", false)                         \
+    X(peers_lost, "peers lost", false)
+
+void nxc_stats_human(FILE *f, const Nexar__CtlReply *r)
+{
+    const Nexar__Stats *s = stats_of(r);
+    struct nxc_table t;
+    char b[32];
+    nxc_table_init(&t, 2, "COUNTER", "VALUE");
+#define ROW(field, label, bytes)                                                        \
+    nxc_table_add(&t, nxt_xstrdup(label));                                               \
+    nxc_table_add(&t, (bytes) && s->field >= 1024                                        \
+                          ? nxc_fmt("%llu (%s)", (unsigned long long)s->field,           \
+                                    nxt_fmt_bytes(s->field, b, sizeof(b)))               \
+                          : nxc_fmt("%llu", (unsigned long long)s->field));
+    STATS_FIELDS(ROW)
+#undef ROW
+    nxc_table_print(&t, f, "");
+    nxc_table_free(&t);
+}
+
+void nxc_stats_json(struct nxc_json *j, const Nexar__CtlReply *r)
+{
+    const Nexar__Stats *s = stats_of(r);
+#define FIELD(field, label, bytes) nxc_json_u64(j, #field, s->field);
+    STATS_FIELDS(FIELD)
+#undef FIELD
+}

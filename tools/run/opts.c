@@ -1,0 +1,131 @@
+/*
+ * opts.c - nexar-run's command line.
+ *
+ * Options end at the first non-option argument (getopt's '+'), so that the
+ * program's own flags are never taken for ours: `nexar-run -n 2 prog -n 5`.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run.h"
+#include "util.h"
+
+enum {
+    OPT_SOCKET = 256,
+    OPT_JOB,
+    OPT_TIMEOUT,
+    OPT_GRACE,
+    OPT_DAEMON,
+    OPT_DAEMON_ARG,
+    OPT_KEEP_DAEMON,
+    OPT_VERSION,
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"Usage: nexar-run [-n N] [options] [--] PROGRAM [ARGS...]\n"
+"Starts N ranks of PROGRAM on this machine as one nexar job.\n"
+"\n"
+"  -n, --np N            number of ranks (default 1)\n"
+"      --socket PATH     nexard socket (default $NEXAR_SOCKET, else\n"
+"                        /run/nexar/nexard.sock); when no daemon answers there, a\n"
+"                        private nexard is started in a temporary directory\n"
+"      --job NAME        job name (NEXAR_JOB; default run-<pid>-<time>)\n"
+"      --timeout S       NEXAR_TIMEOUT for the ranks: formation and per-op deadline\n"
+"      --grace S         after a rank fails, wait S seconds (default 5) for the\n"
+"                        others, then SIGTERM them, then SIGKILL 2 s later\n"
+"      --daemon PATH     the nexard to start (default $NEXARD, next to nexar-run,\n"
+"                        the build tree, then $PATH)\n"
+"      --daemon-arg ARG  one more argument for the private nexard (repeatable)\n"
+"      --keep-daemon     leave the private nexard running and print its socket\n"
+"  -q, --quiet           no summary line and no notes on stderr\n"
+"  -v, --verbose         notes on what nexar-run does; the daemon logs to stderr\n"
+"  -h, --help            this text\n"
+"      --version\n"
+"\n"
+"Every rank gets NEXAR_RANK, NEXAR_WORLD_SIZE, NEXAR_LOCAL_RANK, NEXAR_JOB,\n"
+"NEXAR_SOCKET and, with --timeout, NEXAR_TIMEOUT.  SIGINT, SIGTERM and SIGHUP are\n"
+"forwarded to the ranks; a second one kills them.\n"
+"\n"
+"Exit status: 0 when every rank exited 0; else the first failing rank's status\n"
+"(128+S for a rank killed by signal S); 2 no daemon could be reached or started;\n"
+"64 usage; 71 a system call failed; 126/127 PROGRAM is not executable / not found.\n");
+}
+
+static void __attribute__((noreturn)) bad(const char *msg, const char *arg)
+{
+    nxt_warn("%s%s%s", msg, arg ? ": " : "", arg ? arg : "");
+    fprintf(stderr, "Try 'nexar-run --help'.\n");
+    exit(NXR_EXIT_USAGE);
+}
+
+void run_opts_parse(struct run_opts *o, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"np", required_argument, NULL, 'n'},
+        {"socket", required_argument, NULL, OPT_SOCKET},
+        {"job", required_argument, NULL, OPT_JOB},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"grace", required_argument, NULL, OPT_GRACE},
+        {"daemon", required_argument, NULL, OPT_DAEMON},
+        {"daemon-arg", required_argument, NULL, OPT_DAEMON_ARG},
+        {"keep-daemon", no_argument, NULL, OPT_KEEP_DAEMON},
+        {"quiet", no_argument, NULL, 'q'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    memset(o, 0, sizeof(*o));
+    o->nranks = 1;
+    o->nodes = 1;
+    o->grace = 5;
+    o->daemon_args = nxt_xcalloc((size_t)argc + 1, sizeof(char *));
+
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "+:n:qvh", longopts, NULL)) != -1) {
+        long v;
+        double s;
+        switch (ch) {
+        case 'n':
+            if (nxt_parse_long(optarg, 1, 65536, &v) < 0)
+                bad("-n expects a rank count from 1 to 65536", optarg);
+            o->nranks = (int)v;
+            break;
+        case OPT_SOCKET: o->socket = optarg; break;
+        case OPT_JOB:
+            if (!*optarg)
+                bad("--job needs a non-empty name", NULL);
+            o->job = optarg;
+            break;
+        case OPT_TIMEOUT:
+            if (nxt_parse_seconds(optarg, &s) < 0 || s <= 0)
+                bad("--timeout expects a positive number of seconds", optarg);
+            o->timeout = optarg;
+            break;
+        case OPT_GRACE:
+            if (nxt_parse_seconds(optarg, &s) < 0)
+                bad("--grace expects a number of seconds", optarg);
+            o->grace = s;
+            break;
+        case OPT_DAEMON: o->daemon = optarg; break;
+        case OPT_DAEMON_ARG: o->daemon_args[o->n_daemon_args++] = optarg; break;
+        case OPT_KEEP_DAEMON: o->keep_daemon = true; break;
+        case 'q': o->quiet = true; break;
+        case 'v': o->verbose = true; break;
+        case 'h': usage(stdout); exit(0);
+        case OPT_VERSION: printf("nexar-run %s\n", NEXAR_VERSION); exit(0);
+        case ':': bad("option needs an argument", argv[optind - 1]);
+        default: bad("unknown option", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        bad("no program to run", NULL);
+    if (o->quiet && o->verbose)
+        bad("--quiet and --verbose exclude each other", NULL);
+    o->argv = argv + optind;
+}
