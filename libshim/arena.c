@@ -1,0 +1,164 @@
+/*
+ * arena.c - nexar_alloc()/nexar_free(): first fit over the heap part of the arena.
+ *
+ * The block list lives in private memory (a sorted array of {off, len, used} that
+ * covers the heap exactly), never in the shared segment: the daemon could not
+ * corrupt it, and a buffer handed to the user never carries hidden headers.  Every
+ * block is a multiple of 64 bytes, so every buffer is 64-byte aligned.  Freed
+ * blocks are merged with free neighbours at once.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+#define NX_ARENA_ALIGN 64u
+
+int nx_arena_init(uint64_t heap_bytes)
+{
+    struct nx_arena *a = &nx_S.heap;
+    memset(a, 0, sizeof(*a));
+    heap_bytes &= ~(uint64_t)(NX_ARENA_ALIGN - 1);
+    if (heap_bytes == 0)
+        return 0;
+    a->blk = malloc(16 * sizeof(*a->blk));
+    if (!a->blk)
+        return -1;
+    a->cap = 16;
+    a->n = 1;
+    a->blk[0] = (struct nx_arena_blk){.off = 0, .len = heap_bytes, .used = false};
+    return 0;
+}
+
+void nx_arena_fini(void)
+{
+    free(nx_S.heap.blk);
+    memset(&nx_S.heap, 0, sizeof(nx_S.heap));
+}
+
+static uint8_t *heap_base(void)
+{
+    return nx_S.arena + nx_S.hdr.heap_off;
+}
+
+bool nx_arena_heap_range(const void *p, uint64_t bytes, uint64_t *off)
+{
+    if (!nx_S.seg || !p)
+        return false;
+    uintptr_t base = (uintptr_t)heap_base();
+    uintptr_t q = (uintptr_t)p;
+    if (q < base || bytes > nx_S.hdr.heap_bytes || q - base > nx_S.hdr.heap_bytes - bytes)
+        return false;
+    *off = nx_S.hdr.heap_off + (uint64_t)(q - base);
+    return true;
+}
+
+/* Inserts a block at index i (room must exist). */
+static void blk_insert(struct nx_arena *a, size_t i, struct nx_arena_blk b)
+{
+    memmove(&a->blk[i + 1], &a->blk[i], (a->n - i) * sizeof(*a->blk));
+    a->blk[i] = b;
+    a->n++;
+}
+
+static void blk_remove(struct nx_arena *a, size_t i)
+{
+    memmove(&a->blk[i], &a->blk[i + 1], (a->n - i - 1) * sizeof(*a->blk));
+    a->n--;
+}
+
+/* Index of the block that starts at off, or SIZE_MAX. */
+static size_t blk_find(const struct nx_arena *a, uint64_t off)
+{
+    size_t lo = 0, hi = a->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a->blk[mid].off == off)
+            return mid;
+        if (a->blk[mid].off < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return SIZE_MAX;
+}
+
+nexar_status_t nexar_alloc(size_t bytes, void **ptr)
+{
+    if (!ptr)
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_alloc: ptr is NULL");
+    *ptr = NULL;
+    nx_lock();
+    struct nx_arena *a = &nx_S.heap;
+    nexar_status_t s;
+    if (!nx_S.inited) {
+        s = nx_fail(NEXAR_ERR_INVALID, "nexar_alloc: nexar_init() has not been called");
+        goto out;
+    }
+    uint64_t need = bytes ? (uint64_t)bytes : 1;
+    if (need > UINT64_MAX - NX_ARENA_ALIGN) {
+        s = nx_fail(NEXAR_ERR_NOMEM, "nexar_alloc: %zu bytes cannot come from the arena", bytes);
+        goto out;
+    }
+    need = (need + NX_ARENA_ALIGN - 1) & ~(uint64_t)(NX_ARENA_ALIGN - 1);
+    /* Room for a split first, so that a failure leaves the list untouched. */
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        struct nx_arena_blk *nb = realloc(a->blk, cap * sizeof(*nb));
+        if (!nb) {
+            s = nx_fail(NEXAR_ERR_NOMEM, "nexar_alloc: out of memory");
+            goto out;
+        }
+        a->blk = nb;
+        a->cap = cap;
+    }
+    for (size_t i = 0; i < a->n; i++) {
+        struct nx_arena_blk *b = &a->blk[i];
+        if (b->used || b->len < need)
+            continue;
+        if (b->len > need)
+            blk_insert(a, i + 1,
+                       (struct nx_arena_blk){.off = b->off + need, .len = b->len - need});
+        b = &a->blk[i];
+        b->len = need;
+        b->used = true;
+        *ptr = heap_base() + b->off;
+        s = NEXAR_OK;
+        goto out;
+    }
+    s = nx_fail(NEXAR_ERR_NOMEM,
+                "nexar_alloc: the shared arena has no free block of %llu bytes (heap %llu "
+                "bytes); plain memory still works, with a staging copy",
+                (unsigned long long)need, (unsigned long long)nx_S.hdr.heap_bytes);
+out:
+    nx_unlock();
+    return s;
+}
+
+nexar_status_t nexar_free(void *ptr)
+{
+    if (!ptr)
+        return NEXAR_OK;
+    nx_lock();
+    struct nx_arena *a = &nx_S.heap;
+    uint64_t off;
+    size_t i = SIZE_MAX;
+    if (nx_S.inited && nx_arena_heap_range(ptr, 0, &off))
+        i = blk_find(a, off - nx_S.hdr.heap_off);
+    if (i == SIZE_MAX || !a->blk[i].used) {
+        nx_unlock();
+        return nx_fail(NEXAR_ERR_INVALID,
+                       "nexar_free: %p is not a live buffer from nexar_alloc()", ptr);
+    }
+    a->blk[i].used = false;
+    if (i + 1 < a->n && !a->blk[i + 1].used) {
+        a->blk[i].len += a->blk[i + 1].len;
+        blk_remove(a, i + 1);
+    }
+    if (i > 0 && !a->blk[i - 1].used) {
+        a->blk[i - 1].len += a->blk[i].len;
+        blk_remove(a, i);
+    }
+    nx_unlock();
+    return NEXAR_OK;
+}

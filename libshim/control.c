@@ -1,0 +1,301 @@
+/*
+ * control.c - the control socket: connect, HELLO, JOIN, receive the segment and its
+ * doorbells (SCM_RIGHTS), map the segment and check its header.
+ *
+ * After the join the socket stays open and idle; the daemon learns that this rank
+ * left when it closes, and the shim learns that the daemon went away when it becomes
+ * readable (an ERROR frame, then EOF).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "nexar.pb-c.h"
+#include "shim.h"
+
+#define NX_HELLO_TIMEOUT_MS 10000
+
+static nexar_status_t send_msg(int sock, uint16_t type, const ProtobufCMessage *m,
+                               const char *sockpath)
+{
+    size_t len = protobuf_c_message_get_packed_size(m);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        return nx_fail(NEXAR_ERR_NOMEM, "nexar_init: out of memory");
+    protobuf_c_message_pack(m, buf);
+    int rv = nx_chan_send(sock, type, buf, (uint32_t)len, NULL, 0);
+    free(buf);
+    if (rv < 0)
+        return nx_fail(NEXAR_ERR_UNAVAILABLE,
+                       "nexar_init: cannot send to nexard at %s (%s); is nexard running?",
+                       sockpath, strerror(-rv));
+    return NEXAR_OK;
+}
+
+static void close_fds(int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+}
+
+/*
+ * Receives one frame of type want.  An ERROR frame becomes its status and text.  On
+ * success the caller frees *payload; fds (up to max_fds) are the caller's.
+ */
+static nexar_status_t recv_msg(int sock, uint16_t want, int timeout_ms, const char *what,
+                               const struct nx_env *env, uint8_t **payload,
+                               struct nx_frame_hdr *h, int *fds, int max_fds, int *nfds)
+{
+    int rv = nx_chan_recv(sock, h, payload, timeout_ms, fds, max_fds, nfds);
+    switch (rv) {
+    case 0:
+        break;
+    case -ETIMEDOUT:
+        return nx_fail(NEXAR_ERR_TIMEOUT,
+                       "nexar_init: no %s from nexard at %s within %d s (job \"%s\", rank %u "
+                       "of %u)",
+                       what, env->socket, timeout_ms / 1000, env->job, env->rank, env->size);
+    case -ECONNRESET:
+        return nx_fail(NEXAR_ERR_UNAVAILABLE,
+                       "nexar_init: nexard at %s closed the connection before its %s", env->socket,
+                       what);
+    case -ENOMEM:
+        return nx_fail(NEXAR_ERR_NOMEM, "nexar_init: out of memory");
+    case -EPROTO:
+        return nx_fail(NEXAR_ERR_INTERNAL,
+                       "nexar_init: nexard at %s sent a malformed frame instead of its %s",
+                       env->socket, what);
+    default:
+        return nx_fail(NEXAR_ERR_UNAVAILABLE, "nexar_init: reading from nexard at %s: %s",
+                       env->socket, strerror(-rv));
+    }
+    nexar_status_t s = NEXAR_OK;
+    if (h->type == NX_MSG_ERROR) {
+        Nexar__ErrorReply *er = nexar__error_reply__unpack(NULL, h->length, *payload);
+        s = er ? nx_status_from_wire(er->status) : NEXAR_ERR_INTERNAL;
+        if (s == NEXAR_OK)
+            s = NEXAR_ERR_INTERNAL;
+        nx_fail(s, "nexar_init: nexard refused the %s: %s",
+                want == NX_MSG_HELLO_REPLY ? "connection" : "join",
+                er && er->error && *er->error ? er->error : nexar_strerror(s));
+        if (er)
+            nexar__error_reply__free_unpacked(er, NULL);
+    } else if (h->type != want) {
+        s = nx_fail(NEXAR_ERR_INTERNAL,
+                    "nexar_init: nexard sent message type %u instead of its %s", h->type,
+                    what);
+    }
+    if (s != NEXAR_OK) {
+        free(*payload);
+        *payload = NULL;
+        close_fds(fds, *nfds);
+        *nfds = 0;
+    }
+    return s;
+}
+
+static nexar_status_t connect_daemon(const struct nx_env *env, int *out)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sock < 0)
+        return nx_fail(errno == ENOMEM || errno == ENOBUFS ? NEXAR_ERR_NOMEM
+                                                            : NEXAR_ERR_INTERNAL,
+                       "nexar_init: socket(AF_UNIX): %s", strerror(errno));
+    memcpy(a.sun_path, env->socket, strlen(env->socket) + 1);
+    int rv;
+    do
+        rv = connect(sock, (const struct sockaddr *)&a, sizeof(a));
+    while (rv < 0 && errno == EINTR);
+    if (rv < 0) {
+        int e = errno;
+        close(sock);
+        if (e == EACCES || e == EPERM)
+            return nx_fail(NEXAR_ERR_PERMISSION,
+                           "nexar_init: not allowed to connect to nexard at %s (connect: %s); "
+                           "check the socket's permissions",
+                           env->socket, strerror(e));
+        return nx_fail(NEXAR_ERR_UNAVAILABLE,
+                       "no nexard answers at %s (connect: %s); is nexard running? start it, "
+                       "or run under nexar-run",
+                       env->socket, strerror(e));
+    }
+    *out = sock;
+    return NEXAR_OK;
+}
+
+static nexar_status_t hello(int sock, const struct nx_env *env)
+{
+    Nexar__Hello m = NEXAR__HELLO__INIT;
+    struct nx_frame_hdr h;
+    uint8_t *p = NULL;
+    int nfds = 0;
+    m.proto_version = NX_PROTO_VERSION;
+    m.kind = NEXAR__CLIENT_KIND__CLIENT_RANK;
+    m.pid = (uint32_t)getpid();
+    m.client_version = (char *)"libnexarshim " NEXAR_VERSION;
+    nexar_status_t s = send_msg(sock, NX_MSG_HELLO, &m.base, env->socket);
+    if (s != NEXAR_OK)
+        return s;
+    s = recv_msg(sock, NX_MSG_HELLO_REPLY, NX_HELLO_TIMEOUT_MS, "HELLO reply", env, &p, &h,
+                 NULL, 0, &nfds);
+    if (s != NEXAR_OK || !p)
+        return s != NEXAR_OK ? s : NEXAR_ERR_INTERNAL;
+    Nexar__HelloReply *r = nexar__hello_reply__unpack(NULL, h.length, p);
+    free(p);
+    if (!r)
+        return nx_fail(NEXAR_ERR_INTERNAL, "nexar_init: nexard's HELLO reply does not decode");
+    nexar__hello_reply__free_unpacked(r, NULL);
+    return NEXAR_OK;
+}
+
+static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
+{
+    Nexar__JoinRequest m = NEXAR__JOIN_REQUEST__INIT;
+    struct nx_frame_hdr h;
+    uint8_t *p = NULL;
+    int fds[NX_FRAME_MAX_FDS], nfds = 0;
+    m.job = (char *)env->job;
+    m.rank = env->rank;
+    m.world_size = env->size;
+    m.local_rank = env->local_rank;
+    m.timeout_ms = env->timeout_ms;
+    m.coord = (char *)env->coord;
+    nexar_status_t s = send_msg(j->sock, NX_MSG_JOIN, &m.base, env->socket);
+    if (s != NEXAR_OK)
+        return s;
+    uint64_t wait_ms = (uint64_t)env->timeout_ms + NX_JOIN_GRACE_MS;
+    s = recv_msg(j->sock, NX_MSG_JOIN_REPLY, wait_ms > INT_MAX ? INT_MAX : (int)wait_ms,
+                 "JOIN reply", env, &p, &h, fds, NX_FRAME_MAX_FDS, &nfds);
+    if (s != NEXAR_OK || !p)
+        return s != NEXAR_OK ? s : NEXAR_ERR_INTERNAL;
+    Nexar__JoinReply *r = nexar__join_reply__unpack(NULL, h.length, p);
+    free(p);
+    if (!r) {
+        close_fds(fds, nfds);
+        return nx_fail(NEXAR_ERR_INTERNAL, "nexar_init: nexard's JOIN reply does not decode");
+    }
+    if (r->status != 0) {
+        s = nx_status_from_wire(r->status);
+        nx_fail(s, "%s", r->error && *r->error ? r->error : nexar_strerror(s));
+    } else if (nfds != 3) {
+        s = nx_fail(NEXAR_ERR_INTERNAL,
+                    "nexar_init: nexard's JOIN reply carried %d file descriptors, not 3", nfds);
+    } else if (r->size == 0 || r->rank >= r->size || r->segment_bytes == 0) {
+        s = nx_fail(NEXAR_ERR_INTERNAL,
+                    "nexar_init: nexard's JOIN reply is inconsistent (rank %u of %u, %llu "
+                    "segment bytes)",
+                    r->rank, r->size, (unsigned long long)r->segment_bytes);
+    } else {
+        j->memfd = fds[0];
+        j->sq_efd = fds[1];
+        j->cq_efd = fds[2];
+        nfds = 0;
+        j->client_id = r->client_id;
+        j->world_comm = r->world_comm;
+        j->rank = r->rank;
+        j->size = r->size;
+        j->segment_bytes = r->segment_bytes;
+    }
+    close_fds(fds, nfds);
+    nexar__join_reply__free_unpacked(r, NULL);
+    return s;
+}
+
+nexar_status_t nx_control_join(const struct nx_env *env, struct nx_join *j)
+{
+    nexar_status_t s;
+    *j = (struct nx_join){.sock = -1, .memfd = -1, .sq_efd = -1, .cq_efd = -1};
+    if ((s = connect_daemon(env, &j->sock)) != NEXAR_OK)
+        return s;
+    if ((s = hello(j->sock, env)) != NEXAR_OK)
+        goto fail_sock;
+    if ((s = join(env, j)) != NEXAR_OK)
+        goto fail_sock;
+    return NEXAR_OK;
+
+fail_sock:
+    close(j->sock);
+    j->sock = -1;
+    return s;
+}
+
+nexar_status_t nx_control_map(const struct nx_join *j)
+{
+    struct stat st;
+    if (fstat(j->memfd, &st) < 0)
+        return nx_fail(NEXAR_ERR_INTERNAL, "nexar_init: fstat(segment memfd): %s",
+                       strerror(errno));
+    if (st.st_size < 0 || (uint64_t)st.st_size < j->segment_bytes ||
+        j->segment_bytes < sizeof(struct nx_shm_hdr) || j->segment_bytes > SIZE_MAX)
+        return nx_fail(NEXAR_ERR_INTERNAL,
+                       "nexar_init: the segment memfd holds %lld bytes, the reply announced "
+                       "%llu",
+                       (long long)st.st_size, (unsigned long long)j->segment_bytes);
+    void *m = mmap(NULL, (size_t)j->segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                   j->memfd, 0);
+    if (m == MAP_FAILED)
+        return nx_fail(errno == ENOMEM ? NEXAR_ERR_NOMEM : NEXAR_ERR_INTERNAL,
+                       "nexar_init: mmap of the %llu-byte segment: %s",
+                       (unsigned long long)j->segment_bytes, strerror(errno));
+    memcpy(&nx_S.hdr, m, sizeof(nx_S.hdr));
+    if (nx_shm_hdr_check(&nx_S.hdr, j->segment_bytes) < 0) {
+        munmap(m, (size_t)j->segment_bytes);
+        return nx_fail(NEXAR_ERR_INTERNAL,
+                       "nexar_init: the segment header from nexard is not valid (magic "
+                       "0x%08x, version %u; this library speaks version %u)",
+                       nx_S.hdr.magic, nx_S.hdr.version, NX_SHM_VERSION);
+    }
+    const struct nx_shm_hdr *h = &nx_S.hdr;
+    uint8_t *base = m;
+    nx_S.seg = base;
+    nx_S.seg_bytes = j->segment_bytes;
+    nx_S.sq_head = (uint32_t *)(void *)(base + h->sq_ctl_off + offsetof(struct nx_ring_ctl, head));
+    nx_S.sq_tail = (uint32_t *)(void *)(base + h->sq_ctl_off + offsetof(struct nx_ring_ctl, tail));
+    nx_S.cq_head = (uint32_t *)(void *)(base + h->cq_ctl_off + offsetof(struct nx_ring_ctl, head));
+    nx_S.cq_tail = (uint32_t *)(void *)(base + h->cq_ctl_off + offsetof(struct nx_ring_ctl, tail));
+    nx_S.sq = (struct nx_sqe *)(void *)(base + h->sq_off);
+    nx_S.cq = (struct nx_cqe *)(void *)(base + h->cq_off);
+    nx_S.err = (struct nx_err_entry *)(void *)(base + h->err_off);
+    nx_S.arena = base + h->arena_off;
+    /* The rings may already hold state (a daemon never reuses a segment, but be exact). */
+    nx_S.sq_local_tail = nx_S.sq_published = __atomic_load_n(nx_S.sq_tail, __ATOMIC_ACQUIRE);
+    nx_S.cq_local_head = __atomic_load_n(nx_S.cq_head, __ATOMIC_ACQUIRE);
+    return NEXAR_OK;
+}
+
+void nx_control_drain(char *text, size_t len)
+{
+    struct nx_frame_hdr h;
+    uint8_t *p = NULL;
+    snprintf(text, len, "the control connection closed");
+    for (int i = 0; i < 4; i++) {
+        int rv = nx_chan_recv(nx_S.sock, &h, &p, 100, NULL, 0, NULL);
+        if (rv == -ECONNRESET)
+            return;
+        if (rv < 0) {
+            snprintf(text, len, "the control connection failed (%s)", strerror(-rv));
+            return;
+        }
+        if (h.type == NX_MSG_ERROR) {
+            Nexar__ErrorReply *er = nexar__error_reply__unpack(NULL, h.length, p);
+            if (er && er->error && *er->error)
+                snprintf(text, len, "%s", er->error);
+            if (er)
+                nexar__error_reply__free_unpacked(er, NULL);
+            free(p);
+            return;
+        }
+        free(p);
+        p = NULL;
+    }
+}

@@ -1,0 +1,181 @@
+/*
+ * env.c - the job description from the environment.
+ *
+ * The rank, world size and local rank come from the first launcher whose rank
+ * variable is set, in this order (the most specific launcher wins; Open MPI goes
+ * before Slurm because mpirun ranks inside an allocation inherit SLURM_PROCID=0):
+ *   NEXAR_RANK / NEXAR_WORLD_SIZE / NEXAR_LOCAL_RANK
+ *   torchrun: RANK / WORLD_SIZE / LOCAL_RANK
+ *   Open MPI: OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK
+ *   Slurm:    SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID
+ * With none of them the process is rank 0 of 1.  NEXAR_LOCAL_RANK, NEXAR_JOB,
+ * NEXAR_COORD, NEXAR_SOCKET and NEXAR_TIMEOUT apply whatever the source.  Without
+ * NEXAR_JOB the job id comes from the launcher (torchrun's run id and master
+ * address, Open MPI's job id, Slurm's job and step ids); a single rank gets a
+ * private one.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+#define NX_DEFAULT_SOCKET "/run/nexar/nexard.sock"
+#define NX_DEFAULT_TIMEOUT_S 300u
+#define NX_MAX_WORLD (1u << 24)
+
+struct nx_env_source {
+    const char *name, *rank, *size, *local;
+};
+
+static const struct nx_env_source sources[] = {
+    {"NEXAR", "NEXAR_RANK", "NEXAR_WORLD_SIZE", "NEXAR_LOCAL_RANK"},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+};
+
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+/* A decimal number in [0, max]; false when v is not one. */
+static bool parse_u32(const char *v, uint32_t max, uint32_t *out)
+{
+    char *end;
+    if (!v || *v < '0' || *v > '9')
+        return false;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end != '\0' || x > max)
+        return false;
+    *out = (uint32_t)x;
+    return true;
+}
+
+static nexar_status_t read_ranks(struct nx_env *e, const struct nx_env_source **src)
+{
+    *src = NULL;
+    for (size_t i = 0; i < sizeof(sources) / sizeof(sources[0]); i++) {
+        if (env(sources[i].rank) || env(sources[i].size)) {
+            *src = &sources[i];
+            break;
+        }
+    }
+    e->rank = 0;
+    e->size = 1;
+    e->source = "default";
+    if (*src) {
+        const struct nx_env_source *s = *src;
+        e->source = s->name;
+        if (!parse_u32(env(s->size), NX_MAX_WORLD, &e->size) || e->size == 0)
+            return nx_fail(NEXAR_ERR_INVALID,
+                           "nexar_init: %s=\"%s\" is not a world size (1..%u; %s launcher)",
+                           s->size, env(s->size) ? env(s->size) : "", NX_MAX_WORLD, s->name);
+        if (!parse_u32(env(s->rank), UINT32_MAX, &e->rank) || e->rank >= e->size)
+            return nx_fail(NEXAR_ERR_INVALID,
+                           "nexar_init: %s=\"%s\" is not a rank below %s=%u (%s launcher)",
+                           s->rank, env(s->rank) ? env(s->rank) : "", s->size, e->size,
+                           s->name);
+    }
+    e->local_rank = e->rank;
+    const char *lname = env("NEXAR_LOCAL_RANK") ? "NEXAR_LOCAL_RANK" : *src ? (*src)->local : NULL;
+    if (lname && env(lname) && !parse_u32(env(lname), UINT32_MAX, &e->local_rank))
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_init: %s=\"%s\" is not a local rank", lname,
+                       env(lname));
+    return NEXAR_OK;
+}
+
+static nexar_status_t read_job(struct nx_env *e, const struct nx_env_source *src)
+{
+    const char *v = env("NEXAR_JOB");
+    int n = -1;
+    if (v) {
+        n = snprintf(e->job, sizeof(e->job), "%s", v);
+    } else if (src && strcmp(src->name, "torchrun") == 0 && env("MASTER_ADDR") &&
+               env("MASTER_PORT")) {
+        const char *id = env("TORCHELASTIC_RUN_ID");
+        n = snprintf(e->job, sizeof(e->job), "torchrun-%s-%s:%s", id ? id : "none",
+                     env("MASTER_ADDR"), env("MASTER_PORT"));
+    } else if (src && strcmp(src->name, "Open MPI") == 0 &&
+               (env("OMPI_MCA_ess_base_jobid") || env("PMIX_NAMESPACE"))) {
+        v = env("OMPI_MCA_ess_base_jobid");
+        n = snprintf(e->job, sizeof(e->job), "ompi-%s", v ? v : env("PMIX_NAMESPACE"));
+    } else if (src && strcmp(src->name, "Slurm") == 0 && env("SLURM_JOB_ID")) {
+        v = env("SLURM_STEP_ID");
+        n = snprintf(e->job, sizeof(e->job), "slurm-%s.%s", env("SLURM_JOB_ID"), v ? v : "0");
+    } else if (e->size == 1) {
+        char host[64] = "";
+        gethostname(host, sizeof(host) - 1);
+        n = snprintf(e->job, sizeof(e->job), "solo-%s-%ld", host, (long)getpid());
+    } else {
+        return nx_fail(NEXAR_ERR_INVALID,
+                       "nexar_init: NEXAR_JOB is not set and the %s launcher gives no job id; "
+                       "set NEXAR_JOB to the same name on every rank of the job",
+                       e->source);
+    }
+    if (n < 0 || (size_t)n >= sizeof(e->job))
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_init: the job id is longer than %zu bytes",
+                       sizeof(e->job) - 1);
+    return NEXAR_OK;
+}
+
+static nexar_status_t read_misc(struct nx_env *e, const struct nx_env_source *src)
+{
+    const char *v = env("NEXAR_COORD");
+    int n = 0;
+    e->coord[0] = '\0';
+    if (v)
+        n = snprintf(e->coord, sizeof(e->coord), "%s", v);
+    else if (src && strcmp(src->name, "torchrun") == 0 && env("MASTER_ADDR") &&
+             env("MASTER_PORT"))
+        n = snprintf(e->coord, sizeof(e->coord), "%s:%s", env("MASTER_ADDR"),
+                     env("MASTER_PORT"));
+    if (n < 0 || (size_t)n >= sizeof(e->coord))
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_init: NEXAR_COORD is too long");
+
+    v = env("NEXAR_SOCKET");
+    if (!v)
+        v = NX_DEFAULT_SOCKET;
+    n = snprintf(e->socket, sizeof(e->socket), "%s", v);
+    if (n < 0 || (size_t)n >= sizeof(e->socket))
+        return nx_fail(NEXAR_ERR_INVALID,
+                       "nexar_init: NEXAR_SOCKET \"%s\" is longer than a Unix socket path "
+                       "allows (%zu bytes)",
+                       v, sizeof(e->socket) - 1);
+
+    e->timeout_ms = NX_DEFAULT_TIMEOUT_S * 1000u;
+    v = env("NEXAR_TIMEOUT");
+    if (v) {
+        char *end;
+        errno = 0;
+        double s = strtod(v, &end);
+        if (errno || *end != '\0' || !isfinite(s) || s <= 0 || s * 1000.0 > 4.0e9)
+            return nx_fail(NEXAR_ERR_INVALID,
+                           "nexar_init: NEXAR_TIMEOUT=\"%s\" is not a number of seconds "
+                           "(> 0, at most 4000000)",
+                           v);
+        uint32_t ms = (uint32_t)(s * 1000.0);
+        if ((double)ms < s * 1000.0)
+            ms++; /* round up: a deadline is never shorter than asked */
+        e->timeout_ms = ms ? ms : 1u;
+    }
+    return NEXAR_OK;
+}
+
+nexar_status_t nx_env_read(struct nx_env *e)
+{
+    const struct nx_env_source *src;
+    nexar_status_t s;
+    memset(e, 0, sizeof(*e));
+    if ((s = read_ranks(e, &src)) != NEXAR_OK)
+        return s;
+    if ((s = read_job(e, src)) != NEXAR_OK)
+        return s;
+    return read_misc(e, src);
+}

@@ -1,0 +1,126 @@
+/*
+ * init.c - nexar_init() and nexar_finalize(): the global state's lifetime.
+ *
+ * init: environment -> connect, HELLO, JOIN (control.c) -> map the segment ->
+ * staging slots, request table, arena heap -> the world communicator.
+ * finalize undoes it in reverse; closing the control socket is how the daemon
+ * learns that this rank left.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+struct nx_shim nx_S = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .cv = PTHREAD_COND_INITIALIZER,
+    .sock = -1,
+    .sq_efd = -1,
+    .cq_efd = -1,
+};
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+nexar_status_t nexar_init(nexar_comm_t **world)
+{
+    struct nx_join j;
+    nexar_status_t s;
+    if (!world)
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_init: world is NULL");
+    *world = NULL;
+    nx_lock();
+    if (nx_S.inited) {
+        s = nx_fail(NEXAR_ERR_INVALID,
+                    "nexar_init: already initialized; call nexar_finalize() first");
+        goto out;
+    }
+    if ((s = nx_env_read(&nx_S.env)) != NEXAR_OK)
+        goto out;
+    if ((s = nx_control_join(&nx_S.env, &j)) != NEXAR_OK)
+        goto out;
+    s = nx_control_map(&j);
+    close_fd(&j.memfd); /* the mapping keeps the segment */
+    if (s != NEXAR_OK)
+        goto fail_fds;
+    if (nx_req_init() < 0)
+        goto fail_nomem_map;
+    if (nx_arena_init(nx_S.hdr.heap_bytes) < 0)
+        goto fail_nomem_req;
+    nx_list_init(&nx_S.active);
+    nx_list_init(&nx_S.comms);
+    nx_S.world = nx_comm_new(j.world_comm, (int)j.rank, (int)j.size, true);
+    if (!nx_S.world)
+        goto fail_nomem_arena;
+    nx_list_add_tail(&nx_S.comms, &nx_S.world->link);
+
+    nx_S.sock = j.sock;
+    nx_S.sq_efd = j.sq_efd;
+    nx_S.cq_efd = j.cq_efd;
+    nx_S.client_id = j.client_id;
+    nx_S.safety_ns = ((uint64_t)nx_S.env.timeout_ms + NX_SAFETY_MS) * 1000000ull;
+    nx_S.dead = NEXAR_OK;
+    nx_S.dead_text[0] = '\0';
+    nx_S.poller = false;
+    nx_S.sq_blocked = false;
+    nx_S.next_deadline_check_ns = 0;
+    nx_S.next_sock_check_ns = 0;
+    nx_S.inited = true;
+    *world = nx_S.world;
+    s = NEXAR_OK;
+    goto out;
+
+fail_nomem_arena:
+    nx_arena_fini();
+fail_nomem_req:
+    nx_req_fini();
+fail_nomem_map:
+    s = nx_fail(NEXAR_ERR_NOMEM, "nexar_init: out of memory");
+    munmap(nx_S.seg, (size_t)nx_S.seg_bytes);
+    nx_S.seg = NULL;
+fail_fds:
+    close_fd(&j.sq_efd);
+    close_fd(&j.cq_efd);
+    close_fd(&j.sock);
+out:
+    nx_unlock();
+    return s;
+}
+
+nexar_status_t nexar_finalize(void)
+{
+    nx_lock();
+    if (!nx_S.inited) {
+        nx_unlock();
+        return NEXAR_OK;
+    }
+    /* Nothing more will complete: outstanding requests are abandoned and freed. */
+    nx_req_abandon_all(NEXAR_ERR_UNAVAILABLE, "nexar_finalize() abandoned this request");
+    while (!nx_list_empty(&nx_S.comms)) {
+        struct nexar_comm *c = nx_container_of(nx_S.comms.next, struct nexar_comm, link);
+        while (!nx_list_empty(&c->reqs))
+            nx_req_free(nx_container_of(c->reqs.next, struct nexar_request, comm_link));
+        nx_comm_destroy(c);
+    }
+    nx_S.world = NULL;
+    nx_arena_fini();
+    nx_req_fini();
+    munmap(nx_S.seg, (size_t)nx_S.seg_bytes);
+    nx_S.seg = NULL;
+    nx_S.seg_bytes = 0;
+    nx_S.arena = NULL;
+    close_fd(&nx_S.sq_efd);
+    close_fd(&nx_S.cq_efd);
+    close_fd(&nx_S.sock);
+    nx_S.inited = false;
+    nx_S.dead = NEXAR_OK;
+    pthread_cond_broadcast(&nx_S.cv);
+    nx_unlock();
+    return NEXAR_OK;
+}

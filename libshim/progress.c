@@ -1,0 +1,236 @@
+/*
+ * progress.c - making progress and blocking: nexar_wait, nexar_test, nexar_sync.
+ *
+ * Progress (nx_progress) happens inside every blocking call, nexar_wait, nexar_test,
+ * nexar_sync and every submission: reap all completions (for every request of every
+ * communicator), then refill the staging slots and the submission ring.
+ *
+ * Blocking: the waiting thread first busy-polls the completion ring for NX_SPIN_NS,
+ * then sleeps in poll() on the completion eventfd and the control socket (at most
+ * NX_POLL_MAX_MS, 1 ms while work waits for submission-ring space).  A readable or
+ * hung-up control socket means nexard went away: every outstanding request fails
+ * with NEXAR_ERR_UNAVAILABLE.  A request that sees no completion for NEXAR_TIMEOUT +
+ * NX_SAFETY_MS while the daemon lives fails with NEXAR_ERR_TIMEOUT and the shim
+ * stops using nexard (every later call fails the same way until nexar_finalize()).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+#define NX_CHECK_EVERY_NS 100000000ull /* deadline and socket checks in nexar_test */
+
+uint64_t nx_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+void nx_shim_die(nexar_status_t s, const char *text)
+{
+    if (nx_S.dead)
+        return;
+    nx_S.dead = s;
+    snprintf(nx_S.dead_text, sizeof(nx_S.dead_text), "%s", text);
+    nx_req_abandon_all(s, nx_S.dead_text);
+    pthread_cond_broadcast(&nx_S.cv);
+}
+
+nexar_status_t nx_shim_check(const char *fn)
+{
+    if (!nx_S.inited)
+        return nx_fail(NEXAR_ERR_INVALID, "%s: nexar_init() has not been called", fn);
+    if (nx_S.dead)
+        return nx_fail(nx_S.dead, "%s: %s", fn, nx_S.dead_text);
+    return NEXAR_OK;
+}
+
+static void daemon_gone(void)
+{
+    char why[NX_ERR_TEXT_BYTES - 64], text[NX_ERR_TEXT_BYTES];
+    nx_control_drain(why, sizeof(why));
+    snprintf(text, sizeof(text), "nexard went away (%s)", why);
+    nx_shim_die(NEXAR_ERR_UNAVAILABLE, text);
+}
+
+static void check_deadlines(uint64_t now)
+{
+    for (struct nx_list *l = nx_S.active.next; l != &nx_S.active; l = l->next) {
+        struct nexar_request *r = nx_container_of(l, struct nexar_request, active_link);
+        if (r->inflight == 0 || now - r->last_event_ns <= nx_S.safety_ns)
+            continue;
+        char text[NX_ERR_TEXT_BYTES];
+        snprintf(text, sizeof(text),
+                 "no completion from nexard for %s seq %llu on comm %u in %llu s (NEXAR_TIMEOUT "
+                 "is %u s); the library stopped using nexard",
+                 nx_kind_name(r->tmpl.kind), (unsigned long long)r->tmpl.seq, r->comm->id,
+                 (unsigned long long)((now - r->last_event_ns) / 1000000000ull),
+                 nx_S.env.timeout_ms / 1000);
+        nx_shim_die(NEXAR_ERR_TIMEOUT, text);
+        return;
+    }
+}
+
+/* A non-blocking look at the control socket. */
+static void check_socket(void)
+{
+    struct pollfd p = {.fd = nx_S.sock, .events = POLLIN};
+    if (poll(&p, 1, 0) > 0 && p.revents)
+        daemon_gone();
+}
+
+void nx_progress(void)
+{
+    if (!nx_S.inited || nx_S.dead)
+        return;
+    nx_ring_reap();
+    nx_pump();
+    uint64_t now = nx_now_ns();
+    if (now >= nx_S.next_deadline_check_ns) {
+        nx_S.next_deadline_check_ns = now + NX_CHECK_EVERY_NS;
+        check_deadlines(now);
+    }
+}
+
+/* The poller's sleep, with the lock released.  Returns the socket's revents. */
+static short sleep_on_doorbell(uint32_t seen, int efd, int sock, int timeout_ms)
+{
+    uint64_t t0 = nx_now_ns();
+    do {
+        if (nx_ring_cq_pending(seen))
+            return 0;
+        cpu_relax();
+    } while (nx_now_ns() - t0 < NX_SPIN_NS);
+
+    struct pollfd p[2] = {{.fd = efd, .events = POLLIN}, {.fd = sock, .events = POLLIN}};
+    int n = poll(p, 2, timeout_ms);
+    if (n <= 0)
+        return 0;
+    if (p[0].revents & POLLIN) {
+        uint64_t v;
+        ssize_t rd;
+        do
+            rd = read(efd, &v, sizeof(v));
+        while (rd < 0 && errno == EINTR);
+    }
+    return p[1].revents;
+}
+
+void nx_progress_wait(struct nexar_request *r)
+{
+    for (;;) {
+        nx_progress();
+        if (r->complete || nx_S.dead)
+            return;
+        if (nx_S.poller) {
+            /* Another thread sleeps on the doorbell; it wakes us when it returns. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 50 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&nx_S.cv, &nx_S.mu, &ts);
+            continue;
+        }
+        nx_S.poller = true;
+        uint32_t seen = nx_S.cq_local_head;
+        int efd = nx_S.cq_efd, sock = nx_S.sock;
+        int timeout = nx_S.sq_blocked ? 1 : NX_POLL_MAX_MS;
+        nx_unlock();
+        short sock_ev = sleep_on_doorbell(seen, efd, sock, timeout);
+        nx_lock();
+        nx_S.poller = false;
+        pthread_cond_broadcast(&nx_S.cv);
+        if (sock_ev && nx_S.inited)
+            daemon_gone();
+    }
+}
+
+nexar_status_t nx_wait_locked(struct nexar_request *r)
+{
+    nx_progress_wait(r);
+    if (!r->complete) /* cannot happen: a dead shim completes everything */
+        nx_req_fail(r, NEXAR_ERR_INTERNAL, "request left incomplete");
+    nexar_status_t s = nx_req_result(r);
+    nx_req_free(r);
+    return s;
+}
+
+nexar_status_t nexar_wait(nexar_request_t *req)
+{
+    if (!req)
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_wait: req is NULL");
+    nx_lock();
+    nexar_status_t s;
+    if (!nx_S.inited)
+        s = nx_fail(NEXAR_ERR_INVALID, "nexar_wait: nexar_init() has not been called");
+    else
+        s = nx_wait_locked(req);
+    nx_unlock();
+    return s;
+}
+
+nexar_status_t nexar_test(nexar_request_t *req, int *done)
+{
+    if (!req || !done)
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_test: %s is NULL", req ? "done" : "req");
+    *done = 0;
+    nx_lock();
+    if (!nx_S.inited) {
+        nx_unlock();
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_test: nexar_init() has not been called");
+    }
+    nx_progress();
+    uint64_t now = nx_now_ns();
+    if (!req->complete && !nx_S.dead && now >= nx_S.next_sock_check_ns) {
+        nx_S.next_sock_check_ns = now + NX_CHECK_EVERY_NS;
+        check_socket();
+    }
+    nexar_status_t s = NEXAR_OK;
+    if (req->complete) {
+        *done = 1;
+        s = nx_req_result(req);
+        nx_req_free(req);
+    }
+    nx_unlock();
+    return s;
+}
+
+nexar_status_t nexar_sync(nexar_comm_t *c)
+{
+    if (!c)
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_sync: comm is NULL");
+    nx_lock();
+    if (!nx_S.inited) {
+        nx_unlock();
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_sync: nexar_init() has not been called");
+    }
+    nexar_status_t first = NEXAR_OK;
+    char text[NX_ERR_TEXT_BYTES];
+    while (!nx_list_empty(&c->reqs)) {
+        struct nexar_request *r = nx_container_of(c->reqs.next, struct nexar_request, comm_link);
+        nexar_status_t s = nx_wait_locked(r);
+        if (s != NEXAR_OK && first == NEXAR_OK) {
+            first = s;
+            snprintf(text, sizeof(text), "%s", nexar_last_error());
+        }
+    }
+    nx_unlock();
+    return first == NEXAR_OK ? NEXAR_OK : nx_fail_text(first, text);
+}

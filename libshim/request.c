@@ -1,0 +1,571 @@
+/*
+ * request.c - the request state machine: chunk plan, staging slots, submission,
+ * copy-in / copy-out and completion.
+ *
+ * A request submits `nunits` descriptors: one per chunk when staged, one in total
+ * when direct or without data.  It is complete when nothing is in flight and either
+ * every unit completed or a failure was seen (after a failure nothing more is
+ * submitted; the completions of what was submitted are still awaited, so the slots
+ * come back).
+ *
+ * Ordering: descriptors of one sequence stream - the collectives of a communicator,
+ * or one (peer, tag, direction) of point-to-point - go out op by op: a request may
+ * submit only when the previous request of its stream has submitted all its
+ * descriptors.  The daemon thus sees every stream's (seq, chunk) pairs in order.
+ *
+ * Slot fairness (nx_pump): slots are shared between sequence streams.  A free slot
+ * goes to the oldest eligible request whose stream holds no slot; if every eligible
+ * stream holds one, to the request whose stream holds the fewest (the oldest among
+ * equals).  No stream holds more than nx_S.slot_cap slots (NX_MAX_SLOTS_PER_STREAM,
+ * and one fewer than the slot count when there are several), so another stream can
+ * always start while one streams.  This matters across ranks: rank 0 may fill its
+ * slots with communicator A's chunks while rank 1 fills its own with B's; if either
+ * stream could take every slot, neither op could ever complete.  A stream that frees
+ * a slot while holding none other gets it back first, so it keeps progressing.
+ * Receives wait for a sender, possibly one that needs a slot on this very rank first
+ * (irecv; send; wait on both ranks): together they hold at most half the slots
+ * (nx_S.recv_cap), so sends and collectives always find one.  With a single slot
+ * that pattern cannot work; nexard's geometry should give several.
+ *
+ * user_data: bit 63 set names staging slot (bits 0-31) of generation (bits 32-62);
+ * clear, it names request-table entry (bits 0-31) of generation (bits 32-62).  A
+ * completion naming a stale generation is ignored.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+#define UD_SLOT (1ull << 63)
+#define GEN_MASK 0x7fffffffu
+#define NONE UINT32_MAX
+
+/* ---- request table ---------------------------------------------------------- */
+
+static int reqtab_grow(void)
+{
+    uint32_t cap = nx_S.reqtab_cap ? nx_S.reqtab_cap * 2 : 64;
+    if (cap > (1u << 30))
+        return -1;
+    struct nexar_request **t = realloc(nx_S.reqtab, cap * sizeof(*t));
+    if (!t)
+        return -1;
+    nx_S.reqtab = t;
+    uint32_t *g = realloc(nx_S.reqgen, cap * sizeof(*g));
+    if (!g)
+        return -1;
+    nx_S.reqgen = g;
+    uint32_t *nx = realloc(nx_S.reqnext, cap * sizeof(*nx));
+    if (!nx)
+        return -1;
+    nx_S.reqnext = nx;
+    for (uint32_t i = nx_S.reqtab_cap; i < cap; i++) {
+        t[i] = NULL;
+        g[i] = 0;
+        nx[i] = i + 1 < cap ? i + 1 : nx_S.reqtab_free;
+    }
+    nx_S.reqtab_free = nx_S.reqtab_cap;
+    nx_S.reqtab_cap = cap;
+    return 0;
+}
+
+static int reqtab_get(struct nexar_request *r)
+{
+    if (nx_S.reqtab_free == NONE && reqtab_grow() < 0)
+        return -1;
+    uint32_t i = nx_S.reqtab_free;
+    nx_S.reqtab_free = nx_S.reqnext[i];
+    nx_S.reqtab[i] = r;
+    r->tidx = i;
+    r->tgen = nx_S.reqgen[i];
+    return 0;
+}
+
+static void reqtab_put(struct nexar_request *r)
+{
+    uint32_t i = r->tidx;
+    if (i >= nx_S.reqtab_cap || nx_S.reqtab[i] != r)
+        return;
+    nx_S.reqtab[i] = NULL;
+    nx_S.reqgen[i] = (nx_S.reqgen[i] + 1) & GEN_MASK;
+    nx_S.reqnext[i] = nx_S.reqtab_free;
+    nx_S.reqtab_free = i;
+}
+
+int nx_req_init(void)
+{
+    uint32_t n = nx_S.hdr.slot_count;
+    nx_S.reqtab = NULL;
+    nx_S.reqgen = nx_S.reqnext = NULL;
+    nx_S.reqtab_cap = 0;
+    nx_S.reqtab_free = NONE;
+    nx_S.slots = calloc(n, sizeof(*nx_S.slots));
+    if (!nx_S.slots)
+        return -1;
+    for (uint32_t i = 0; i < n; i++)
+        nx_S.slots[i].next_free = i + 1 < n ? i + 1 : NONE;
+    nx_S.free_head = n ? 0 : NONE;
+    nx_S.free_slots = n;
+    nx_S.slot_cap = n > 1 ? n - 1 : 1;
+    if (nx_S.slot_cap > NX_MAX_SLOTS_PER_STREAM)
+        nx_S.slot_cap = NX_MAX_SLOTS_PER_STREAM;
+    nx_S.recv_held = 0;
+    nx_S.recv_cap = n > 1 ? n / 2 : 1;
+    return 0;
+}
+
+void nx_req_fini(void)
+{
+    free(nx_S.slots);
+    free(nx_S.reqtab);
+    free(nx_S.reqgen);
+    free(nx_S.reqnext);
+    nx_S.slots = NULL;
+    nx_S.reqtab = NULL;
+    nx_S.reqgen = nx_S.reqnext = NULL;
+    nx_S.reqtab_cap = 0;
+    nx_S.reqtab_free = NONE;
+    nx_S.free_head = NONE;
+    nx_S.free_slots = 0;
+}
+
+/* ---- slots ---------------------------------------------------------------------- */
+
+static uint32_t slot_take(void)
+{
+    uint32_t i = nx_S.free_head;
+    nx_S.free_head = nx_S.slots[i].next_free;
+    nx_S.free_slots--;
+    return i;
+}
+
+static void slot_release(struct nx_slot *sl)
+{
+    uint32_t i = (uint32_t)(sl - nx_S.slots);
+    sl->req->held--;
+    (*sl->req->stream_held)--;
+    if (sl->req->tmpl.kind == NX_K_RECV)
+        nx_S.recv_held--;
+    sl->req = NULL;
+    sl->gen = (sl->gen + 1) & GEN_MASK;
+    sl->next_free = nx_S.free_head;
+    nx_S.free_head = i;
+    nx_S.free_slots++;
+}
+
+static uint8_t *slot_base(uint32_t i)
+{
+    return nx_S.arena + (uint64_t)i * nx_S.hdr.slot_bytes;
+}
+
+/* ---- lifetime -------------------------------------------------------------------- */
+
+static bool is_p2p(uint8_t kind)
+{
+    return kind == NX_K_SEND || kind == NX_K_RECV;
+}
+
+/* This request will submit nothing more: let the next of its stream go. */
+static void req_retire(struct nexar_request *r)
+{
+    if (!r->submitting)
+        return;
+    r->submitting = false;
+    if (r->key_prev)
+        r->key_prev->key_next = r->key_next;
+    if (r->key_next)
+        r->key_next->key_prev = r->key_prev;
+    if (r->key_tail && *r->key_tail == r)
+        *r->key_tail = r->key_prev;
+    r->key_prev = r->key_next = NULL;
+}
+
+static void req_maybe_complete(struct nexar_request *r)
+{
+    if (r->complete || r->inflight)
+        return;
+    if (!r->failed && r->done_units < r->nunits)
+        return;
+    req_retire(r);
+    r->complete = true;
+    if (!r->failed)
+        r->status = NEXAR_OK;
+    nx_list_del(&r->active_link);
+    reqtab_put(r);
+}
+
+void nx_req_fail(struct nexar_request *r, nexar_status_t s, const char *text)
+{
+    if (!r->failed) {
+        r->failed = true;
+        r->status = s;
+        free(r->text);
+        r->text = text && *text ? strdup(text) : NULL;
+    }
+    req_retire(r);
+    bool fails_comm = s == NEXAR_ERR_MISMATCH || s == NEXAR_ERR_TIMEOUT ||
+                      s == NEXAR_ERR_PEER_LOST || s == NEXAR_ERR_ABORTED;
+    /* A send/recv size mismatch fails the message, not the communicator. */
+    if (fails_comm && !(is_p2p(r->tmpl.kind) && s == NEXAR_ERR_MISMATCH))
+        nx_comm_set_failed(r->comm, s, text);
+}
+
+nexar_status_t nx_req_result(const struct nexar_request *r)
+{
+    if (r->status == NEXAR_OK)
+        return NEXAR_OK;
+    return nx_fail_text(r->status, r->text);
+}
+
+void nx_req_free(struct nexar_request *r)
+{
+    nx_list_del(&r->comm_link);
+    free(r->text);
+    free(r->iov);
+    free(r);
+}
+
+/* Direct when every buffer the op touches lies in the arena heap, element-aligned. */
+static bool plan_direct(struct nexar_request *r)
+{
+    uint64_t in_off = 0, out_off = 0;
+    uint64_t n = r->tmpl.count * r->esize;
+    bool has_in = r->shape.in_mul > 0, has_out = r->shape.out_mul > 0;
+    if (has_in && (!nx_arena_heap_range(r->in, n * r->shape.in_mul, &in_off) ||
+                   in_off % r->esize))
+        return false;
+    if (has_out && (!nx_arena_heap_range(r->out, n * r->shape.out_mul, &out_off) ||
+                    out_off % r->esize))
+        return false;
+    r->tmpl.in_off = has_in ? in_off : out_off;
+    r->tmpl.out_off = has_out ? out_off : in_off;
+    return true;
+}
+
+nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_op *op,
+                            struct nexar_request **out)
+{
+    struct nexar_request *r = calloc(1, sizeof(*r));
+    struct nx_p2p_stream *st = NULL;
+    if (!r)
+        return nx_fail(NEXAR_ERR_NOMEM, "%s: out of memory", nx_kind_name(op->kind));
+    r->comm = c;
+    r->in = op->in;
+    r->out = op->out;
+    r->esize = nx_dtype_size(op->dtype);
+    uint32_t root = nx_kind_has_root(op->kind) ? op->peer : 0;
+    nx_kind_shape(op->kind, (uint32_t)c->size, (uint32_t)c->rank, root, &r->shape);
+    r->tmpl = (struct nx_sqe){
+        .comm_id = c->id,
+        .kind = op->kind,
+        .dtype = r->shape.has_data ? op->dtype : 0,
+        .redop = nx_kind_has_redop(op->kind) ? op->redop : 0,
+        .count = r->shape.has_data ? op->count : 0,
+        .peer = op->peer,
+        .tag = op->tag,
+    };
+
+    r->mode = NX_MODE_NODATA;
+    r->nunits = 1;
+    if (r->shape.has_data) {
+        r->chunk_elems = nx_chunk_elems(op->kind, (uint32_t)c->size, r->esize,
+                                        nx_S.hdr.slot_bytes);
+        if (r->chunk_elems == 0) {
+            free(r);
+            return nx_fail(NEXAR_ERR_UNSUPPORTED,
+                           "%s: one element per rank of %s over %d ranks does not fit the "
+                           "%llu-byte staging slot of nexard",
+                           nx_kind_name(op->kind), nx_dtype_name(op->dtype), c->size,
+                           (unsigned long long)nx_S.hdr.slot_bytes);
+        }
+        if (op->count > 0 && op->kind != NX_K_ALL_REDUCE_BUCKETED && plan_direct(r)) {
+            r->mode = NX_MODE_DIRECT;
+            r->tmpl.flags = NX_SQE_DIRECT;
+        } else if (op->count > 0) {
+            r->mode = NX_MODE_STAGED;
+            r->nunits = nx_chunk_count(op->count, r->chunk_elems);
+            if (r->nunits > UINT32_MAX) {
+                free(r);
+                return nx_fail(NEXAR_ERR_UNSUPPORTED,
+                               "%s: %llu elements need more than 2^32 chunks of the "
+                               "%llu-byte staging slot; use nexar_alloc() buffers",
+                               nx_kind_name(op->kind), (unsigned long long)op->count,
+                               (unsigned long long)nx_S.hdr.slot_bytes);
+            }
+        }
+    }
+    if (op->kind == NX_K_ALL_REDUCE_BUCKETED && op->niov > 0) {
+        r->iov = malloc(op->niov * sizeof(*r->iov));
+        if (!r->iov)
+            goto nomem;
+        memcpy(r->iov, op->iov, op->niov * sizeof(*r->iov));
+        r->niov = op->niov;
+    }
+    if (is_p2p(op->kind) &&
+        !(st = nx_comm_stream(c, op->peer, op->tag, op->kind == NX_K_RECV)))
+        goto nomem;
+    if (reqtab_get(r) < 0)
+        goto nomem;
+
+    /* Nothing can fail from here on: commit the sequence number. */
+    r->stream_held = &r->held; /* unslotted kinds: never used */
+    if (st) {
+        r->tmpl.seq = st->seq++;
+        r->key_tail = &st->tail;
+        r->stream_held = &st->held;
+    } else if (op->kind != NX_K_COMM_FREE && op->kind != NX_K_COMM_ABORT) {
+        r->tmpl.seq = c->next_seq++;
+        r->key_tail = &c->coll_tail;
+        r->stream_held = &c->coll_held;
+    }
+    if (r->key_tail) {
+        r->key_prev = *r->key_tail;
+        if (r->key_prev)
+            r->key_prev->key_next = r;
+        *r->key_tail = r;
+    }
+    r->submitting = true;
+    nx_list_add_tail(&nx_S.active, &r->active_link);
+    nx_list_add_tail(&c->reqs, &r->comm_link);
+    *out = r;
+    nx_progress();
+    return NEXAR_OK;
+
+nomem:
+    free(r->iov);
+    free(r);
+    return nx_fail(NEXAR_ERR_NOMEM, "%s: out of memory", nx_kind_name(op->kind));
+}
+
+/* ---- submission ----------------------------------------------------------------- */
+
+static bool eligible(const struct nexar_request *r)
+{
+    return r->submitting && !r->failed && !r->key_prev && r->next_unit < r->nunits;
+}
+
+static void note_inflight(struct nexar_request *r)
+{
+    if (r->inflight++ == 0)
+        r->last_event_ns = nx_now_ns();
+}
+
+static void submit_unslotted(struct nexar_request *r)
+{
+    struct nx_sqe e = r->tmpl;
+    e.user_data = ((uint64_t)r->tgen << 32) | r->tidx;
+    nx_ring_put(&e);
+    r->next_unit = 1;
+    note_inflight(r);
+    req_retire(r);
+}
+
+/* Bucketed: n elements from the iov cursor into dst. */
+static void iov_gather(struct nexar_request *r, uint8_t *dst, uint64_t n)
+{
+    size_t i = r->cur_iov;
+    uint64_t off = r->cur_off;
+    while (n > 0 && i < r->niov) {
+        uint64_t avail = r->iov[i].count - off;
+        if (avail == 0) {
+            i++;
+            off = 0;
+            continue;
+        }
+        uint64_t take = avail < n ? avail : n;
+        memcpy(dst, (const uint8_t *)r->iov[i].ptr + off * r->esize, take * r->esize);
+        dst += take * r->esize;
+        off += take;
+        n -= take;
+    }
+    r->cur_iov = i;
+    r->cur_off = off;
+}
+
+/* Bucketed: n elements from src back to the iovs, starting at (i, off). */
+static void iov_scatter(const struct nexar_request *r, size_t i, uint64_t off,
+                        const uint8_t *src, uint64_t n)
+{
+    while (n > 0 && i < r->niov) {
+        uint64_t avail = r->iov[i].count - off;
+        if (avail == 0) {
+            i++;
+            off = 0;
+            continue;
+        }
+        uint64_t take = avail < n ? avail : n;
+        memcpy((uint8_t *)r->iov[i].ptr + off * r->esize, src, take * r->esize);
+        src += take * r->esize;
+        off += take;
+        n -= take;
+    }
+}
+
+/* Elements of chunk c, and the byte distance from its input to its output region. */
+static uint64_t chunk_len(const struct nexar_request *r, uint64_t c, uint64_t *out_rel)
+{
+    uint64_t off = c * r->chunk_elems;
+    uint64_t n = r->tmpl.count - off < r->chunk_elems ? r->tmpl.count - off : r->chunk_elems;
+    *out_rel = r->shape.alias_ok ? 0 : (uint64_t)r->shape.in_mul * n * r->esize;
+    return n;
+}
+
+static void submit_chunk(struct nexar_request *r, uint32_t si)
+{
+    struct nx_slot *sl = &nx_S.slots[si];
+    uint64_t c = r->next_unit++, out_rel;
+    uint64_t n = chunk_len(r, c, &out_rel);
+    uint64_t off = c * r->chunk_elems, es = r->esize, count = r->tmpl.count;
+    uint8_t *base = slot_base(si);
+
+    sl->req = r;
+    sl->chunk = c;
+    if (r->iov) {
+        sl->iov = r->cur_iov;
+        sl->iov_off = r->cur_off;
+        iov_gather(r, base, n);
+    } else {
+        for (uint32_t j = 0; j < r->shape.in_mul; j++)
+            memcpy(base + j * n * es, r->in + (j * count + off) * es, n * es);
+    }
+    struct nx_sqe e = r->tmpl;
+    e.user_data = UD_SLOT | ((uint64_t)sl->gen << 32) | si;
+    e.chunk = (uint32_t)c;
+    e.in_off = (uint64_t)si * nx_S.hdr.slot_bytes;
+    e.out_off = e.in_off + out_rel;
+    nx_ring_put(&e);
+    r->held++;
+    (*r->stream_held)++;
+    if (r->tmpl.kind == NX_K_RECV)
+        nx_S.recv_held++;
+    note_inflight(r);
+    if (r->next_unit == r->nunits)
+        req_retire(r);
+}
+
+static void copy_out(struct nexar_request *r, const struct nx_slot *sl)
+{
+    uint32_t si = (uint32_t)(sl - nx_S.slots);
+    uint64_t out_rel, c = sl->chunk;
+    uint64_t n = chunk_len(r, c, &out_rel);
+    uint64_t off = c * r->chunk_elems, es = r->esize, count = r->tmpl.count;
+    const uint8_t *src = slot_base(si) + out_rel;
+    if (r->iov) {
+        iov_scatter(r, sl->iov, sl->iov_off, src, n);
+        return;
+    }
+    for (uint32_t j = 0; j < r->shape.out_mul; j++)
+        memcpy(r->out + (j * count + off) * es, src + j * n * es, n * es);
+}
+
+/* The eligible staged request that gets the next free slot (see the file comment). */
+static struct nexar_request *pick(void)
+{
+    struct nexar_request *best = NULL;
+    for (struct nx_list *l = nx_S.active.next; l != &nx_S.active; l = l->next) {
+        struct nexar_request *r = nx_container_of(l, struct nexar_request, active_link);
+        if (r->mode != NX_MODE_STAGED || !eligible(r) || *r->stream_held >= nx_S.slot_cap ||
+            (r->tmpl.kind == NX_K_RECV && nx_S.recv_held >= nx_S.recv_cap))
+            continue;
+        if (!best || *r->stream_held < *best->stream_held)
+            best = r;
+        if (*best->stream_held == 0)
+            break;
+    }
+    return best;
+}
+
+void nx_pump(void)
+{
+    if (!nx_S.inited || nx_S.dead)
+        return;
+    uint32_t space = nx_ring_sq_space();
+    bool again = true;
+    while (again) {
+        again = false;
+        for (struct nx_list *l = nx_S.active.next, *nl; l != &nx_S.active; l = nl) {
+            nl = l->next;
+            struct nexar_request *r = nx_container_of(l, struct nexar_request, active_link);
+            if (r->submitting && !r->failed && r->comm->fail) {
+                /* Mirror the daemon: a failed communicator fails what is queued. */
+                nx_req_fail(r, r->comm->fail, r->comm->fail_text);
+                req_maybe_complete(r);
+                continue;
+            }
+            if (r->mode == NX_MODE_STAGED || !eligible(r) || space == 0)
+                continue;
+            submit_unslotted(r);
+            space--;
+        }
+        while (nx_S.free_slots > 0 && space > 0) {
+            struct nexar_request *r = pick();
+            if (!r)
+                break;
+            submit_chunk(r, slot_take());
+            space--;
+            if (!r->submitting)
+                again = true; /* the next request of its stream may go now */
+        }
+        if (space == 0)
+            break;
+    }
+    nx_S.sq_blocked = space == 0;
+    nx_ring_publish();
+}
+
+/* ---- completion ----------------------------------------------------------------- */
+
+void nx_req_on_cqe(const struct nx_cqe *e)
+{
+    struct nexar_request *r;
+    struct nx_slot *sl = NULL;
+    uint32_t idx = (uint32_t)e->user_data;
+    uint32_t gen = (uint32_t)(e->user_data >> 32) & GEN_MASK;
+    if (e->user_data & UD_SLOT) {
+        if (idx >= nx_S.hdr.slot_count || !nx_S.slots[idx].req || nx_S.slots[idx].gen != gen)
+            return;
+        sl = &nx_S.slots[idx];
+        r = sl->req;
+    } else {
+        if (idx >= nx_S.reqtab_cap || !nx_S.reqtab[idx] || nx_S.reqgen[idx] != gen)
+            return;
+        r = nx_S.reqtab[idx];
+    }
+    if (r->inflight == 0)
+        return;
+    r->inflight--;
+    r->last_event_ns = nx_now_ns();
+
+    nexar_status_t s = nx_status_from_wire(e->status);
+    if (s != NEXAR_OK) {
+        char text[NX_ERR_TEXT_BYTES];
+        nx_ring_err_text(e, text, sizeof(text));
+        nx_req_fail(r, s, text);
+    } else if (sl) {
+        if (!r->failed)
+            copy_out(r, sl);
+        r->done_units++;
+    } else {
+        r->res_comm = e->res_comm;
+        r->res_rank = e->res_rank;
+        r->res_size = e->res_size;
+        r->done_units = r->nunits;
+    }
+    if (sl)
+        slot_release(sl);
+    req_maybe_complete(r);
+}
+
+void nx_req_abandon_all(nexar_status_t s, const char *text)
+{
+    for (uint32_t i = 0; i < nx_S.hdr.slot_count && nx_S.slots; i++)
+        if (nx_S.slots[i].req)
+            slot_release(&nx_S.slots[i]);
+    for (struct nx_list *l = nx_S.active.next, *nl; l != &nx_S.active; l = nl) {
+        nl = l->next;
+        struct nexar_request *r = nx_container_of(l, struct nexar_request, active_link);
+        nx_req_fail(r, s, text);
+        r->inflight = 0;
+        req_maybe_complete(r);
+    }
+}

@@ -1,0 +1,340 @@
+/*
+ * shim.h - internals of libnexarshim.  Nothing here is exported: the library is
+ * built with hidden visibility and a version script that exports nexar_* only.
+ *
+ * Threads: one global mutex (nx_S.mu) protects all shim state: rings, staging
+ * slots, requests, communicators and the arena allocator.  A thread that blocks
+ * in a wait releases it while it sleeps, so other threads keep submitting and
+ * progressing their own communicators.  Only one thread at a time sleeps on the
+ * completion doorbell (the "poller"); the others wait on nx_S.cv and are woken
+ * whenever the poller returns.  The last-error text is thread-local.
+ *
+ * Ownership: every object is malloc'd and owned by the shim; nexar_finalize()
+ * frees all of them.  Nothing private is ever stored in shared memory.
+ */
+#ifndef NX_SHIM_H
+#define NX_SHIM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nexar.h"
+#include "shm_abi.h"
+
+#define NX_HIDDEN __attribute__((visibility("hidden")))
+
+/* At most this many staging slots feed one sequence stream at a time (the pipeline
+ * depth of a communicator's collectives, or of one p2p stream). */
+#define NX_MAX_SLOTS_PER_STREAM 4u
+/* Busy-poll the completion ring this long before sleeping on its eventfd. */
+#define NX_SPIN_NS 30000ull
+/* Longest single sleep; also bounds how late a lost doorbell can be noticed. */
+#define NX_POLL_MAX_MS 200
+/* The shim's own safety margin over NEXAR_TIMEOUT before it gives up on nexard. */
+#define NX_SAFETY_MS 30000ull
+/* Extra time granted to the join reply over NEXAR_TIMEOUT. */
+#define NX_JOIN_GRACE_MS 10000u
+
+/* ---- intrusive doubly linked list ------------------------------------------- */
+
+struct nx_list {
+    struct nx_list *prev, *next;
+};
+
+static inline void nx_list_init(struct nx_list *l)
+{
+    l->prev = l->next = l;
+}
+static inline bool nx_list_empty(const struct nx_list *l)
+{
+    return l->next == l;
+}
+static inline void nx_list_add_tail(struct nx_list *l, struct nx_list *n)
+{
+    n->prev = l->prev;
+    n->next = l;
+    l->prev->next = n;
+    l->prev = n;
+}
+static inline void nx_list_del(struct nx_list *n)
+{
+    n->prev->next = n->next;
+    n->next->prev = n->prev;
+    n->prev = n->next = n;
+}
+#define nx_container_of(p, type, member) ((type *)(void *)((char *)(p)-offsetof(type, member)))
+
+/* ---- environment (env.c) ----------------------------------------------------- */
+
+struct nx_env {
+    uint32_t rank, size, local_rank;
+    uint32_t timeout_ms;
+    const char *source; /* "NEXAR", "torchrun", "Open MPI", "Slurm" or "default" */
+    char job[256];
+    char coord[256];
+    char socket[108]; /* sizeof(sun_path) */
+};
+
+/* Reads the job description; NEXAR_OK or NEXAR_ERR_INVALID with the error text set. */
+NX_HIDDEN nexar_status_t nx_env_read(struct nx_env *e);
+
+/* ---- errors (error.c) -------------------------------------------------------- */
+
+/* Sets the calling thread's last-error text and returns s (for `return nx_fail(...)`). */
+NX_HIDDEN nexar_status_t nx_fail(nexar_status_t s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Sets the last-error text to text, or to nexar_strerror(s) when text is NULL. */
+NX_HIDDEN nexar_status_t nx_fail_text(nexar_status_t s, const char *text);
+/* A status received from nexard, clamped to the public range. */
+NX_HIDDEN nexar_status_t nx_status_from_wire(uint32_t s);
+
+/* ---- communicators (comm.c) -------------------------------------------------- */
+
+/* One (peer, tag, direction) of point-to-point traffic: its message counter and the
+ * newest request of that stream that has not submitted all its chunks. */
+struct nx_p2p_stream {
+    struct nx_p2p_stream *next; /* hash chain */
+    uint32_t peer, tag;
+    uint8_t dir; /* 0 send, 1 recv */
+    uint64_t seq;
+    struct nexar_request *tail;
+    uint32_t held; /* staging slots held by this stream's requests */
+};
+
+struct nexar_comm {
+    struct nx_list link; /* nx_S.comms */
+    struct nx_list reqs; /* requests not yet freed, oldest first */
+    uint32_t id;
+    int rank, size;
+    bool world;
+    uint64_t next_seq;                /* collective sequence number */
+    struct nexar_request *coll_tail;  /* newest collective still submitting */
+    uint32_t coll_held;               /* staging slots held by its collectives */
+    nexar_status_t fail;              /* NEXAR_OK, or why the communicator failed */
+    char *fail_text;                  /* malloc'd; NULL: the generic text */
+    struct nx_p2p_stream **p2p;       /* hash buckets */
+    uint32_t p2p_buckets, p2p_count;
+};
+
+NX_HIDDEN struct nexar_comm *nx_comm_new(uint32_t id, int rank, int size, bool world);
+/* Frees the object and its p2p table; its requests must be gone. */
+NX_HIDDEN void nx_comm_destroy(struct nexar_comm *c);
+/* The stream of (peer, tag, dir), created on first use; NULL when out of memory. */
+NX_HIDDEN struct nx_p2p_stream *nx_comm_stream(struct nexar_comm *c, uint32_t peer,
+                                               uint32_t tag, uint8_t dir);
+/* Marks c failed with (s, text) unless it already failed. */
+NX_HIDDEN void nx_comm_set_failed(struct nexar_comm *c, nexar_status_t s, const char *text);
+/* Returns c's failure as the caller's error (status and text), NEXAR_OK if none. */
+NX_HIDDEN nexar_status_t nx_comm_check(const struct nexar_comm *c, const char *fn);
+
+/* ---- requests (request.c) ------------------------------------------------------ */
+
+enum nx_mode {
+    NX_MODE_NODATA, /* one descriptor, no data: barrier, split, free, abort, count 0 */
+    NX_MODE_DIRECT, /* one NX_SQE_DIRECT descriptor over arena buffers */
+    NX_MODE_STAGED, /* one descriptor per chunk through the staging slots */
+};
+
+/* What a public entry point asks for, after validation. */
+struct nx_op {
+    uint8_t kind, dtype, redop;
+    uint64_t count; /* elements per block; bucketed: the sum of the iov counts */
+    uint32_t peer;  /* root, dest, src or color */
+    uint32_t tag;   /* tag or key */
+    const void *in;
+    void *out;
+    const nexar_iov_t *iov; /* bucketed only; copied */
+    size_t niov;
+};
+
+struct nexar_request {
+    struct nx_list active_link; /* nx_S.active while not complete, oldest first */
+    struct nx_list comm_link;   /* comm->reqs until freed */
+    struct nexar_comm *comm;
+    uint32_t tidx, tgen; /* request-table entry: user_data of unslotted descriptors */
+
+    struct nx_sqe tmpl; /* fields shared by every descriptor of the op */
+    struct nx_shape shape;
+    uint32_t esize;
+    enum nx_mode mode;
+    const uint8_t *in;
+    uint8_t *out;
+    nexar_iov_t *iov; /* bucketed: private copy of the caller's array */
+    size_t niov;
+    size_t cur_iov;   /* bucketed copy-in cursor: iov index and element offset */
+    uint64_t cur_off;
+
+    uint64_t chunk_elems;
+    uint64_t nunits;     /* descriptors the op needs: chunks, or 1 */
+    uint64_t next_unit;  /* next to submit */
+    uint64_t done_units; /* completed successfully */
+    uint32_t inflight;   /* submitted, completion not reaped */
+    uint32_t held;       /* staging slots held */
+    uint32_t *stream_held; /* slots held by the request's whole stream */
+
+    /* Ordering: descriptors of one sequence stream (a comm's collectives, one p2p
+     * stream) are submitted op by op; a request waits while key_prev still submits. */
+    struct nexar_request **key_tail;
+    struct nexar_request *key_prev, *key_next;
+    bool submitting; /* may still submit descriptors */
+
+    bool failed;   /* a failure was seen: submit nothing more */
+    bool complete; /* finished: status final, nothing in flight */
+    nexar_status_t status;
+    char *text; /* malloc'd detailed text of a failure, or NULL */
+    uint32_t res_comm, res_rank, res_size;
+    uint64_t last_event_ns; /* last submission or completion while in flight */
+};
+
+/* Validates nothing: builds and queues the request for op on c (seq assigned here).
+ * NEXAR_OK, NEXAR_ERR_NOMEM, NEXAR_ERR_UNSUPPORTED (op too large for a slot). */
+NX_HIDDEN nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_op *op,
+                                      struct nexar_request **out);
+/* Frees a complete request (unlinks it from its comm). */
+NX_HIDDEN void nx_req_free(struct nexar_request *r);
+/* Marks r failed (first failure wins) and, for communicator failures, its comm. */
+NX_HIDDEN void nx_req_fail(struct nexar_request *r, nexar_status_t s, const char *text);
+/* Publishes r's status as the thread's error; returns the status. */
+NX_HIDDEN nexar_status_t nx_req_result(const struct nexar_request *r);
+/* Submits whatever the slots and the ring allow; rings the doorbell. */
+NX_HIDDEN void nx_pump(void);
+/* Handles one completion copied out of the ring. */
+NX_HIDDEN void nx_req_on_cqe(const struct nx_cqe *e);
+/* Fails every incomplete request with (s, text), frees all slots (nothing more will
+ * complete): the daemon went away or the shim gave up on it. */
+NX_HIDDEN void nx_req_abandon_all(nexar_status_t s, const char *text);
+/* Staging slots and the request table, set up after the segment is mapped. */
+NX_HIDDEN int nx_req_init(void);
+NX_HIDDEN void nx_req_fini(void);
+
+/* ---- rings and doorbells (ring.c) ---------------------------------------------- */
+
+/* Free submission entries right now. */
+NX_HIDDEN uint32_t nx_ring_sq_space(void);
+/* Writes e at the local tail; visible to the daemon after nx_ring_publish(). */
+NX_HIDDEN void nx_ring_put(const struct nx_sqe *e);
+/* Publishes the entries put so far and rings the submission doorbell. */
+NX_HIDDEN void nx_ring_publish(void);
+/* Rings the submission doorbell. */
+NX_HIDDEN void nx_ring_doorbell(void);
+/* Consumes every completion, calling nx_req_on_cqe(); returns how many. */
+NX_HIDDEN uint32_t nx_ring_reap(void);
+/* True when the completion ring holds entries past head. */
+NX_HIDDEN bool nx_ring_cq_pending(uint32_t head);
+/* The detailed text of a failed completion into buf (empty when overwritten). */
+NX_HIDDEN void nx_ring_err_text(const struct nx_cqe *e, char *buf, size_t len);
+
+/* ---- control channel (control.c) ---------------------------------------------- */
+
+struct nx_join {
+    int sock, memfd, sq_efd, cq_efd;
+    uint32_t client_id, world_comm, rank, size;
+    uint64_t segment_bytes;
+};
+
+/* Connects, says HELLO, JOINs.  On success every fd in *j is open. */
+NX_HIDDEN nexar_status_t nx_control_join(const struct nx_env *env, struct nx_join *j);
+/* Maps the segment of j into nx_S and checks its header. */
+NX_HIDDEN nexar_status_t nx_control_map(const struct nx_join *j);
+/* Reads what the daemon sent on the idle socket (an ERROR frame, or EOF) into text. */
+NX_HIDDEN void nx_control_drain(char *text, size_t len);
+
+/* ---- arena heap (arena.c) ------------------------------------------------------ */
+
+struct nx_arena_blk {
+    uint64_t off, len; /* heap-relative */
+    bool used;
+};
+
+struct nx_arena {
+    struct nx_arena_blk *blk; /* sorted by off, covering the heap exactly */
+    size_t n, cap;
+};
+
+NX_HIDDEN int nx_arena_init(uint64_t heap_bytes);
+NX_HIDDEN void nx_arena_fini(void);
+/* True when [p, p+bytes) lies inside the heap; *off gets its arena offset. */
+NX_HIDDEN bool nx_arena_heap_range(const void *p, uint64_t bytes, uint64_t *off);
+
+/* ---- progress (progress.c) ----------------------------------------------------- */
+
+NX_HIDDEN uint64_t nx_now_ns(void);
+/* Reaps completions and submits what it can; checks the safety deadline.  Locked. */
+NX_HIDDEN void nx_progress(void);
+/* Blocks (releasing the lock while sleeping) until r is complete. */
+NX_HIDDEN void nx_progress_wait(struct nexar_request *r);
+/* Daemon gone or shim broken: fail everything with (s, text) and remember it. */
+NX_HIDDEN void nx_shim_die(nexar_status_t s, const char *text);
+/* NEXAR_OK when the shim is initialized and alive; otherwise the error, set. */
+NX_HIDDEN nexar_status_t nx_shim_check(const char *fn);
+/* Completes and frees a request the caller holds; returns its status, set as error. */
+NX_HIDDEN nexar_status_t nx_wait_locked(struct nexar_request *r);
+
+/* ---- the global state ---------------------------------------------------------- */
+
+struct nx_slot {
+    struct nexar_request *req; /* NULL: free */
+    uint64_t chunk;
+    size_t iov;   /* bucketed: cursor at the chunk's first element */
+    uint64_t iov_off;
+    uint32_t gen;
+    uint32_t next_free;
+};
+
+struct nx_shim {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool poller; /* a thread sleeps on the doorbell with mu released */
+    bool inited;
+    nexar_status_t dead; /* non-zero: daemon gone or shim broken */
+    char dead_text[NX_ERR_TEXT_BYTES];
+
+    struct nx_env env;
+    uint32_t client_id;
+    uint64_t safety_ns;
+    int sock, sq_efd, cq_efd;
+    uint8_t *seg;
+    uint64_t seg_bytes;
+    struct nx_shm_hdr hdr; /* private copy, read once */
+    uint32_t *sq_head, *sq_tail, *cq_head, *cq_tail;
+    struct nx_sqe *sq;
+    struct nx_cqe *cq;
+    struct nx_err_entry *err;
+    uint8_t *arena;
+    uint32_t sq_local_tail, sq_published;
+    uint32_t cq_local_head;
+    bool sq_blocked; /* work waits for ring space */
+
+    struct nx_slot *slots;
+    uint32_t free_head; /* free slot list; UINT32_MAX: none */
+    uint32_t free_slots;
+    uint32_t slot_cap; /* slots one stream may hold */
+    uint32_t recv_held, recv_cap; /* slots held by receives, and their limit */
+
+    /* Request table: unslotted descriptors carry (generation, index) as user_data. */
+    struct nexar_request **reqtab;
+    uint32_t *reqgen, *reqnext; /* reqnext: free list; UINT32_MAX ends it */
+    uint32_t reqtab_cap, reqtab_free;
+
+    struct nx_list active;
+    struct nx_list comms;
+    struct nexar_comm *world;
+    struct nx_arena heap;
+    uint64_t next_deadline_check_ns;
+    uint64_t next_sock_check_ns;
+};
+
+extern NX_HIDDEN struct nx_shim nx_S;
+
+static inline void nx_lock(void)
+{
+    pthread_mutex_lock(&nx_S.mu);
+}
+static inline void nx_unlock(void)
+{
+    pthread_mutex_unlock(&nx_S.mu);
+}
+
+#endif /* NX_SHIM_H */
