@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets into tests/fuzz/corpus/<target>/.
+
+The seeds are checked in; run this again (python3 tests/fuzz/gen_corpus.py) after a
+change to proto/frame.h, proto/nexar.proto or struct nx_sqe.  Protobuf is encoded
+by hand here so that the script needs nothing beyond Python.
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# ---- protobuf wire format (only what nexar.proto uses) ----------------------
+
+
+def varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def f_varint(field, v):
+    return varint(field << 3 | 0) + varint(v)
+
+
+def f_bytes(field, b):
+    if isinstance(b, str):
+        b = b.encode()
+    return varint(field << 3 | 2) + varint(len(b)) + b
+
+
+def f_double(field, v):
+    return varint(field << 3 | 1) + struct.pack("<d", v)
+
+
+def f_packed(field, values):
+    return f_bytes(field, b"".join(varint(v) for v in values))
+
+
+# ---- frames (proto/frame.h) --------------------------------------------------
+
+MAGIC = 0x3146584E
+VERSION = 1
+HELLO, HELLO_REPLY, JOIN, JOIN_REPLY, CTL, CTL_REPLY, ERROR = range(1, 8)
+
+
+def frame(mtype, payload, magic=MAGIC, version=VERSION, flags=0, length=None):
+    if length is None:
+        length = len(payload)
+    return struct.pack("<IHHII", magic, version, mtype, length, flags) + payload
+
+
+hello = f_varint(1, 1) + f_varint(2, 1) + f_varint(3, 4242) + f_bytes(4, "0.1.0")
+hello_ctl = f_varint(1, 1) + f_varint(2, 2) + f_varint(3, 4243)
+hello_reply = f_varint(1, 1) + f_bytes(2, "0.1.0") + f_varint(3, 77)
+join = (f_bytes(1, "demo") + f_varint(2, 3) + f_varint(3, 4) + f_varint(4, 3)
+        + f_varint(5, 300000))
+join_reply = (f_varint(1, 0) + f_varint(3, 5) + f_varint(4, 1) + f_varint(5, 3)
+              + f_varint(6, 4) + f_varint(7, 285212672))
+error = f_varint(1, 3) + f_bytes(2, "rank 2 called all_reduce(count=1000, f32, sum)")
+ctl_ops = f_varint(1, 4)
+rank_info = (f_varint(1, 1) + f_varint(2, 1) + f_varint(3, 999) + f_varint(4, 1000)
+             + f_bytes(5, "waiting") + f_varint(6, 10) + f_varint(7, 9))
+op_info = (f_varint(1, 1) + f_bytes(2, "demo") + f_varint(3, 17) + f_bytes(4, "all_reduce")
+           + f_bytes(5, "all_reduce(count=1024, f32, sum)") + f_varint(6, 0)
+           + f_varint(7, 1) + f_double(8, 12.5) + f_packed(9, [1, 3]) + f_bytes(10, "local"))
+comm_info = (f_varint(1, 1) + f_bytes(2, "demo") + f_varint(3, 4) + f_bytes(4, "ok")
+             + f_varint(5, 17) + f_bytes(6, rank_info))
+status_info = (f_bytes(1, "0.1.0") + f_varint(2, 77) + f_double(3, 3.5) + f_varint(4, 4)
+               + f_varint(5, 1) + f_varint(6, 1) + f_varint(7, 1 << 30) + f_bytes(9, "/run/nexar/nexard.sock"))
+stats = b"".join(f_varint(i, i * 3) for i in range(1, 13))
+ctl_reply = (f_varint(1, 0) + f_bytes(3, status_info) + f_bytes(5, comm_info)
+             + f_bytes(6, op_info) + f_bytes(7, stats))
+
+FRAME_SEEDS = {
+    "hello": frame(HELLO, hello),
+    "hello_join": frame(HELLO, hello) + frame(JOIN, join),
+    "ctl_session": frame(HELLO, hello_ctl) + frame(CTL, ctl_ops) + frame(CTL, f_varint(1, 5)),
+    "replies": (frame(HELLO_REPLY, hello_reply) + frame(JOIN_REPLY, join_reply)
+                + frame(CTL_REPLY, ctl_reply) + frame(ERROR, error)),
+    "empty_payloads": frame(HELLO, b"") + frame(CTL, b"") + frame(ERROR, b""),
+    "bad_magic": frame(HELLO, hello, magic=0x12345678),
+    "bad_version": frame(HELLO, hello, version=2),
+    "bad_flags": frame(CTL, ctl_ops, flags=1),
+    "too_long": frame(JOIN, b"", length=(1 << 20) + 1),
+    "truncated": frame(JOIN, join)[:-3],
+}
+
+# ---- descriptors (proto/shm_abi.h) -------------------------------------------
+
+K = dict(all_reduce=1, broadcast=2, reduce=3, all_gather=4, reduce_scatter=5, gather=6,
+         scatter=7, all_to_all=8, scan=9, exscan=10, bucketed=11, barrier=12, send=13,
+         recv=14, split=15, free=16, abort=17)
+DIRECT = 0x01
+
+
+def sqe(kind, dtype=0, redop=0, flags=0, seq=0, count=0, peer=0, tag=0, in_off=0,
+        out_off=0, chunk=0, comm=1, user=0x1234):
+    return struct.pack("<QIBBBBQQIIQQII", user, comm, K[kind], dtype, redop, flags, seq,
+                       count, peer, tag, in_off, out_off, chunk, 0)
+
+
+def limits(slot_shift, slots, heap, size, rank):
+    """Raw limit bytes as fuzz_sqe.c decodes them: slot_bytes = 64 << slot_shift,
+    slots staging slots, heap bytes of heap, comm_size = size, comm_rank = rank."""
+    return struct.pack("<QQII", (heap << 8) | (slots - 1), slot_shift, size - 1, rank)
+
+
+MIB = 1 << 20
+L4 = limits(16, 4, 256 * MIB, 4, 0)       # 4 MiB slots, 4 ranks, rank 0
+L4R2 = limits(16, 4, 256 * MIB, 4, 2)     # the same as rank 2
+SMALL = limits(6, 2, 0, 8, 7)             # 4 KiB slots, no heap, 8 ranks, rank 7
+
+SQE_SEEDS = {
+    "all_reduce_staged": sqe("all_reduce", count=1000, redop=0) + L4,
+    "all_reduce_chunk3": sqe("all_reduce", dtype=1, count=2_000_000, chunk=3,
+                             in_off=8 * MIB, out_off=8 * MIB) + L4,
+    "broadcast_direct": sqe("broadcast", dtype=2, flags=DIRECT, count=1 << 20, peer=1,
+                            in_off=16 * MIB, out_off=16 * MIB) + L4R2,
+    "reduce_nonroot": sqe("reduce", dtype=6, redop=3, count=4096, peer=0, in_off=4 * MIB,
+                          out_off=4 * MIB) + L4R2,
+    "all_gather": sqe("all_gather", dtype=5, count=100, out_off=1024) + L4,
+    "reduce_scatter": sqe("reduce_scatter", dtype=3, redop=1, count=10) + L4,
+    "all_to_all_direct": sqe("all_to_all", dtype=8, flags=DIRECT, count=512,
+                             in_off=16 * MIB, out_off=32 * MIB) + L4,
+    "scatter_small": sqe("scatter", dtype=9, count=64, peer=7, out_off=2048) + SMALL,
+    "exscan": sqe("exscan", dtype=7, redop=2, count=3) + SMALL,
+    "send": sqe("send", count=10, peer=1, tag=7) + L4,
+    "recv": sqe("recv", dtype=4, count=10, peer=3, tag=7, out_off=4 * MIB) + L4,
+    "split": sqe("split", peer=2, tag=5) + L4,
+    "barrier": sqe("barrier") + L4,
+    "abort": sqe("abort") + L4,
+    "bad_kind": sqe("all_reduce", count=1)[:12] + b"\x63" + sqe("all_reduce", count=1)[13:] + L4,
+    "outside_arena": sqe("all_reduce", flags=DIRECT, count=1 << 40) + L4,
+}
+
+
+def write(target, seeds):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+
+
+def main():
+    # fuzz_frame's first byte seeds the split points.
+    write("fuzz_frame", {name: bytes([i * 37 % 256]) + data
+                         for i, (name, data) in enumerate(FRAME_SEEDS.items())})
+    write("fuzz_sqe", SQE_SEEDS)
+
+
+if __name__ == "__main__":
+    main()
