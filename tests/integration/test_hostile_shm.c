@@ -1,0 +1,397 @@
+/*
+ * test_hostile_shm.c - a client that joins like a rank (HELLO / JOIN through
+ * nx_chan_send / nx_chan_recv, the memfd and two eventfds by SCM_RIGHTS, the
+ * segment mapped) and then lies in shared memory.
+ *
+ * Positive controls first: the segment is sealed (shrink, grow, seal) and ftruncate
+ * fails; a valid barrier descriptor completes with status 0; a ring filled with
+ * valid descriptors gets every completion back in order (overflowing the completion
+ * ring); a scribbled header changes nothing (the daemon keeps its own copy).
+ * Then, each on a fresh client: ring tails far ahead, random descriptors, unknown
+ * kind / dtype / op / communicator, root out of range, extents outside the arena,
+ * a misaligned direct offset, a count overflow, a chunk out of order, a sequence
+ * number going backwards.  Each must get that client dropped (the daemon closes its
+ * socket) while the daemon keeps answering, a concurrent healthy job finishes
+ * exact, and SIGTERM still gives exit 0.
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "bgjob.h"
+#include "frame.h"
+#include "itest.h"
+#include "nexar.pb-c.h"
+#include "rawclient.h"
+#include "shm_abi.h"
+
+static int fails;
+static const char *g_sock;
+
+struct evil {
+    int fd, memfd, sq_efd, cq_efd;
+    uint8_t *base;
+    size_t bytes;
+    struct nx_shm_hdr h; /* our copy, taken before any scribbling */
+    struct nx_ring_ctl *sq_ctl, *cq_ctl;
+    struct nx_sqe *sq;
+    struct nx_cqe *cq;
+    uint32_t comm, sq_tail, cq_head;
+};
+
+static int evil_join(struct evil *e, const char *what)
+{
+    memset(e, 0, sizeof(*e));
+    e->fd = e->memfd = e->sq_efd = e->cq_efd = -1;
+    char job[96];
+    hx_job_name(job, sizeof(job), "evil");
+    e->fd = rc_connect(g_sock);
+    if (e->fd < 0)
+        goto fail;
+    uint8_t *p = NULL, *pl = NULL;
+    size_t n = rc_pack_hello(1, &p);
+    struct nx_frame_hdr fh;
+    int fds[3] = {-1, -1, -1}, nfds = 0;
+    int rv = nx_chan_send(e->fd, NX_MSG_HELLO, p, (uint32_t)n, NULL, 0);
+    free(p);
+    if (rv || nx_chan_recv(e->fd, &fh, &pl, 5000, NULL, 0, &nfds) || fh.type != NX_MSG_HELLO_REPLY)
+        goto fail;
+    free(pl);
+    pl = NULL;
+    n = rc_pack_join(job, 0, 1, 5000, &p);
+    rv = nx_chan_send(e->fd, NX_MSG_JOIN, p, (uint32_t)n, NULL, 0);
+    free(p);
+    if (rv || nx_chan_recv(e->fd, &fh, &pl, 5000, fds, 3, &nfds) || fh.type != NX_MSG_JOIN_REPLY)
+        goto fail;
+    Nexar__JoinReply *jr = nexar__join_reply__unpack(NULL, fh.length, pl);
+    free(pl);
+    if (!jr || jr->status != 0 || nfds != 3) {
+        tl_log("FAIL %s: JOIN_REPLY status %d, %d fds (\"%s\")", what, jr ? (int)jr->status : -1,
+               nfds, jr ? jr->error : "");
+        if (jr)
+            nexar__join_reply__free_unpacked(jr, NULL);
+        goto fail;
+    }
+    e->memfd = fds[0];
+    e->sq_efd = fds[1];
+    e->cq_efd = fds[2];
+    e->comm = jr->world_comm;
+    e->bytes = jr->segment_bytes;
+    nexar__join_reply__free_unpacked(jr, NULL);
+    struct stat stt;
+    if (fstat(e->memfd, &stt) || (size_t)stt.st_size < e->bytes || e->bytes < sizeof(e->h)) {
+        tl_log("FAIL %s: memfd size %lld < segment_bytes %zu", what, (long long)stt.st_size, e->bytes);
+        goto fail;
+    }
+    e->base = mmap(NULL, e->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, e->memfd, 0);
+    if (e->base == MAP_FAILED) {
+        e->base = NULL;
+        goto fail;
+    }
+    memcpy(&e->h, e->base, sizeof(e->h));
+    struct nx_shm_hdr *h = &e->h;
+    if (h->magic != NX_SHM_MAGIC || h->version != NX_SHM_VERSION || h->total_bytes > e->bytes ||
+        h->sq_entries == 0 || (h->sq_entries & (h->sq_entries - 1)) || h->cq_entries == 0 ||
+        h->sq_off + (uint64_t)h->sq_entries * sizeof(struct nx_sqe) > e->bytes ||
+        h->cq_off + (uint64_t)h->cq_entries * sizeof(struct nx_cqe) > e->bytes ||
+        h->arena_off + h->arena_bytes > e->bytes) {
+        tl_log("FAIL %s: the segment header is inconsistent", what);
+        goto fail;
+    }
+    e->sq_ctl = (struct nx_ring_ctl *)(e->base + h->sq_ctl_off);
+    e->cq_ctl = (struct nx_ring_ctl *)(e->base + h->cq_ctl_off);
+    e->sq = (struct nx_sqe *)(e->base + h->sq_off);
+    e->cq = (struct nx_cqe *)(e->base + h->cq_off);
+    e->sq_tail = nx_load_acquire(&e->sq_ctl->tail);
+    e->cq_head = nx_load_acquire(&e->cq_ctl->head);
+    return 0;
+fail:
+    tl_log("FAIL %s: could not join as a raw client", what);
+    fails++;
+    return -1;
+}
+
+static void evil_close(struct evil *e)
+{
+    if (e->base)
+        munmap(e->base, e->bytes);
+    int fds[] = {e->fd, e->memfd, e->sq_efd, e->cq_efd};
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+static void ring_bell(struct evil *e)
+{
+    uint64_t one = 1;
+    ssize_t w = write(e->sq_efd, &one, 8);
+    (void)w;
+}
+
+static void push(struct evil *e, const struct nx_sqe *s)
+{
+    e->sq[e->sq_tail & (e->h.sq_entries - 1)] = *s;
+    nx_store_release(&e->sq_ctl->tail, ++e->sq_tail);
+}
+
+/* The next completion within timeout_ms: 0, or -1. */
+static int pop(struct evil *e, struct nx_cqe *out, int timeout_ms)
+{
+    double end = tl_now() + timeout_ms / 1000.0;
+    while (tl_now() < end) {
+        if (nx_load_acquire(&e->cq_ctl->tail) != e->cq_head) {
+            *out = e->cq[e->cq_head & (e->h.cq_entries - 1)];
+            nx_store_release(&e->cq_ctl->head, ++e->cq_head);
+            return 0;
+        }
+        struct pollfd pfd = {.fd = e->cq_efd, .events = POLLIN};
+        if (poll(&pfd, 1, 5) > 0) {
+            uint64_t v;
+            ssize_t r = read(e->cq_efd, &v, 8);
+            (void)r;
+        }
+    }
+    return -1;
+}
+
+static struct nx_sqe barrier_sqe(struct evil *e, uint64_t seq)
+{
+    struct nx_sqe s = {.user_data = 0xb000 + seq, .comm_id = e->comm, .kind = NX_K_BARRIER,
+                       .seq = seq};
+    return s;
+}
+
+static int expect_completion(struct evil *e, const char *what, uint64_t user_data)
+{
+    struct nx_cqe c;
+    if (pop(e, &c, 5000)) {
+        tl_log("FAIL %s: no completion within 5 s", what);
+        fails++;
+        return -1;
+    }
+    if (c.user_data != user_data || c.status != 0) {
+        tl_log("FAIL %s: completion user_data 0x%llx status %u, expected 0x%llx status 0", what,
+               (unsigned long long)c.user_data, c.status, (unsigned long long)user_data);
+        fails++;
+        return -1;
+    }
+    return 0;
+}
+
+static void alive(const char *after)
+{
+    if (rc_ping(g_sock, 5000)) {
+        tl_log("FAIL: the daemon no longer answers after: %s", after);
+        fails++;
+    }
+}
+
+/* ---- positive controls ------------------------------------------------------------ */
+
+static void controls(void)
+{
+    struct evil e;
+    if (evil_join(&e, "controls"))
+        return;
+    int seals = fcntl(e.memfd, F_GET_SEALS);
+    int want = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+    if (seals < 0 || (seals & want) != want) {
+        tl_log("FAIL: segment seals 0x%x, expected SHRINK|GROW|SEAL (0x%x)", seals, want);
+        fails++;
+    } else if (ftruncate(e.memfd, 4096) == 0 || ftruncate(e.memfd, (off_t)e.bytes * 2) == 0) {
+        tl_log("FAIL: ftruncate on the sealed segment succeeded");
+        fails++;
+    } else {
+        tl_log("ok: segment sealed against shrink, grow and re-sealing; ftruncate fails");
+    }
+    struct nx_sqe s = barrier_sqe(&e, 0);
+    push(&e, &s);
+    ring_bell(&e);
+    if (!expect_completion(&e, "valid barrier descriptor", s.user_data))
+        tl_log("ok: a valid barrier descriptor completes with status 0");
+
+    /* fill the submission ring: more completions than the completion ring holds */
+    uint32_t n = e.h.sq_entries;
+    for (uint32_t i = 0; i < n; i++) {
+        s = barrier_sqe(&e, 1 + i);
+        push(&e, &s);
+    }
+    ring_bell(&e);
+    uint32_t got = 0;
+    double end = tl_now() + 10.0;
+    while (got < n && tl_now() < end) {
+        struct nx_cqe c;
+        if (pop(&e, &c, 100) == 0) {
+            if (c.user_data != 0xb000 + 1 + got || c.status != 0) {
+                tl_log("FAIL: completion %u of a full ring: user_data 0x%llx status %u", got,
+                       (unsigned long long)c.user_data, c.status);
+                fails++;
+                break;
+            }
+            got++;
+        } else {
+            ring_bell(&e); /* consumed everything: ask for the rest */
+        }
+    }
+    if (got == n)
+        tl_log("ok: %u descriptors in one go (cq holds %u): all completed in order", n,
+               e.h.cq_entries);
+    else if (tl_now() >= end) {
+        tl_log("FAIL: full submission ring: %u of %u completions in 10 s", got, n);
+        fails++;
+    }
+
+    /* scribble over the header: the daemon must not read it back */
+    memset(e.base, 0xff, sizeof(struct nx_shm_hdr));
+    s = barrier_sqe(&e, 1 + n);
+    push(&e, &s);
+    ring_bell(&e);
+    if (!expect_completion(&e, "barrier after the header was scribbled", s.user_data))
+        tl_log("ok: a scribbled header changes nothing");
+
+    /* a doorbell storm with an empty ring */
+    for (int i = 0; i < 20000; i++)
+        ring_bell(&e);
+    s = barrier_sqe(&e, 2 + n);
+    push(&e, &s);
+    ring_bell(&e);
+    if (!expect_completion(&e, "barrier after 20000 empty doorbells", s.user_data))
+        tl_log("ok: 20000 empty doorbells, then a barrier completes");
+
+    /* a completion-ring head far ahead of the tail: the daemon must survive it */
+    e.cq_ctl->head = nx_load_acquire(&e.cq_ctl->tail) + 1000;
+    s = barrier_sqe(&e, 3 + n);
+    push(&e, &s);
+    ring_bell(&e);
+    usleep(300000);
+    evil_close(&e);
+    alive("a completion-ring head far ahead of the tail");
+}
+
+/* ---- attacks ---------------------------------------------------------------------- */
+
+enum attack {
+    A_TAIL_FAR, A_TAIL_OVER, A_RANDOM, A_KIND, A_KIND0, A_DTYPE, A_REDOP, A_COMM, A_ROOT,
+    A_EXTENT, A_MISALIGNED, A_OVERFLOW, A_CHUNK_ORDER, A_SEQ_BACK, A_COUNT
+};
+
+static const char *const attack_names[] = {
+    "ring tail 2^31 ahead", "ring tail sq_entries + 1 ahead", "8 random descriptors",
+    "unknown kind 99", "kind 0", "dtype 42", "all_reduce with redop 9",
+    "unknown communicator", "broadcast root 5 in a world of 1",
+    "staged chunk extent past the arena end", "direct offset not a multiple of the element size",
+    "direct count 2^62 (extent overflow)", "staged chunk 1 before chunk 0",
+    "sequence number going backwards"};
+
+static void attack(enum attack a)
+{
+    const char *what = attack_names[a];
+    struct evil e;
+    if (evil_join(&e, what))
+        return;
+    struct nx_sqe s = {.user_data = 7, .comm_id = e.comm, .kind = NX_K_ALL_REDUCE,
+                       .dtype = NEXAR_F32, .redop = NEXAR_SUM, .count = 16};
+    uint64_t heap = e.h.heap_off;
+    switch (a) {
+    case A_TAIL_FAR:
+        nx_store_release(&e.sq_ctl->tail, e.sq_tail + 0x80000000u);
+        break;
+    case A_TAIL_OVER:
+        nx_store_release(&e.sq_ctl->tail, e.sq_tail + e.h.sq_entries + 1);
+        break;
+    case A_RANDOM:
+        for (int i = 0; i < 8; i++) {
+            uint64_t w[8];
+            for (int k = 0; k < 8; k++)
+                w[k] = tl_mix64((uint64_t)(i * 8 + k) ^ 0xfeed);
+            memcpy(&s, w, sizeof(s));
+            if (i == 0)
+                s.kind = 0xee;
+            push(&e, &s);
+        }
+        break;
+    case A_KIND: s.kind = 99; push(&e, &s); break;
+    case A_KIND0: s.kind = 0; push(&e, &s); break;
+    case A_DTYPE: s.dtype = 42; push(&e, &s); break;
+    case A_REDOP: s.redop = 9; push(&e, &s); break;
+    case A_COMM: s.comm_id = e.comm + 1000; push(&e, &s); break;
+    case A_ROOT: s.kind = NX_K_BROADCAST; s.redop = 0; s.peer = 5; push(&e, &s); break;
+    case A_EXTENT:
+        s.in_off = s.out_off = e.h.arena_bytes - 8;
+        push(&e, &s);
+        break;
+    case A_MISALIGNED:
+        s.flags = NX_SQE_DIRECT;
+        s.in_off = s.out_off = heap + 1;
+        push(&e, &s);
+        break;
+    case A_OVERFLOW:
+        s.flags = NX_SQE_DIRECT;
+        s.count = 1ull << 62;
+        s.in_off = s.out_off = heap;
+        push(&e, &s);
+        break;
+    case A_CHUNK_ORDER: {
+        uint64_t per = nx_chunk_elems(NX_K_ALL_REDUCE, 1, 4, e.h.slot_bytes);
+        s.count = per * 2;
+        s.chunk = 1;
+        push(&e, &s);
+        break;
+    }
+    case A_SEQ_BACK: {
+        struct nx_sqe b = barrier_sqe(&e, 0);
+        push(&e, &b);
+        ring_bell(&e);
+        expect_completion(&e, "barrier seq 0 before going backwards", b.user_data);
+        b = barrier_sqe(&e, 1);
+        push(&e, &b);
+        ring_bell(&e);
+        expect_completion(&e, "barrier seq 1 before going backwards", b.user_data);
+        b = barrier_sqe(&e, 0);
+        push(&e, &b);
+        break;
+    }
+    default: break;
+    }
+    ring_bell(&e);
+    if (rc_wait_closed(e.fd, 3000) != 0) {
+        tl_log("FAIL %s: the client was not dropped (its socket still open after 3 s)", what);
+        fails++;
+    } else {
+        tl_log("ok: %s -> client dropped", what);
+    }
+    evil_close(&e);
+    alive(what);
+}
+
+int main(void)
+{
+    hx_require_nexard();
+    struct hx_daemon d;
+    if (hx_daemon_start(&d, (const char *const[]){"--slot-bytes", "65536", "--slots", "2", NULL}))
+        return 1;
+    g_sock = d.sock;
+    struct bgjob bg;
+    if (bgjob_start(&bg, &d, 2))
+        return 1;
+    controls();
+    for (int a = 0; a < A_COUNT; a++)
+        attack((enum attack)a);
+    if (bgjob_finish(&bg)) {
+        tl_log("FAIL: the healthy job next to the hostile clients");
+        fails++;
+    } else {
+        tl_log("ok: the healthy job next to the hostile clients finished exact");
+    }
+    struct bgjob after;
+    if (bgjob_start(&after, &d, 2) || bgjob_finish(&after)) {
+        tl_log("FAIL: a new job after the hostile clients");
+        fails++;
+    }
+    if (hx_daemon_stop(&d))
+        fails++;
+    tl_log("%s", fails ? "FAILED" : "PASSED");
+    return fails ? 1 : 0;
+}

@@ -1,0 +1,91 @@
+/*
+ * check.c - comparisons and messages for the tests (see check.h).
+ */
+#include "check.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "refnum.h"
+
+static char log_tag[96] = "test";
+
+void tl_set_log_tag(const char *tag)
+{
+    snprintf(log_tag, sizeof(log_tag), "%s", tag);
+}
+
+void tl_log(const char *fmt, ...)
+{
+    char line[2048];
+    int n = snprintf(line, sizeof(line), "[%s] ", log_tag);
+    va_list ap;
+    va_start(ap, fmt);
+    n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (n >= (int)sizeof(line) - 1)
+        n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    ssize_t w = write(2, line, (size_t)n);
+    (void)w;
+}
+
+double tl_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *tl_status_name(int st)
+{
+    static const char *const n[] = {
+        "NEXAR_OK", "NEXAR_ERR_INVALID", "NEXAR_ERR_UNAVAILABLE", "NEXAR_ERR_MISMATCH",
+        "NEXAR_ERR_TIMEOUT", "NEXAR_ERR_PEER_LOST", "NEXAR_ERR_ABORTED",
+        "NEXAR_ERR_NOMEM", "NEXAR_ERR_UNSUPPORTED", "NEXAR_ERR_PERMISSION",
+        "NEXAR_ERR_INTERNAL"};
+    return st >= 0 && st <= 10 ? n[st] : "(unknown status)";
+}
+
+int tl_check_elems(const char *ctx, int dtype, const void *expected, const void *got,
+                   size_t count)
+{
+    size_t es = tl_esize(dtype);
+    if (count == 0 || memcmp(expected, got, count * es) == 0)
+        return 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (memcmp((const char *)expected + i * es, (const char *)got + i * es, es) == 0)
+            continue;
+        if (bad < 6) {
+            char e[64], g[64];
+            tl_format_elem(dtype, expected, i, e, sizeof(e));
+            tl_format_elem(dtype, got, i, g, sizeof(g));
+            tl_log("FAIL %s: index %zu: expected %s, got %s", ctx, i, e, g);
+        }
+        bad++;
+    }
+    tl_log("FAIL %s: %zu of %zu elements differ", ctx, bad, count);
+    return -1;
+}
+
+int tl_check_status(const char *ctx, nexar_status_t want, nexar_status_t st)
+{
+    if (st == want)
+        return 0;
+    tl_log("FAIL %s: expected %s, got %s (%d); last error: \"%s\"", ctx,
+           tl_status_name((int)want), tl_status_name((int)st), (int)st, nexar_last_error());
+    return -1;
+}
+
+int tl_check_contains(const char *ctx, const char *text, const char *needle)
+{
+    if (text && strstr(text, needle))
+        return 0;
+    tl_log("FAIL %s: expected the text to contain \"%s\"; text: \"%s\"", ctx, needle,
+           text ? text : "(null)");
+    return -1;
+}

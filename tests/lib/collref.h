@@ -1,0 +1,71 @@
+/*
+ * collref.h - one collective "case" run on a communicator and checked against the
+ * reference: every rank of the communicator calls tl_run_case() with the same case;
+ * each generates every rank's input from (seed, rank, index), runs the op, and
+ * compares its own output bit for bit with the reference result.
+ */
+#ifndef TL_COLLREF_H
+#define TL_COLLREF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nexar.h"
+
+enum tl_coll {
+    TL_ALL_REDUCE,
+    TL_BROADCAST,
+    TL_REDUCE,
+    TL_ALL_GATHER,
+    TL_REDUCE_SCATTER,
+    TL_GATHER,
+    TL_SCATTER,
+    TL_ALL_TO_ALL,
+    TL_SCAN,
+    TL_EXSCAN,
+    TL_BUCKETED,
+    TL_BARRIER,
+    TL_COLL_COUNT
+};
+
+/* Where the buffers live. */
+enum tl_bufmode {
+    TL_HEAP,  /* malloc: the staged path */
+    TL_ARENA, /* nexar_alloc: the direct path (odd ranks use an interior pointer) */
+    TL_MIXED, /* even ranks arena, odd ranks malloc */
+    TL_HALF,  /* input in the arena, output malloc (in-place ops: by rank parity;
+                 bucketed: the iovs of one call alternate arena / malloc) */
+    TL_MODE_COUNT
+};
+
+/* How the op is called. */
+enum tl_call { TL_BLOCKING, TL_WAIT, TL_TESTLOOP };
+
+struct tl_case {
+    int coll;
+    int dtype;
+    int op;   /* ignored where the collective has no reduction */
+    int root; /* ignored where it has no root */
+    size_t count;
+    int mode;
+    int call;
+    uint64_t seed;
+};
+
+const char *tl_coll_name(int coll);
+const char *tl_mode_name(int mode);
+int tl_coll_has_op(int coll);
+int tl_coll_has_root(int coll);
+
+/* "all_reduce f16 sum count=13 root=- mode=arena" */
+void tl_case_str(const struct tl_case *c, char *out, size_t len);
+
+/* Outcomes of tl_run_case. */
+#define TL_CASE_OK 0
+#define TL_CASE_WRONG 1  /* the op returned OK but the data differs (printed) */
+#define TL_CASE_STATUS 2 /* the op returned an error (printed); the comm may be failed */
+#define TL_CASE_SETUP 3  /* the test could not allocate its buffers (printed) */
+
+int tl_run_case(nexar_comm_t *comm, const struct tl_case *c);
+
+#endif /* TL_COLLREF_H */
