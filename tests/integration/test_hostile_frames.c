@@ -32,7 +32,7 @@ static void alive(const char *after)
 }
 
 /* Sends bytes on a fresh connection (optionally after a good HELLO), optionally
- * half-closes, and expects the daemon to close the connection within 3 s. */
+ * half-closes, and expects the daemon to close the connection within 5 s. */
 static void expect_drop(const char *what, const void *bytes, size_t len, int hello_first,
                         int shut_wr)
 {
@@ -52,8 +52,8 @@ static void expect_drop(const char *what, const void *bytes, size_t len, int hel
     rc_send_raw(fd, bytes, len); /* the daemon may close before reading it all */
     if (shut_wr)
         shutdown(fd, SHUT_WR);
-    if (rc_wait_closed(fd, 3000) != 0) {
-        tl_log("FAIL %s: the daemon kept the connection open for 3 s", what);
+    if (rc_wait_closed(fd, 5000) != 0) {
+        tl_log("FAIL %s: the daemon kept the connection open for 5 s", what);
         fails++;
     } else {
         tl_log("ok: %s -> connection closed", what);
@@ -91,7 +91,7 @@ static void bad_version(uint16_t ver, uint32_t hello_ver)
     free(f);
     free(p);
     struct rc_frame fr;
-    int rv = rc_recv_frame(fd, &fr, 3000);
+    int rv = rc_recv_frame(fd, &fr, 5000);
     if (rv == 0 && fr.type == 7) {
         Nexar__ErrorReply *e = nexar__error_reply__unpack(NULL, fr.length, fr.payload);
         if (!e || e->status != NEXAR_ERR_UNSUPPORTED) {
@@ -111,7 +111,7 @@ static void bad_version(uint16_t ver, uint32_t hello_ver)
         if (rv == 0)
             free(fr.payload);
     }
-    if (rc_wait_closed(fd, 3000)) {
+    if (rc_wait_closed(fd, 5000)) {
         tl_log("FAIL %s: not closed after the ERROR frame", what);
         fails++;
     }

@@ -356,8 +356,8 @@ static void attack(enum attack a)
     default: break;
     }
     ring_bell(&e);
-    if (rc_wait_closed(e.fd, 3000) != 0) {
-        tl_log("FAIL %s: the client was not dropped (its socket still open after 3 s)", what);
+    if (rc_wait_closed(e.fd, 5000) != 0) {
+        tl_log("FAIL %s: the client was not dropped (its socket still open after 5 s)", what);
         fails++;
     } else {
         tl_log("ok: %s -> client dropped", what);

@@ -292,7 +292,7 @@ int tl_run_case(nexar_comm_t *comm, const struct tl_case *c)
         return tl_check_status(ctx, NEXAR_OK, st) ? TL_CASE_STATUS : TL_CASE_OK;
     }
 
-    int pop = tl_coll_has_op(c->coll) ? c->op : -1; /* data only moved: any bits */
+    int pop = c->full ? TL_PAT_FULL : tl_coll_has_op(c->coll) ? c->op : -1;
     size_t in_n = n * in_blocks(c->coll, size), out_n = n * out_blocks(c->coll, size);
     int rv = TL_CASE_SETUP;
 

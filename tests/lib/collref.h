@@ -50,6 +50,7 @@ struct tl_case {
     int mode;
     int call;
     uint64_t seed;
+    int full; /* inputs over the whole float range (TL_PAT_FULL); for 2 ranks */
 };
 
 const char *tl_coll_name(int coll);

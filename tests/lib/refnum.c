@@ -308,6 +308,33 @@ void tl_pattern(int dtype, int op, uint64_t seed, int rank, size_t first, void *
             sel &= 1; /* PROD: only +-1 beyond rank 3, so nothing overflows */
         int8_t i8; uint8_t u8; int32_t i32; uint32_t u32; int64_t i64; uint64_t u64;
         float f; double d; uint16_t hv;
+        if (op == TL_PAT_FULL && tl_dtype_is_float(dtype)) {
+            /* any finite non-zero value of the type: exponents over the whole range */
+            uint64_t b = h;
+            if (dtype == NEXAR_F16 || dtype == NEXAR_BF16) {
+                uint16_t e = dtype == NEXAR_F16 ? 0x7c00 : 0x7f80;
+                uint16_t v16 = (uint16_t)b;
+                if ((v16 & e) == e)
+                    v16 &= 0xbfff; /* clear the top exponent bit: finite */
+                if ((v16 & 0x7fff) == 0)
+                    v16 |= 1;
+                put(out, k, es, &v16);
+            } else if (dtype == NEXAR_F32) {
+                uint32_t v32 = (uint32_t)b;
+                if ((v32 & 0x7f800000u) == 0x7f800000u)
+                    v32 &= ~0x40000000u;
+                if ((v32 & 0x7fffffffu) == 0)
+                    v32 |= 1;
+                put(out, k, es, &v32);
+            } else {
+                if ((b & 0x7ff0000000000000ull) == 0x7ff0000000000000ull)
+                    b &= ~0x4000000000000000ull;
+                if ((b & 0x7fffffffffffffffull) == 0)
+                    b |= 1;
+                put(out, k, es, &b);
+            }
+            continue;
+        }
         if (op < 0) { /* data is only moved: any bits */
             put(out, k, es, &h);
             continue;

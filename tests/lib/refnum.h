@@ -61,6 +61,10 @@ void tl_fill_identity(int dtype, int op, void *out, size_t count);
  * first is the index of out[0] within the logical buffer (for partial fills).
  */
 #define TL_MAX_RANKS 16
+/* op value for tl_pattern: any finite non-zero float over the whole exponent range
+ * (random bits for integers).  Exact comparison needs a reduction of two ranks
+ * (one IEEE operation, the same in any order). */
+#define TL_PAT_FULL (-2)
 void tl_pattern(int dtype, int op, uint64_t seed, int rank, size_t first, void *out,
                 size_t count);
 
