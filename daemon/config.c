@@ -98,11 +98,10 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
                   size_t errlen)
 {
     uint64_t v;
-#define SIZE_KEY(name, field, lo, hi, extra)                                               \
+#define SIZE_KEY(name, field, lo, hi, extra, expect)                                       \
     if (!strcmp(key, name)) {                                                              \
-        if (parse_size(value, hi, &v) < 0 || !at_least(v, lo) || !(extra)) {                       \
-            snprintf(err, errlen, "%s: bad value '%s' (%s)", name, value,                  \
-                     "expected " #lo ".." #hi " " #extra);                                 \
+        if (parse_size(value, hi, &v) < 0 || !at_least(v, lo) || !(extra)) {               \
+            snprintf(err, errlen, "%s: bad value '%s' (expected %s)", name, value, expect);  \
             return -EINVAL;                                                                \
         }                                                                                  \
         c->field = v;                                                                      \
@@ -137,15 +136,17 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
     }
     if (!strcmp(key, "allow_uids"))
         return parse_uids(c, value, err, errlen);
-    SIZE_KEY("slot_bytes", slot_bytes, 4096, 1ull << 30, v % 64 == 0)
-    SIZE_KEY("slots", slots, 1, 64, 1)
-    SIZE_KEY("heap_bytes", heap_bytes, 0, 64ull << 30, v % 64 == 0)
-    SIZE_KEY("sq_entries", sq_entries, 8, 65536, pow2(v))
-    SIZE_KEY("cq_entries", cq_entries, 8, 65536, pow2(v))
-    SIZE_KEY("op_timeout_s", op_timeout_s, 1, 86400 * 7, 1)
-    SIZE_KEY("p2p_eager_bytes", p2p_eager_bytes, 0, 1ull << 40, 1)
-    SIZE_KEY("max_clients", max_clients, 1, 1u << 20, 1)
-    SIZE_KEY("max_pending", max_pending, 16, 1u << 24, 1)
+    SIZE_KEY("slot_bytes", slot_bytes, 4096, 1ull << 30, v % 64 == 0,
+             "a multiple of 64 from 4K to 1G")
+    SIZE_KEY("slots", slots, 1, 64, 1, "1 to 64")
+    SIZE_KEY("heap_bytes", heap_bytes, 0, 64ull << 30, v % 64 == 0,
+             "a multiple of 64 up to 64G")
+    SIZE_KEY("sq_entries", sq_entries, 8, 65536, pow2(v), "a power of two from 8 to 65536")
+    SIZE_KEY("cq_entries", cq_entries, 8, 65536, pow2(v), "a power of two from 8 to 65536")
+    SIZE_KEY("op_timeout_s", op_timeout_s, 1, 86400 * 7, 1, "1 to 604800 seconds")
+    SIZE_KEY("p2p_eager_bytes", p2p_eager_bytes, 0, 1ull << 40, 1, "at most 1T")
+    SIZE_KEY("max_clients", max_clients, 1, 1u << 20, 1, "1 to 1048576")
+    SIZE_KEY("max_pending", max_pending, 16, 1u << 24, 1, "16 to 16777216")
 #undef SIZE_KEY
     snprintf(err, errlen, "unknown key '%s'", key);
     return -EINVAL;

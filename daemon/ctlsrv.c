@@ -27,6 +27,11 @@ static bool server_open;
 static int lock_fd = -1;
 static char *lock_path;
 static uint32_t nconns;
+static LIST_HEAD(, nx_conn) conns = LIST_HEAD_INITIALIZER(conns);
+
+/* A connection must say HELLO this soon, or it is closed: idle sockets must not
+ * use up max_clients and lock real ranks out. */
+#define NX_HELLO_DEADLINE_S 5.0
 
 /* Refuses a runtime directory that others could plant files in. */
 static int check_dir(const char *dir)
@@ -115,6 +120,7 @@ static int clear_stale_socket(const char *path)
 static void on_conn_closed(uv_handle_t *h)
 {
     struct nx_conn *c = h->data;
+    LIST_REMOVE(c, link);
     nx_frame_parser_fini(&c->parser);
     free(c);
     nconns--;
@@ -246,10 +252,13 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         int rv = nx_frame_parser_feed(&c->parser, (const uint8_t *)buf->base, (size_t)n,
                                       on_frame, c);
         if (rv < 0 && !c->closing) {
-            NX_WARN("ctl", "dropping connection of pid %d: %s", (int)c->pid,
-                    c->parser.why ? c->parser.why : "bad frame");
+            const char *why = c->parser.why ? c->parser.why : "bad frame";
+            NX_WARN("ctl", "dropping connection of pid %d: %s", (int)c->pid, why);
             nxd.stats.protocol_violations++;
-            nx_conn_close(c);
+            /* Tell the peer why before closing: an old or new client learns that its
+             * protocol version is the problem, not that the daemon crashed. */
+            nx_conn_fail(c, rv == -EPROTONOSUPPORT ? NEXAR_ERR_UNSUPPORTED : NEXAR_ERR_INVALID,
+                         why);
         }
     } else if (n < 0) {
         nx_conn_close(c);
@@ -266,6 +275,8 @@ static void on_connection(uv_stream_t *srv, int status)
     struct nx_conn *c = nx_xcalloc(1, sizeof(*c));
     uv_pipe_init(nxd.loop, &c->pipe, 0);
     c->pipe.data = c;
+    c->accepted = nx_now();
+    LIST_INSERT_HEAD(&conns, c, link);
     nconns++;
     if (uv_accept(srv, (uv_stream_t *)&c->pipe) < 0) {
         c->closing = 1;
@@ -291,6 +302,19 @@ static void on_connection(uv_stream_t *srv, int status)
         return;
     }
     uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+}
+
+void nx_ctlsrv_tick(double now)
+{
+    struct nx_conn *c, *tmp;
+    for (c = LIST_FIRST(&conns); c; c = tmp) {
+        tmp = LIST_NEXT(c, link);
+        if (c->kind == 0 && !c->closing && now - c->accepted > NX_HELLO_DEADLINE_S) {
+            NX_INFO("ctl", "closing connection of pid %d: no HELLO within %.0f s", (int)c->pid,
+                    NX_HELLO_DEADLINE_S);
+            nx_conn_fail(c, NEXAR_ERR_INVALID, "no HELLO within the handshake deadline");
+        }
+    }
 }
 
 int nx_ctlsrv_init(void)

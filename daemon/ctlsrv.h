@@ -7,6 +7,7 @@
 #define NX_CTLSRV_H
 
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/types.h>
 #include <uv.h>
 
@@ -24,10 +25,14 @@ struct nx_conn {
     struct nx_frame_parser parser;
     struct nx_client *client; /* set once JOIN created a client */
     int closing;
+    double accepted;
+    LIST_ENTRY(nx_conn) link;
 };
 
 int nx_ctlsrv_init(void);
 void nx_ctlsrv_fini(void);
+/* Closes connections that never completed the handshake. */
+void nx_ctlsrv_tick(double now);
 
 /* Sends one frame (blocking briefly if the socket is full).  0 or -errno. */
 int nx_conn_send(struct nx_conn *c, uint16_t type, const void *msg_pb, const int *fds,

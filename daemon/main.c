@@ -35,6 +35,7 @@ double nx_now(void)
 static void on_tick(uv_timer_t *t)
 {
     double now = nx_now();
+    nx_ctlsrv_tick(now);
     nx_jobs_tick(now);
     nx_sched_tick(now);
     nx_clients_flush();

@@ -1,20 +1,20 @@
 /*
  * CPU reduction kernels (see reduce.h for the semantics).
  *
- * Shape: every (dtype, op) has two block kernels, c2 (d = a op b) and acc (d = d op b), with
- * restrict pointers in plain loops so that the compiler vectorizes them.  The drivers below
- * walk the buffers in blocks of BLOCK_BYTES, fold all sources into one accumulator block
- * that stays in L1, and copy it out to every destination while it is still there.  They
- * choose the accumulator so that no kernel ever sees aliased pointers: restrict stays
- * honest even when the caller reduces in place.
+ * Shape: the drivers walk the buffers in blocks of BLOCK_BYTES, fold every source into one
+ * accumulator block that stays in L1, and copy it to the other destinations while it is
+ * still there.  A fold takes up to four sources per pass (c2..c4, then acc1..acc3 for the
+ * rest), so that several memory streams are in flight at once.  The kernels are plain
+ * loops over restrict pointers, which the compiler vectorizes; the drivers choose the
+ * accumulator so that no kernel ever sees aliased pointers, keeping restrict honest when
+ * the caller reduces in place.
  *
- * F16/BF16 never get kernels of their own: a block is widened into an f32 scratch buffer,
- * folded with the F32 kernels and narrowed once on the way out, so float semantics (MIN/MAX
- * included) live in one place.
+ * F16/BF16 fold widened values into an f32 accumulator block and narrow it once on the way
+ * out; with two sources the fused h2/ip kernels widen, fold and narrow in one pass.
  *
- * The kernels are compiled twice, portable and for AVX2 (+F16C for the half conversions),
- * and one set is picked on first use.  Both give identical bits: the ops are the same C
- * expressions, and half.h's conversions match F16C exactly.
+ * Everything is compiled twice, portable and for AVX2 (F16 there uses F16C), and one set
+ * is picked on first use.  Both give identical bits: the ops are the same C expressions,
+ * and half.h's conversions match F16C exactly.
  */
 #include "reduce.h"
 
@@ -32,50 +32,62 @@
 #include <immintrin.h>
 #endif
 
-/* Accumulator block: big enough to amortize the per-block calls, small enough that the
- * accumulator and its scratch partners stay in a 32 KiB L1. */
+/* Accumulator block: big enough to amortize the per-block calls, small enough that it and
+ * the scratch blocks stay in a 32 KiB L1. */
 #define BLOCK_BYTES 8192
 
-typedef void (*c2_fn)(void *d, const void *a, const void *b, size_t n);
-typedef void (*acc_fn)(void *d, const void *b, size_t n);
+/* d = fold of s[0..K) (c[K]), or d = fold of d, s[0..K) (acc[K]). */
+typedef void (*fold_fn)(void *d, const void *const *s, size_t n);
 typedef void (*cvt_fn)(void *d, const void *s, size_t n);
 
 struct kern {
-    c2_fn c2;
-    acc_fn acc;
+    fold_fn c[5];   /* [2..4] */
+    fold_fn acc[4]; /* [1..3] */
+};
+
+/* Half types, two sources, straight to 16 bits: d = N(W(s0) op W(s1)) (h2) or
+ * d = N(W(d) op W(s0)) (ip). */
+struct hkern {
+    fold_fn h2, ip;
 };
 
 struct isa {
-    struct kern k[NEXAR_DTYPE_COUNT][NEXAR_OP_COUNT];
-    cvt_fn widen[2], narrow[2]; /* [0] F16, [1] BF16 */
+    struct kern k[NEXAR_DTYPE_COUNT][NEXAR_OP_COUNT]; /* half types: f32 accumulator */
+    struct hkern h[2][NEXAR_OP_COUNT];                /* [0] F16, [1] BF16 */
+    cvt_fn widen[2], narrow[2];
 };
 
 /* ---- element ops -------------------------------------------------------------------- */
 
-/* Integer SUM/PROD run on the unsigned type of the same width, so wrapping is defined.
- * uint8_t operands promote to int; 255 * 255 cannot overflow it. */
+/* Integer SUM/PROD run on the unsigned type of the same width, so wrapping is defined;
+ * every step is cast back to the type, so uint8_t products never overflow int. */
 #define OP_ADD(a, b) ((a) + (b))
 #define OP_MUL(a, b) ((a) * (b))
 #define OP_MIN(a, b) ((b) < (a) ? (b) : (a))
 #define OP_MAX(a, b) ((a) < (b) ? (b) : (a))
+#define ID(x) (x)
 
-/* IEEE 754-2019 minimum/maximum with a canonical NaN.  For equal operands only the sign of
- * a zero can differ: OR-ing the bits picks -0 for min, AND-ing picks +0 for max. */
-static inline float fmin_f32(float a, float b)
-{
-    uint32_t ua = nx_f32_bits(a), ub = nx_f32_bits(b);
-    uint32_t r = a < b ? ua : ub;
-    r = a == b ? (ua | ub) : r;
-    return nx_bits_f32(a != a || b != b ? 0x7fc00000u : r);
-}
-
-static inline float fmax_f32(float a, float b)
-{
-    uint32_t ua = nx_f32_bits(a), ub = nx_f32_bits(b);
-    uint32_t r = a > b ? ua : ub;
-    r = a == b ? (ua & ub) : r;
-    return nx_bits_f32(a != a || b != b ? 0x7fc00000u : r);
-}
+/*
+ * IEEE 754-2019 minimum/maximum with a canonical NaN.  For equal operands only the sign of
+ * a zero can differ: OR-ing the bits picks -0 for min, AND-ing picks +0 for max.  Written
+ * with all-ones masks instead of ?: because gcc 12 gives up vectorizing a loop that
+ * chains two of the ?: forms (a fold of three or four sources).
+ */
+#define DEF_FMINMAX(T, U, FT, TF, QNAN)                                                    \
+    static inline T fmin_##T(T a, T b)                                                     \
+    {                                                                                      \
+        U ua = FT(a), ub = FT(b);                                                          \
+        U lt = -(U)(a < b), eq = -(U)(a == b), nan = -(U)((a != a) | (b != b));            \
+        U r = (ua & lt) | (ub & ~lt) | (ua & eq);                                          \
+        return TF((r & ~nan) | (QNAN & nan));                                              \
+    }                                                                                      \
+    static inline T fmax_##T(T a, T b)                                                     \
+    {                                                                                      \
+        U ua = FT(a), ub = FT(b);                                                          \
+        U gt = -(U)(a > b), eq = -(U)(a == b), nan = -(U)((a != a) | (b != b));            \
+        U r = ((ua & gt) | (ub & ~gt)) & (ua | ~eq);                                       \
+        return TF((r & ~nan) | (QNAN & nan));                                              \
+    }
 
 static inline uint64_t f64_bits(double d)
 {
@@ -91,50 +103,68 @@ static inline double bits_f64(uint64_t u)
     return d;
 }
 
-static inline double fmin_f64(double a, double b)
-{
-    uint64_t ua = f64_bits(a), ub = f64_bits(b);
-    uint64_t r = a < b ? ua : ub;
-    r = a == b ? (ua | ub) : r;
-    return bits_f64(a != a || b != b ? 0x7ff8000000000000u : r);
-}
-
-static inline double fmax_f64(double a, double b)
-{
-    uint64_t ua = f64_bits(a), ub = f64_bits(b);
-    uint64_t r = a > b ? ua : ub;
-    r = a == b ? (ua & ub) : r;
-    return bits_f64(a != a || b != b ? 0x7ff8000000000000u : r);
-}
+DEF_FMINMAX(float, uint32_t, nx_f32_bits, nx_bits_f32, UINT32_C(0x7fc00000))
+DEF_FMINMAX(double, uint64_t, f64_bits, bits_f64, UINT64_C(0x7ff8000000000000))
 
 /* ---- kernels, instantiated once per instruction set ---------------------------------- */
 
-#define DEF_KERN(isa, attr, name, T, OPF)                                                  \
-    attr static void name##_c2_##isa(void *d_, const void *a_, const void *b_, size_t n)  \
+/* TD accumulates, TS is the source type and W maps a source element into TD. */
+#define KERN_HEAD(fn, attr, TD)                                                            \
+    attr static void fn(void *d_, const void *const *s, size_t n)                          \
     {                                                                                      \
-        T *restrict d = d_;                                                                \
-        const T *restrict a = a_;                                                          \
-        const T *restrict b = b_;                                                          \
+        TD *restrict d = d_;
+#define SRC(TS, x, k) const TS *restrict x = s[k];
+#define STEP(TD, OPF, v, y) v = (TD)OPF(v, y);
+
+#define DEF_FOLDS(isa, attr, name, TD, TS, W, OPF)                                         \
+    KERN_HEAD(name##_c2_##isa, attr, TD) SRC(TS, a, 0) SRC(TS, b, 1)                       \
         for (size_t i = 0; i < n; i++)                                                     \
-            d[i] = (T)OPF(a[i], b[i]);                                                     \
+            d[i] = (TD)OPF(W(a[i]), W(b[i]));                                              \
     }                                                                                      \
-    attr static void name##_acc_##isa(void *d_, const void *b_, size_t n)                  \
-    {                                                                                      \
-        T *restrict d = d_;                                                                \
-        const T *restrict b = b_;                                                          \
+    KERN_HEAD(name##_c3_##isa, attr, TD) SRC(TS, a, 0) SRC(TS, b, 1) SRC(TS, c, 2)         \
+        for (size_t i = 0; i < n; i++) {                                                   \
+            TD v = (TD)OPF(W(a[i]), W(b[i]));                                              \
+            d[i] = (TD)OPF(v, W(c[i]));                                                    \
+        }                                                                                  \
+    }                                                                                      \
+    KERN_HEAD(name##_c4_##isa, attr, TD)                                                   \
+        SRC(TS, a, 0) SRC(TS, b, 1) SRC(TS, c, 2) SRC(TS, e, 3)                            \
+        for (size_t i = 0; i < n; i++) {                                                   \
+            TD v = (TD)OPF(W(a[i]), W(b[i]));                                              \
+            STEP(TD, OPF, v, W(c[i]))                                                      \
+            d[i] = (TD)OPF(v, W(e[i]));                                                    \
+        }                                                                                  \
+    }                                                                                      \
+    KERN_HEAD(name##_acc1_##isa, attr, TD) SRC(TS, a, 0)                                   \
         for (size_t i = 0; i < n; i++)                                                     \
-            d[i] = (T)OPF(d[i], b[i]);                                                     \
+            d[i] = (TD)OPF(d[i], W(a[i]));                                                 \
+    }                                                                                      \
+    KERN_HEAD(name##_acc2_##isa, attr, TD) SRC(TS, a, 0) SRC(TS, b, 1)                     \
+        for (size_t i = 0; i < n; i++) {                                                   \
+            TD v = (TD)OPF(d[i], W(a[i]));                                                 \
+            d[i] = (TD)OPF(v, W(b[i]));                                                    \
+        }                                                                                  \
+    }                                                                                      \
+    KERN_HEAD(name##_acc3_##isa, attr, TD) SRC(TS, a, 0) SRC(TS, b, 1) SRC(TS, c, 2)       \
+        for (size_t i = 0; i < n; i++) {                                                   \
+            TD v = (TD)OPF(d[i], W(a[i]));                                                 \
+            STEP(TD, OPF, v, W(b[i]))                                                      \
+            d[i] = (TD)OPF(v, W(c[i]));                                                    \
+        }                                                                                  \
     }
 
-#define DEF_SUM_PROD(isa, attr, sfx, T)                                                    \
-    DEF_KERN(isa, attr, sum_##sfx, T, OP_ADD)                                              \
-    DEF_KERN(isa, attr, prod_##sfx, T, OP_MUL)
+/* Two half sources straight to 16 bits, one pass. */
+#define DEF_HALF2(isa, attr, name, W, N, OPF)                                              \
+    KERN_HEAD(name##_h2_##isa, attr, uint16_t) SRC(uint16_t, a, 0) SRC(uint16_t, b, 1)     \
+        for (size_t i = 0; i < n; i++)                                                     \
+            d[i] = N(OPF(W(a[i]), W(b[i])));                                               \
+    }                                                                                      \
+    KERN_HEAD(name##_ip_##isa, attr, uint16_t) SRC(uint16_t, a, 0)                         \
+        for (size_t i = 0; i < n; i++)                                                     \
+            d[i] = N(OPF(W(d[i]), W(a[i])));                                               \
+    }
 
-#define DEF_MIN_MAX(isa, attr, sfx, T, MINF, MAXF)                                         \
-    DEF_KERN(isa, attr, min_##sfx, T, MINF)                                                \
-    DEF_KERN(isa, attr, max_##sfx, T, MAXF)
-
-#define DEF_CVT(isa, attr, name, TD, TS, CVT)                                               \
+#define DEF_CVT(isa, attr, name, TD, TS, CVT)                                              \
     attr static void name##_##isa(void *d_, const void *s_, size_t n)                      \
     {                                                                                      \
         TD *restrict d = d_;                                                               \
@@ -143,60 +173,170 @@ static inline double fmax_f64(double a, double b)
             d[i] = CVT(s[i]);                                                              \
     }
 
+#define DEF_HALF(isa, attr, t, W, N)                                                       \
+    DEF_FOLDS(isa, attr, sum_##t, float, uint16_t, W, OP_ADD)                              \
+    DEF_FOLDS(isa, attr, prod_##t, float, uint16_t, W, OP_MUL)                             \
+    DEF_FOLDS(isa, attr, min_##t, float, uint16_t, W, fmin_float)                          \
+    DEF_FOLDS(isa, attr, max_##t, float, uint16_t, W, fmax_float)                          \
+    DEF_HALF2(isa, attr, sum_##t, W, N, OP_ADD)                                            \
+    DEF_HALF2(isa, attr, prod_##t, W, N, OP_MUL)                                           \
+    DEF_HALF2(isa, attr, min_##t, W, N, fmin_float)                                        \
+    DEF_HALF2(isa, attr, max_##t, W, N, fmax_float)                                        \
+    DEF_CVT(isa, attr, t##_widen, float, uint16_t, W)                                      \
+    DEF_CVT(isa, attr, t##_narrow, uint16_t, float, N)
+
+#define DEF_PLAIN(isa, attr, name, T, OPF) DEF_FOLDS(isa, attr, name, T, T, ID, OPF)
+
 #define DEF_ALL(isa, attr)                                                                 \
-    DEF_SUM_PROD(isa, attr, f32, float)                                                    \
-    DEF_SUM_PROD(isa, attr, f64, double)                                                   \
-    DEF_SUM_PROD(isa, attr, u8, uint8_t)                                                   \
-    DEF_SUM_PROD(isa, attr, u32, uint32_t)                                                 \
-    DEF_SUM_PROD(isa, attr, u64, uint64_t)                                                 \
-    DEF_MIN_MAX(isa, attr, f32, float, fmin_f32, fmax_f32)                                 \
-    DEF_MIN_MAX(isa, attr, f64, double, fmin_f64, fmax_f64)                                \
-    DEF_MIN_MAX(isa, attr, i8, int8_t, OP_MIN, OP_MAX)                                     \
-    DEF_MIN_MAX(isa, attr, u8, uint8_t, OP_MIN, OP_MAX)                                    \
-    DEF_MIN_MAX(isa, attr, i32, int32_t, OP_MIN, OP_MAX)                                   \
-    DEF_MIN_MAX(isa, attr, u32, uint32_t, OP_MIN, OP_MAX)                                  \
-    DEF_MIN_MAX(isa, attr, i64, int64_t, OP_MIN, OP_MAX)                                   \
-    DEF_MIN_MAX(isa, attr, u64, uint64_t, OP_MIN, OP_MAX)
+    DEF_PLAIN(isa, attr, sum_f32, float, OP_ADD)                                           \
+    DEF_PLAIN(isa, attr, prod_f32, float, OP_MUL)                                          \
+    DEF_PLAIN(isa, attr, min_f32, float, fmin_float)                                       \
+    DEF_PLAIN(isa, attr, max_f32, float, fmax_float)                                       \
+    DEF_PLAIN(isa, attr, sum_f64, double, OP_ADD)                                          \
+    DEF_PLAIN(isa, attr, prod_f64, double, OP_MUL)                                         \
+    DEF_PLAIN(isa, attr, min_f64, double, fmin_double)                                     \
+    DEF_PLAIN(isa, attr, max_f64, double, fmax_double)                                     \
+    DEF_PLAIN(isa, attr, sum_u8, uint8_t, OP_ADD)                                          \
+    DEF_PLAIN(isa, attr, prod_u8, uint8_t, OP_MUL)                                         \
+    DEF_PLAIN(isa, attr, sum_u32, uint32_t, OP_ADD)                                        \
+    DEF_PLAIN(isa, attr, prod_u32, uint32_t, OP_MUL)                                       \
+    DEF_PLAIN(isa, attr, sum_u64, uint64_t, OP_ADD)                                        \
+    DEF_PLAIN(isa, attr, prod_u64, uint64_t, OP_MUL)                                       \
+    DEF_PLAIN(isa, attr, min_i8, int8_t, OP_MIN)                                           \
+    DEF_PLAIN(isa, attr, max_i8, int8_t, OP_MAX)                                           \
+    DEF_PLAIN(isa, attr, min_u8, uint8_t, OP_MIN)                                          \
+    DEF_PLAIN(isa, attr, max_u8, uint8_t, OP_MAX)                                          \
+    DEF_PLAIN(isa, attr, min_i32, int32_t, OP_MIN)                                         \
+    DEF_PLAIN(isa, attr, max_i32, int32_t, OP_MAX)                                         \
+    DEF_PLAIN(isa, attr, min_u32, uint32_t, OP_MIN)                                        \
+    DEF_PLAIN(isa, attr, max_u32, uint32_t, OP_MAX)                                        \
+    DEF_PLAIN(isa, attr, min_i64, int64_t, OP_MIN)                                         \
+    DEF_PLAIN(isa, attr, max_i64, int64_t, OP_MAX)                                         \
+    DEF_PLAIN(isa, attr, min_u64, uint64_t, OP_MIN)                                        \
+    DEF_PLAIN(isa, attr, max_u64, uint64_t, OP_MAX)                                        \
+    DEF_HALF(isa, attr, bf16, nx_bf16_to_f32, nx_f32_to_bf16)
 
-#define K(name, isa) { name##_c2_##isa, name##_acc_##isa }
+#define K(name, isa)                                                                       \
+    {                                                                                      \
+        .c = { NULL, NULL, name##_c2_##isa, name##_c3_##isa, name##_c4_##isa },            \
+        .acc = { NULL, name##_acc1_##isa, name##_acc2_##isa, name##_acc3_##isa },          \
+    }
 #define K4(sp, mm, isa) { K(sum_##sp, isa), K(prod_##sp, isa), K(min_##mm, isa), K(max_##mm, isa) }
+#define H(name, isa) { name##_h2_##isa, name##_ip_##isa }
+#define H4(t, isa) { H(sum_##t, isa), H(prod_##t, isa), H(min_##t, isa), H(max_##t, isa) }
 
-/* Half types index the F32 kernels: they are folded in f32. */
-#define ISA_TABLE(isa, f16w, f16n)                                                         \
+#define ISA_TABLE(isa, f16isa)                                                             \
     {                                                                                      \
         .k = {                                                                             \
             [NEXAR_F32] = K4(f32, f32, isa),  [NEXAR_F64] = K4(f64, f64, isa),             \
-            [NEXAR_F16] = K4(f32, f32, isa),  [NEXAR_BF16] = K4(f32, f32, isa),            \
+            [NEXAR_F16] = K4(f16, f16, f16isa), [NEXAR_BF16] = K4(bf16, bf16, isa),        \
             [NEXAR_I8] = K4(u8, i8, isa),     [NEXAR_U8] = K4(u8, u8, isa),                \
             [NEXAR_I32] = K4(u32, i32, isa),  [NEXAR_U32] = K4(u32, u32, isa),             \
             [NEXAR_I64] = K4(u64, i64, isa),  [NEXAR_U64] = K4(u64, u64, isa),             \
         },                                                                                 \
-        .widen = { f16w, bf16_widen_##isa }, .narrow = { f16n, bf16_narrow_##isa },        \
+        .h = { H4(f16, f16isa), H4(bf16, isa) },                                           \
+        .widen = { f16_widen_##f16isa, bf16_widen_##isa },                                 \
+        .narrow = { f16_narrow_##f16isa, bf16_narrow_##isa },                              \
     }
 
 DEF_ALL(generic, )
-DEF_CVT(generic, , f16_widen, float, uint16_t, nx_f16_to_f32)
-DEF_CVT(generic, , f16_narrow, uint16_t, float, nx_f32_to_f16)
-DEF_CVT(generic, , bf16_widen, float, uint16_t, nx_bf16_to_f32)
-DEF_CVT(generic, , bf16_narrow, uint16_t, float, nx_f32_to_bf16)
-static const struct isa isa_generic =
-    ISA_TABLE(generic, f16_widen_generic, f16_narrow_generic);
+DEF_HALF(generic, , f16, nx_f16_to_f32, nx_f32_to_f16)
+static const struct isa isa_generic = ISA_TABLE(generic, generic);
 
 #ifdef NX_X86
 #define ATTR_AVX2 __attribute__((target("avx2")))
 #define ATTR_F16C __attribute__((target("avx2,f16c")))
 DEF_ALL(avx2, ATTR_AVX2)
-DEF_CVT(avx2, ATTR_AVX2, bf16_widen, float, uint16_t, nx_bf16_to_f32)
-DEF_CVT(avx2, ATTR_AVX2, bf16_narrow, uint16_t, float, nx_f32_to_bf16)
 
-/* The tails use half.h, which matches vcvtph2ps/vcvtps2ph bit for bit (NaNs included). */
+/*
+ * F16 with F16C: CHUNK lanes at a time are converted with vcvtph2ps into small local f32
+ * arrays, folded with the same scalar expression as everywhere else (a fixed-length loop
+ * the compiler vectorizes), and converted back with vcvtps2ph.  The locals cannot alias
+ * anything, and each chunk of the output is written after its inputs are read.  The tails
+ * use half.h, which matches F16C bit for bit.
+ */
+#define CHUNK 64
+
+ATTR_F16C static inline void wide_chunk(float *x, const uint16_t *p)
+{
+    for (int k = 0; k < CHUNK; k += 8)
+        _mm256_storeu_ps(x + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + k))));
+}
+
+ATTR_F16C static inline void narrow_chunk(uint16_t *p, const float *x)
+{
+    for (int k = 0; k < CHUNK; k += 8)
+        _mm_storeu_si128((__m128i *)(p + k),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + k), _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* x = first operand (FIRST), folded with K widened sources from FROM on, then STORE.  The
+ * source pointers are copied to locals, which d cannot alias. */
+#define F16C_KERN(fn, TD, FIRST, FROM, K, STORE, OPF)                                      \
+    ATTR_F16C static void fn(void *d_, const void *const *s, size_t n)                     \
+    {                                                                                      \
+        TD *d = d_;                                                                        \
+        const uint16_t *src[FROM + K];                                                     \
+        for (int k = 0; k < FROM + K; k++)                                                 \
+            src[k] = s[k];                                                                 \
+        size_t i = 0;                                                                      \
+        for (; i + CHUNK <= n; i += CHUNK) {                                               \
+            _Alignas(32) float x[CHUNK];                                                   \
+            _Alignas(32) float y[CHUNK];                                                   \
+            FIRST;                                                                         \
+            for (int k = FROM; k < FROM + K; k++) {                                        \
+                wide_chunk(y, src[k] + i);                                                 \
+                for (int j = 0; j < CHUNK; j++)                                            \
+                    x[j] = OPF(x[j], y[j]);                                                \
+            }                                                                              \
+            STORE;                                                                         \
+        }                                                                                  \
+        for (; i < n; i++) {                                                               \
+            float v = FROM ? nx_f16_to_f32(src[0][i]) : (float)d[i];                       \
+            for (int k = FROM; k < FROM + K; k++)                                          \
+                v = OPF(v, nx_f16_to_f32(src[k][i]));                                      \
+            d[i] = STORE_ONE_##TD(v);                                                      \
+        }                                                                                  \
+    }
+#define STORE_ONE_float(v) (v)
+#define STORE_ONE_uint16_t(v) nx_f32_to_f16(v)
+#define X_SRC0 wide_chunk(x, src[0] + i)
+/* Intrinsics, not memcpy or element loops: gcc 12 turns both into scalar moves here. */
+#define X_ACC                                                                              \
+    for (int j = 0; j < CHUNK; j += 8)                                                     \
+        _mm256_store_ps(x + j, _mm256_loadu_ps((const float *)d + i + j));
+#define TO_ACC                                                                             \
+    for (int j = 0; j < CHUNK; j += 8)                                                     \
+        _mm256_storeu_ps((float *)d + i + j, _mm256_load_ps(x + j));
+#define TO_D16 narrow_chunk(d + i, x)
+
+/* ip is h2 with d as its first source, which these kernels allow. */
+#define DEF_F16C_OP(name, OPF)                                                             \
+    F16C_KERN(name##_c2_f16c, float, X_SRC0, 1, 1, TO_ACC, OPF)                            \
+    F16C_KERN(name##_c3_f16c, float, X_SRC0, 1, 2, TO_ACC, OPF)                            \
+    F16C_KERN(name##_c4_f16c, float, X_SRC0, 1, 3, TO_ACC, OPF)                            \
+    F16C_KERN(name##_acc1_f16c, float, X_ACC, 0, 1, TO_ACC, OPF)                           \
+    F16C_KERN(name##_acc2_f16c, float, X_ACC, 0, 2, TO_ACC, OPF)                           \
+    F16C_KERN(name##_acc3_f16c, float, X_ACC, 0, 3, TO_ACC, OPF)                           \
+    F16C_KERN(name##_h2_f16c, uint16_t, X_SRC0, 1, 1, TO_D16, OPF)                         \
+    ATTR_F16C static void name##_ip_f16c(void *d_, const void *const *s, size_t n)         \
+    {                                                                                      \
+        const void *both[2] = { d_, s[0] };                                                \
+        name##_h2_f16c(d_, both, n);                                                       \
+    }
+
+DEF_F16C_OP(sum_f16, OP_ADD)
+DEF_F16C_OP(prod_f16, OP_MUL)
+DEF_F16C_OP(min_f16, fmin_float)
+DEF_F16C_OP(max_f16, fmax_float)
+
 ATTR_F16C static void f16_widen_f16c(void *d_, const void *s_, size_t n)
 {
     float *d = d_;
     const uint16_t *s = s_;
     size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+    for (; i + CHUNK <= n; i += CHUNK)
+        wide_chunk(d + i, s + i);
     for (; i < n; i++)
         d[i] = nx_f16_to_f32(s[i]);
 }
@@ -206,14 +346,13 @@ ATTR_F16C static void f16_narrow_f16c(void *d_, const void *s_, size_t n)
     uint16_t *d = d_;
     const float *s = s_;
     size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(d + i),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i + CHUNK <= n; i += CHUNK)
+        narrow_chunk(d + i, s + i);
     for (; i < n; i++)
         d[i] = nx_f32_to_f16(s[i]);
 }
 
-static const struct isa isa_avx2 = ISA_TABLE(avx2, f16_widen_f16c, f16_narrow_f16c);
+static const struct isa isa_avx2 = ISA_TABLE(avx2, f16c);
 #endif
 
 static const struct isa *isa_pick(void)
@@ -310,6 +449,20 @@ static void fan_copy(void *const *dsts, size_t ndst, const void *src, size_t off
     }
 }
 
+/* The first dst that equals none of srcs[from..nsrc), or ndst if every one does. */
+static size_t free_dst(void *const *dsts, size_t ndst, const void *const *srcs, size_t from,
+                       size_t nsrc)
+{
+    for (size_t j = 0; j < ndst; j++) {
+        size_t i = from;
+        while (i < nsrc && srcs[i] != dsts[j])
+            i++;
+        if (i == nsrc)
+            return j;
+    }
+    return ndst;
+}
+
 static bool valid(uint8_t dtype, uint8_t op, size_t n)
 {
     return dtype < NEXAR_DTYPE_COUNT && op < NEXAR_OP_COUNT && n <= SIZE_MAX / dtype_size[dtype];
@@ -317,20 +470,36 @@ static bool valid(uint8_t dtype, uint8_t op, size_t n)
 
 /* ---- drivers ------------------------------------------------------------------------- */
 
+/* acc (len elements) op= srcs[from..nsrc) at byte offset o, up to three per pass; with
+ * from == 0, acc is first set to the fold of up to four. */
+static void fold(const struct kern *k, void *acc, const void *const *srcs, size_t from,
+                 size_t nsrc, size_t o, size_t len)
+{
+    const void *s[4];
+    size_t i = from;
+    if (i == 0) {
+        size_t m = min_sz(nsrc, 4);
+        for (size_t j = 0; j < m; j++)
+            s[j] = at(srcs[j], o);
+        k->c[m](acc, s, len);
+        i = m;
+    }
+    while (i < nsrc) {
+        size_t m = min_sz(nsrc - i, 3);
+        for (size_t j = 0; j < m; j++)
+            s[j] = at(srcs[i + j], o);
+        k->acc[m](acc, s, len);
+        i += m;
+    }
+}
+
 static void fanout_plain(const struct kern *k, void *const *dsts, size_t ndst,
                          const void *const *srcs, size_t nsrc, size_t n, size_t esz)
 {
     _Alignas(64) unsigned char scratch[BLOCK_BYTES];
     /* The accumulator may hold srcs[0] but no later source, whose block it would clobber
-     * before reading.  Take the first dst that qualifies, else the scratch block. */
-    size_t p = 0;
-    for (; p < ndst; p++) {
-        size_t i = 1;
-        while (i < nsrc && srcs[i] != dsts[p])
-            i++;
-        if (i == nsrc)
-            break;
-    }
+     * before reading it. */
+    size_t p = free_dst(dsts, ndst, srcs, 1, nsrc);
     size_t blk = BLOCK_BYTES / esz;
     for (size_t off = 0; off < n; off += blk) {
         size_t len = min_sz(blk, n - off), o = off * esz;
@@ -339,33 +508,45 @@ static void fanout_plain(const struct kern *k, void *const *dsts, size_t ndst,
         if (nsrc == 1) {
             if (acc != s0)
                 memcpy(acc, s0, len * esz);
-        } else if (acc == s0) {
-            k->acc(acc, at(srcs[1], o), len);
         } else {
-            k->c2(acc, s0, at(srcs[1], o), len);
+            fold(k, acc, srcs, acc == s0, nsrc, o, len);
         }
-        for (size_t i = 2; i < nsrc; i++)
-            k->acc(acc, at(srcs[i], o), len);
         fan_copy(dsts, ndst, acc, o, len * esz);
     }
 }
 
-static void fanout_half(const struct isa *isa, const struct kern *k, int h, void *const *dsts,
-                        size_t ndst, const void *const *srcs, size_t nsrc, size_t n)
+/* Folds in an f32 block and narrows once.  Two sources go straight to a destination with
+ * h2 or ip when the aliasing allows that under restrict. */
+static void fanout_half(const struct isa *isa, int h, const struct kern *k,
+                        const struct hkern *hk, void *const *dsts, size_t ndst,
+                        const void *const *srcs, size_t nsrc, size_t n)
 {
     _Alignas(64) float acc[BLOCK_BYTES / sizeof(float)];
-    _Alignas(64) float tmp[BLOCK_BYTES / sizeof(float)];
     size_t blk = BLOCK_BYTES / sizeof(float);
+    enum { VIA_ACC, H2, IP } mode = VIA_ACC;
+    size_t p = 0;
+    if (nsrc == 2 && (p = free_dst(dsts, ndst, srcs, 0, 2)) < ndst)
+        mode = H2;
+    else if (nsrc == 2 && (p = free_dst(dsts, ndst, srcs, 1, 2)) < ndst)
+        mode = IP; /* dsts[p] is srcs[0] */
+    else
+        p = 0;
     for (size_t off = 0; off < n; off += blk) {
         size_t len = min_sz(blk, n - off), o = off * 2;
-        isa->widen[h](acc, at(srcs[0], o), len);
-        for (size_t i = 1; i < nsrc; i++) {
-            isa->widen[h](tmp, at(srcs[i], o), len);
-            k->acc(acc, tmp, len);
+        void *d = at(dsts[p], o);
+        const void *s[2] = { at(srcs[0], o), at(srcs[nsrc - 1], o) };
+        if (mode == H2) {
+            hk->h2(d, s, len);
+        } else if (mode == IP) {
+            hk->ip(d, s + 1, len);
+        } else {
+            if (nsrc == 1)
+                isa->widen[h](acc, s[0], len);
+            else
+                fold(k, acc, srcs, 0, nsrc, o, len);
+            isa->narrow[h](d, acc, len);
         }
-        /* Every source block has been read, so dsts[0] may alias any of them. */
-        isa->narrow[h](at(dsts[0], o), acc, len);
-        fan_copy(dsts, ndst, at(dsts[0], o), o, len * 2);
+        fan_copy(dsts, ndst, d, o, len * 2);
     }
 }
 
@@ -384,8 +565,9 @@ int nx_reduce_fanout(void *const *dsts, size_t ndst, const void *const *srcs, si
         return 0;
     const struct isa *isa = isa_get();
     const struct kern *k = &isa->k[dtype][op];
+    int h = dtype == NEXAR_BF16;
     if (is_half(dtype))
-        fanout_half(isa, k, dtype == NEXAR_BF16, dsts, ndst, srcs, nsrc, n);
+        fanout_half(isa, h, k, &isa->h[h][op], dsts, ndst, srcs, nsrc, n);
     else
         fanout_plain(k, dsts, ndst, srcs, nsrc, n, dtype_size[dtype]);
     return 0;
@@ -397,72 +579,50 @@ int nx_reduce_inplace(void *dst, const void *src, size_t n, uint8_t dtype, uint8
     return nx_reduce_fanout(&dst, 1, srcs, 2, n, dtype, op);
 }
 
-/* A and B ping-pong as the running prefix: the exclusive form must read srcs[r] (which
- * dsts[r] may alias) before it writes the previous prefix to dsts[r]. */
-static void scan_plain(const struct kern *k, void *const *dsts, const void *const *srcs,
-                       size_t nranks, size_t n, uint8_t dtype, uint8_t op, bool exclusive)
+/*
+ * The running prefix lives in scratch block a (f32 for half types).  The exclusive form
+ * ping-pongs with block b: it must read srcs[r] (which dsts[r] may alias) into the next
+ * prefix before it writes the previous one to dsts[r].
+ */
+static void scan(const struct isa *isa, const struct kern *k, void *const *dsts,
+                 const void *const *srcs, size_t nranks, size_t n, uint8_t dtype, uint8_t op,
+                 bool exclusive)
 {
     _Alignas(64) unsigned char bufa[BLOCK_BYTES], bufb[BLOCK_BYTES];
-    size_t esz = dtype_size[dtype], blk = BLOCK_BYTES / esz;
-    for (size_t off = 0; off < n; off += blk) {
-        size_t len = min_sz(blk, n - off), o = off * esz, bytes = len * esz;
-        unsigned char *a = bufa, *b = bufb;
-        memcpy(a, at(srcs[0], o), bytes);
-        if (dsts[0] && exclusive)
-            fill(at(dsts[0], o), len, dtype, op);
-        else if (dsts[0] && dsts[0] != srcs[0])
-            memcpy(at(dsts[0], o), a, bytes);
-        for (size_t r = 1; r < nranks; r++) {
-            if (!exclusive) {
-                k->acc(a, at(srcs[r], o), len);
-                if (dsts[r])
-                    memcpy(at(dsts[r], o), a, bytes);
-                continue;
-            }
-            if (r + 1 < nranks)
-                k->c2(b, a, at(srcs[r], o), len);
-            if (dsts[r])
-                memcpy(at(dsts[r], o), a, bytes);
-            unsigned char *t = a;
-            a = b;
-            b = t;
-        }
-    }
-}
-
-static void scan_half(const struct isa *isa, const struct kern *k, void *const *dsts,
-                      const void *const *srcs, size_t nranks, size_t n, uint8_t dtype,
-                      uint8_t op, bool exclusive)
-{
-    _Alignas(64) float bufa[BLOCK_BYTES / sizeof(float)], bufb[BLOCK_BYTES / sizeof(float)];
-    _Alignas(64) float tmp[BLOCK_BYTES / sizeof(float)];
+    bool half = is_half(dtype);
     int h = dtype == NEXAR_BF16;
-    size_t blk = BLOCK_BYTES / sizeof(float);
+    size_t esz = dtype_size[dtype], aesz = half ? sizeof(float) : esz;
+    size_t blk = BLOCK_BYTES / aesz;
     for (size_t off = 0; off < n; off += blk) {
-        size_t len = min_sz(blk, n - off), o = off * 2;
-        float *a = bufa, *b = bufb;
-        isa->widen[h](a, at(srcs[0], o), len);
-        if (dsts[0] && exclusive)
-            fill(at(dsts[0], o), len, dtype, op);
-        else if (dsts[0])
-            isa->narrow[h](at(dsts[0], o), a, len);
-        for (size_t r = 1; r < nranks; r++) {
-            if (!exclusive) {
-                isa->widen[h](tmp, at(srcs[r], o), len);
-                k->acc(a, tmp, len);
-                if (dsts[r])
-                    isa->narrow[h](at(dsts[r], o), a, len);
+        size_t len = min_sz(blk, n - off), o = off * esz;
+        unsigned char *a = bufa, *b = bufb;
+        if (half)
+            isa->widen[h](a, at(srcs[0], o), len);
+        else
+            memcpy(a, at(srcs[0], o), len * esz);
+        for (size_t r = 0; r < nranks; r++) {
+            void *d = dsts[r] ? at(dsts[r], o) : NULL;
+            const void *s = at(srcs[r], o);
+            if (exclusive && r == 0) {
+                if (d)
+                    fill(d, len, dtype, op);
                 continue;
             }
-            if (r + 1 < nranks) {
-                isa->widen[h](tmp, at(srcs[r], o), len);
-                k->c2(b, a, tmp, len);
+            if (!exclusive && r > 0) {
+                k->acc[1](a, &s, len);
+            } else if (exclusive && r + 1 < nranks) {
+                memcpy(b, a, len * aesz);
+                k->acc[1](b, &s, len);
             }
-            if (dsts[r])
-                isa->narrow[h](at(dsts[r], o), a, len);
-            float *t = a;
-            a = b;
-            b = t;
+            if (d && half)
+                isa->narrow[h](d, a, len);
+            else if (d)
+                memcpy(d, a, len * esz);
+            if (exclusive) {
+                unsigned char *t = a;
+                a = b;
+                b = t;
+            }
         }
     }
 }
@@ -478,11 +638,7 @@ int nx_scan_fanout(void *const *dsts, const void *const *srcs, size_t nranks, si
     if (n == 0)
         return 0;
     const struct isa *isa = isa_get();
-    const struct kern *k = &isa->k[dtype][op];
-    if (is_half(dtype))
-        scan_half(isa, k, dsts, srcs, nranks, n, dtype, op, exclusive);
-    else
-        scan_plain(k, dsts, srcs, nranks, n, dtype, op, exclusive);
+    scan(isa, &isa->k[dtype][op], dsts, srcs, nranks, n, dtype, op, exclusive);
     return 0;
 }
 

@@ -256,8 +256,9 @@ NEXAR_API nexar_status_t nexar_ibarrier(nexar_comm_t *c, nexar_request_t **req);
 /*
  * Point to point, matched by (source, tag) in order.  A send completes once the
  * daemon holds its data (it may buffer it), so a receive of tag 1 completes even
- * when tag 2 was sent first.  A count that differs between the send and its
- * matching receive is NEXAR_ERR_MISMATCH on both sides.
+ * when tag 2 was sent first.  A count or dtype that differs between a send and
+ * its matching receive is NEXAR_ERR_MISMATCH: the receive (and the send, if it
+ * has not completed yet) fails with it, and so does the communicator.
  */
 NEXAR_API nexar_status_t nexar_send(nexar_comm_t *c, const void *buf, size_t count,
                                     nexar_dtype_t dtype, int dest, uint32_t tag);

@@ -306,7 +306,7 @@ bool run_daemon_reaped(const struct run_opts *o, struct run_daemon *d, pid_t pid
     return true;
 }
 
-void run_daemon_detach(const struct run_opts *o, struct run_daemon *d)
+static void stop_and_clean(const struct run_opts *o, struct run_daemon *d)
 {
     if (!d->dir)
         return;
@@ -323,4 +323,13 @@ void run_daemon_detach(const struct run_opts *o, struct run_daemon *d)
         return;
     }
     remove_dir(d->dir);
+}
+
+void run_daemon_detach(const struct run_opts *o, struct run_daemon *d)
+{
+    stop_and_clean(o, d);
+    free(d->socket);
+    free(d->dir);
+    free(d->log);
+    d->socket = d->dir = d->log = NULL;
 }
