@@ -8,7 +8,7 @@
  *   torchrun: RANK / WORLD_SIZE / LOCAL_RANK
  *   Open MPI: OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK
  *   Slurm:    SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID
- * With none of them the process is rank 0 of 1.  NEXAR_LOCAL_RANK, NEXAR_JOB,
+ * With none of them the process is rank 0 of 1 (source "default").  NEXAR_LOCAL_RANK, NEXAR_JOB,
  * NEXAR_COORD, NEXAR_SOCKET and NEXAR_TIMEOUT apply whatever the source.  Without
  * NEXAR_JOB the job id comes from the launcher (torchrun's run id and master
  * address, Open MPI's job id, Slurm's job and step ids); a single rank gets a
@@ -32,7 +32,7 @@ struct nx_env_source {
 };
 
 static const struct nx_env_source sources[] = {
-    {"NEXAR", "NEXAR_RANK", "NEXAR_WORLD_SIZE", "NEXAR_LOCAL_RANK"},
+    {"NEXAR_*", "NEXAR_RANK", "NEXAR_WORLD_SIZE", "NEXAR_LOCAL_RANK"},
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
     {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
     {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
@@ -75,11 +75,11 @@ static nexar_status_t read_ranks(struct nx_env *e, const struct nx_env_source **
         e->source = s->name;
         if (!parse_u32(env(s->size), NX_MAX_WORLD, &e->size) || e->size == 0)
             return nx_fail(NEXAR_ERR_INVALID,
-                           "nexar_init: %s=\"%s\" is not a world size (1..%u; %s launcher)",
+                           "nexar_init: %s=\"%s\" is not a world size (1..%u; from %s)",
                            s->size, env(s->size) ? env(s->size) : "", NX_MAX_WORLD, s->name);
         if (!parse_u32(env(s->rank), UINT32_MAX, &e->rank) || e->rank >= e->size)
             return nx_fail(NEXAR_ERR_INVALID,
-                           "nexar_init: %s=\"%s\" is not a rank below %s=%u (%s launcher)",
+                           "nexar_init: %s=\"%s\" is not a rank below %s=%u (from %s)",
                            s->rank, env(s->rank) ? env(s->rank) : "", s->size, e->size,
                            s->name);
     }
@@ -115,7 +115,7 @@ static nexar_status_t read_job(struct nx_env *e, const struct nx_env_source *src
         n = snprintf(e->job, sizeof(e->job), "solo-%s-%ld", host, (long)getpid());
     } else {
         return nx_fail(NEXAR_ERR_INVALID,
-                       "nexar_init: NEXAR_JOB is not set and the %s launcher gives no job id; "
+                       "nexar_init: NEXAR_JOB is not set and %s gives no job id; "
                        "set NEXAR_JOB to the same name on every rank of the job",
                        e->source);
     }

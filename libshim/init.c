@@ -3,8 +3,9 @@
  *
  * init: environment -> connect, HELLO, JOIN (control.c) -> map the segment ->
  * staging slots, request table, arena heap -> the world communicator.
- * finalize undoes it in reverse; closing the control socket is how the daemon
- * learns that this rank left.
+ * finalize undoes it in reverse.  It first leaves every communicator explicitly
+ * (NX_K_COMM_FREE), so that the daemon sees a clean exit; a rank whose socket closes
+ * while it still belongs to communicators is a lost rank, and they fail.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,19 @@ out:
     return s;
 }
 
+/* Frees this rank's membership of every communicator in the daemon.  Failures are
+ * ignored: a failed or unreachable communicator has nothing left to leave cleanly. */
+static void leave_all(void)
+{
+    for (struct nx_list *l = nx_S.comms.next; l != &nx_S.comms && !nx_S.dead; l = l->next) {
+        struct nexar_comm *c = nx_container_of(l, struct nexar_comm, link);
+        struct nexar_request *r;
+        struct nx_op op = {.kind = NX_K_COMM_FREE};
+        if (nx_req_start(c, &op, &r) == NEXAR_OK)
+            nx_wait_locked(r);
+    }
+}
+
 nexar_status_t nexar_finalize(void)
 {
     nx_lock();
@@ -102,10 +116,14 @@ nexar_status_t nexar_finalize(void)
     }
     /* Nothing more will complete: outstanding requests are abandoned and freed. */
     nx_req_abandon_all(NEXAR_ERR_UNAVAILABLE, "nexar_finalize() abandoned this request");
-    while (!nx_list_empty(&nx_S.comms)) {
-        struct nexar_comm *c = nx_container_of(nx_S.comms.next, struct nexar_comm, link);
+    for (struct nx_list *l = nx_S.comms.next; l != &nx_S.comms; l = l->next) {
+        struct nexar_comm *c = nx_container_of(l, struct nexar_comm, link);
         while (!nx_list_empty(&c->reqs))
             nx_req_free(nx_container_of(c->reqs.next, struct nexar_request, comm_link));
+    }
+    leave_all();
+    while (!nx_list_empty(&nx_S.comms)) {
+        struct nexar_comm *c = nx_container_of(nx_S.comms.next, struct nexar_comm, link);
         nx_comm_destroy(c);
     }
     nx_S.world = NULL;

@@ -205,8 +205,9 @@ void nx_req_fail(struct nexar_request *r, nexar_status_t s, const char *text)
     req_retire(r);
     bool fails_comm = s == NEXAR_ERR_MISMATCH || s == NEXAR_ERR_TIMEOUT ||
                       s == NEXAR_ERR_PEER_LOST || s == NEXAR_ERR_ABORTED;
-    /* A send/recv size mismatch fails the message, not the communicator. */
-    if (fails_comm && !(is_p2p(r->tmpl.kind) && s == NEXAR_ERR_MISMATCH))
+    /* Mirrors the daemon, which fails the communicator on each of these (a send/recv
+     * size mismatch included): later ops then fail here without a round trip. */
+    if (fails_comm)
         nx_comm_set_failed(r->comm, s, text);
 }
 

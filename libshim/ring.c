@@ -66,7 +66,7 @@ uint32_t nx_ring_reap(void)
         if (n == 0)
             break;
         if (n > nx_S.hdr.cq_entries) {
-            /* The daemon never does this; refuse to read garbage. */ fprintf(stderr, "DEBUG reap: tail=%u reread=%u head=%u shmhead=%u\n", tail, nx_load_acquire(nx_S.cq_tail), head, nx_load_acquire(nx_S.cq_head));
+            /* The daemon never does this; refuse to read garbage. */
             char text[128];
             snprintf(text, sizeof(text),
                      "nexard's completion ring is corrupt (head %u, tail %u, %u entries)", head,

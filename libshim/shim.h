@@ -71,7 +71,7 @@ static inline void nx_list_del(struct nx_list *n)
 struct nx_env {
     uint32_t rank, size, local_rank;
     uint32_t timeout_ms;
-    const char *source; /* "NEXAR", "torchrun", "Open MPI", "Slurm" or "default" */
+    const char *source; /* "NEXAR_*", "torchrun", "Open MPI", "Slurm" or "default" */
     char job[256];
     char coord[256];
     char socket[108]; /* sizeof(sun_path) */
