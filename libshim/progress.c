@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -29,15 +30,6 @@ uint64_t nx_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
 }
 
 void nx_shim_die(nexar_status_t s, const char *text)
@@ -113,7 +105,10 @@ static short sleep_on_doorbell(uint32_t seen, int efd, int sock, int timeout_ms)
     do {
         if (nx_ring_cq_pending(seen))
             return 0;
-        cpu_relax();
+        /* Yield rather than pause: ranks and nexard often outnumber the cores, and
+         * the completion we wait for needs the daemon to run.  With a free core the
+         * yield returns at once. */
+        sched_yield();
     } while (nx_now_ns() - t0 < NX_SPIN_NS);
 
     struct pollfd p[2] = {{.fd = efd, .events = POLLIN}, {.fd = sock, .events = POLLIN}};
