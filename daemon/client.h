@@ -81,6 +81,9 @@ int nx_client_start(struct nx_client *cl);
 /* Posts a completion; text (may be NULL) is the detailed error for a failure. */
 void nx_client_complete(struct nx_client *cl, const struct nx_done *d, const char *text);
 
+/* Closes the module's own loop handles (at shutdown). */
+void nx_clients_fini(void);
+
 /* Rings the completion doorbells of every client posted to since the last call. */
 void nx_clients_flush(void);
 

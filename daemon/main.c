@@ -52,6 +52,7 @@ static void on_signal(uv_signal_t *s, int signum)
     uv_signal_stop(&sig_term);
     uv_signal_stop(&sig_int);
     nx_ctlsrv_fini();
+    nx_clients_fini();
     uv_close((uv_handle_t *)&tick, NULL);
     uv_close((uv_handle_t *)&sig_term, NULL);
     uv_close((uv_handle_t *)&sig_int, NULL);
