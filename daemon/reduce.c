@@ -12,9 +12,11 @@
  * F16/BF16 fold widened values into an f32 accumulator block and narrow it once on the way
  * out; with two sources the fused h2/ip kernels widen, fold and narrow in one pass.
  *
- * Everything is compiled twice, portable and for AVX2 (F16 there uses F16C), and one set
- * is picked on first use.  Both give identical bits: the ops are the same C expressions,
- * and half.h's conversions match F16C exactly.
+ * Everything is compiled twice, portable and for AVX2 (plus F16C), and one set is picked
+ * on first use.  On AVX2 the half types get chunked kernels with explicit conversions
+ * (below), since compilers do not vectorize half.h's conversions well there.  All paths
+ * give identical bits: the ops are the same C expressions, and the SIMD conversions
+ * compute exactly what half.h does (checked over every input when written).
  */
 #include "reduce.h"
 
@@ -213,8 +215,7 @@ DEF_FMINMAX(double, uint64_t, f64_bits, bits_f64, UINT64_C(0x7ff8000000000000))
     DEF_PLAIN(isa, attr, min_i64, int64_t, OP_MIN)                                         \
     DEF_PLAIN(isa, attr, max_i64, int64_t, OP_MAX)                                         \
     DEF_PLAIN(isa, attr, min_u64, uint64_t, OP_MIN)                                        \
-    DEF_PLAIN(isa, attr, max_u64, uint64_t, OP_MAX)                                        \
-    DEF_HALF(isa, attr, bf16, nx_bf16_to_f32, nx_f32_to_bf16)
+    DEF_PLAIN(isa, attr, max_u64, uint64_t, OP_MAX)
 
 #define K(name, isa)                                                                       \
     {                                                                                      \
@@ -225,22 +226,24 @@ DEF_FMINMAX(double, uint64_t, f64_bits, bits_f64, UINT64_C(0x7ff8000000000000))
 #define H(name, isa) { name##_h2_##isa, name##_ip_##isa }
 #define H4(t, isa) { H(sum_##t, isa), H(prod_##t, isa), H(min_##t, isa), H(max_##t, isa) }
 
-#define ISA_TABLE(isa, f16isa)                                                             \
+/* hisa: where the half-type kernels come from. */
+#define ISA_TABLE(isa, hisa)                                                               \
     {                                                                                      \
         .k = {                                                                             \
             [NEXAR_F32] = K4(f32, f32, isa),  [NEXAR_F64] = K4(f64, f64, isa),             \
-            [NEXAR_F16] = K4(f16, f16, f16isa), [NEXAR_BF16] = K4(bf16, bf16, isa),        \
+            [NEXAR_F16] = K4(f16, f16, hisa), [NEXAR_BF16] = K4(bf16, bf16, hisa),         \
             [NEXAR_I8] = K4(u8, i8, isa),     [NEXAR_U8] = K4(u8, u8, isa),                \
             [NEXAR_I32] = K4(u32, i32, isa),  [NEXAR_U32] = K4(u32, u32, isa),             \
             [NEXAR_I64] = K4(u64, i64, isa),  [NEXAR_U64] = K4(u64, u64, isa),             \
         },                                                                                 \
-        .h = { H4(f16, f16isa), H4(bf16, isa) },                                           \
-        .widen = { f16_widen_##f16isa, bf16_widen_##isa },                                 \
-        .narrow = { f16_narrow_##f16isa, bf16_narrow_##isa },                              \
+        .h = { H4(f16, hisa), H4(bf16, hisa) },                                            \
+        .widen = { f16_widen_##hisa, bf16_widen_##hisa },                                  \
+        .narrow = { f16_narrow_##hisa, bf16_narrow_##hisa },                               \
     }
 
 DEF_ALL(generic, )
 DEF_HALF(generic, , f16, nx_f16_to_f32, nx_f32_to_f16)
+DEF_HALF(generic, , bf16, nx_bf16_to_f32, nx_f32_to_bf16)
 static const struct isa isa_generic = ISA_TABLE(generic, generic);
 
 #ifdef NX_X86
@@ -249,30 +252,62 @@ static const struct isa isa_generic = ISA_TABLE(generic, generic);
 DEF_ALL(avx2, ATTR_AVX2)
 
 /*
- * F16 with F16C: CHUNK lanes at a time are converted with vcvtph2ps into small local f32
- * arrays, folded with the same scalar expression as everywhere else (a fixed-length loop
- * the compiler vectorizes), and converted back with vcvtps2ph.  The locals cannot alias
- * anything, and each chunk of the output is written after its inputs are read.  The tails
- * use half.h, which matches F16C bit for bit.
+ * Half types with AVX2: CHUNK lanes at a time are widened into small local f32 arrays
+ * (F16 with vcvtph2ps, BF16 with a zero-extend and shift), folded with the same scalar
+ * expression as everywhere else (a fixed-length loop the compiler vectorizes), and
+ * narrowed back (vcvtps2ph; half.h's BF16 rounding, eight lanes at a time).  The locals
+ * cannot alias anything, and each output chunk is written after its inputs are read.  The
+ * tails use half.h, which matches both bit for bit.
  */
 #define CHUNK 64
 
-ATTR_F16C static inline void wide_chunk(float *x, const uint16_t *p)
+ATTR_F16C static inline void wide_chunk_f16(float *x, const uint16_t *p)
 {
     for (int k = 0; k < CHUNK; k += 8)
         _mm256_storeu_ps(x + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + k))));
 }
 
-ATTR_F16C static inline void narrow_chunk(uint16_t *p, const float *x)
+ATTR_F16C static inline void narrow_chunk_f16(uint16_t *p, const float *x)
 {
     for (int k = 0; k < CHUNK; k += 8)
         _mm_storeu_si128((__m128i *)(p + k),
                          _mm256_cvtps_ph(_mm256_loadu_ps(x + k), _MM_FROUND_TO_NEAREST_INT));
 }
 
+ATTR_F16C static inline void wide_chunk_bf16(float *x, const uint16_t *p)
+{
+    for (int k = 0; k < CHUNK; k += 8) {
+        __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + k)));
+        _mm256_storeu_ps(x + k, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+    }
+}
+
+/* nx_f32_to_bf16() on eight lanes, results in the low 16 bits of each. */
+ATTR_F16C static inline __m256i bf16_round8(__m256 v)
+{
+    __m256i x = _mm256_castps_si256(v);
+    __m256i abs = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
+    __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+    __m256i add = _mm256_andnot_si256(nan, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    __m256i quiet = _mm256_and_si256(nan, _mm256_set1_epi32(0x00400000));
+    return _mm256_srli_epi32(_mm256_add_epi32(_mm256_or_si256(x, quiet), add), 16);
+}
+
+ATTR_F16C static inline void narrow_chunk_bf16(uint16_t *p, const float *x)
+{
+    for (int k = 0; k < CHUNK; k += 16) {
+        __m256i lo = bf16_round8(_mm256_loadu_ps(x + k));
+        __m256i hi = bf16_round8(_mm256_loadu_ps(x + k + 8));
+        /* packus works per 128-bit lane; the permute restores element order. */
+        __m256i r = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
+        _mm256_storeu_si256((__m256i *)(p + k), r);
+    }
+}
+
 /* x = first operand (FIRST), folded with K widened sources from FROM on, then STORE.  The
  * source pointers are copied to locals, which d cannot alias. */
-#define F16C_KERN(fn, TD, FIRST, FROM, K, STORE, OPF)                                      \
+#define SIMD_KERN(fn, t, TD, FIRST, FROM, K, STORE, OPF)                                   \
     ATTR_F16C static void fn(void *d_, const void *const *s, size_t n)                     \
     {                                                                                      \
         TD *d = d_;                                                                        \
@@ -283,76 +318,81 @@ ATTR_F16C static inline void narrow_chunk(uint16_t *p, const float *x)
         for (; i + CHUNK <= n; i += CHUNK) {                                               \
             _Alignas(32) float x[CHUNK];                                                   \
             _Alignas(32) float y[CHUNK];                                                   \
-            FIRST;                                                                         \
+            FIRST(t);                                                                      \
             for (int k = FROM; k < FROM + K; k++) {                                        \
-                wide_chunk(y, src[k] + i);                                                 \
+                wide_chunk_##t(y, src[k] + i);                                             \
                 for (int j = 0; j < CHUNK; j++)                                            \
                     x[j] = OPF(x[j], y[j]);                                                \
             }                                                                              \
-            STORE;                                                                         \
+            STORE(t);                                                                      \
         }                                                                                  \
         for (; i < n; i++) {                                                               \
-            float v = FROM ? nx_f16_to_f32(src[0][i]) : (float)d[i];                       \
+            float v = FROM ? nx_##t##_to_f32(src[0][i]) : (float)d[i];                     \
             for (int k = FROM; k < FROM + K; k++)                                          \
-                v = OPF(v, nx_f16_to_f32(src[k][i]));                                      \
-            d[i] = STORE_ONE_##TD(v);                                                      \
+                v = OPF(v, nx_##t##_to_f32(src[k][i]));                                    \
+            d[i] = STORE_ONE_##TD(t, v);                                                   \
         }                                                                                  \
     }
-#define STORE_ONE_float(v) (v)
-#define STORE_ONE_uint16_t(v) nx_f32_to_f16(v)
-#define X_SRC0 wide_chunk(x, src[0] + i)
+#define STORE_ONE_float(t, v) (v)
+#define STORE_ONE_uint16_t(t, v) nx_f32_to_##t(v)
+#define X_SRC0(t) wide_chunk_##t(x, src[0] + i)
 /* Intrinsics, not memcpy or element loops: gcc 12 turns both into scalar moves here. */
-#define X_ACC                                                                              \
+#define X_ACC(t)                                                                           \
     for (int j = 0; j < CHUNK; j += 8)                                                     \
         _mm256_store_ps(x + j, _mm256_loadu_ps((const float *)d + i + j));
-#define TO_ACC                                                                             \
+#define TO_ACC(t)                                                                          \
     for (int j = 0; j < CHUNK; j += 8)                                                     \
         _mm256_storeu_ps((float *)d + i + j, _mm256_load_ps(x + j));
-#define TO_D16 narrow_chunk(d + i, x)
+#define TO_D16(t) narrow_chunk_##t(d + i, x)
 
 /* ip is h2 with d as its first source, which these kernels allow. */
-#define DEF_F16C_OP(name, OPF)                                                             \
-    F16C_KERN(name##_c2_f16c, float, X_SRC0, 1, 1, TO_ACC, OPF)                            \
-    F16C_KERN(name##_c3_f16c, float, X_SRC0, 1, 2, TO_ACC, OPF)                            \
-    F16C_KERN(name##_c4_f16c, float, X_SRC0, 1, 3, TO_ACC, OPF)                            \
-    F16C_KERN(name##_acc1_f16c, float, X_ACC, 0, 1, TO_ACC, OPF)                           \
-    F16C_KERN(name##_acc2_f16c, float, X_ACC, 0, 2, TO_ACC, OPF)                           \
-    F16C_KERN(name##_acc3_f16c, float, X_ACC, 0, 3, TO_ACC, OPF)                           \
-    F16C_KERN(name##_h2_f16c, uint16_t, X_SRC0, 1, 1, TO_D16, OPF)                         \
-    ATTR_F16C static void name##_ip_f16c(void *d_, const void *const *s, size_t n)         \
+#define DEF_SIMD_OP(name, t, OPF)                                                          \
+    SIMD_KERN(name##_c2_simd, t, float, X_SRC0, 1, 1, TO_ACC, OPF)                         \
+    SIMD_KERN(name##_c3_simd, t, float, X_SRC0, 1, 2, TO_ACC, OPF)                         \
+    SIMD_KERN(name##_c4_simd, t, float, X_SRC0, 1, 3, TO_ACC, OPF)                         \
+    SIMD_KERN(name##_acc1_simd, t, float, X_ACC, 0, 1, TO_ACC, OPF)                        \
+    SIMD_KERN(name##_acc2_simd, t, float, X_ACC, 0, 2, TO_ACC, OPF)                        \
+    SIMD_KERN(name##_acc3_simd, t, float, X_ACC, 0, 3, TO_ACC, OPF)                        \
+    SIMD_KERN(name##_h2_simd, t, uint16_t, X_SRC0, 1, 1, TO_D16, OPF)                      \
+    ATTR_F16C static void name##_ip_simd(void *d_, const void *const *s, size_t n)         \
     {                                                                                      \
         const void *both[2] = { d_, s[0] };                                                \
-        name##_h2_f16c(d_, both, n);                                                       \
+        name##_h2_simd(d_, both, n);                                                       \
     }
 
-DEF_F16C_OP(sum_f16, OP_ADD)
-DEF_F16C_OP(prod_f16, OP_MUL)
-DEF_F16C_OP(min_f16, fmin_float)
-DEF_F16C_OP(max_f16, fmax_float)
+#define DEF_SIMD_CVT(t)                                                                    \
+    ATTR_F16C static void t##_widen_simd(void *d_, const void *s_, size_t n)               \
+    {                                                                                      \
+        float *d = d_;                                                                     \
+        const uint16_t *s = s_;                                                            \
+        size_t i = 0;                                                                      \
+        for (; i + CHUNK <= n; i += CHUNK)                                                 \
+            wide_chunk_##t(d + i, s + i);                                                  \
+        for (; i < n; i++)                                                                 \
+            d[i] = nx_##t##_to_f32(s[i]);                                                  \
+    }                                                                                      \
+    ATTR_F16C static void t##_narrow_simd(void *d_, const void *s_, size_t n)              \
+    {                                                                                      \
+        uint16_t *d = d_;                                                                  \
+        const float *s = s_;                                                               \
+        size_t i = 0;                                                                      \
+        for (; i + CHUNK <= n; i += CHUNK)                                                 \
+            narrow_chunk_##t(d + i, s + i);                                                \
+        for (; i < n; i++)                                                                 \
+            d[i] = nx_f32_to_##t(s[i]);                                                    \
+    }
 
-ATTR_F16C static void f16_widen_f16c(void *d_, const void *s_, size_t n)
-{
-    float *d = d_;
-    const uint16_t *s = s_;
-    size_t i = 0;
-    for (; i + CHUNK <= n; i += CHUNK)
-        wide_chunk(d + i, s + i);
-    for (; i < n; i++)
-        d[i] = nx_f16_to_f32(s[i]);
-}
+#define DEF_SIMD_HALF(t)                                                                   \
+    DEF_SIMD_OP(sum_##t, t, OP_ADD)                                                        \
+    DEF_SIMD_OP(prod_##t, t, OP_MUL)                                                       \
+    DEF_SIMD_OP(min_##t, t, fmin_float)                                                    \
+    DEF_SIMD_OP(max_##t, t, fmax_float)                                                    \
+    DEF_SIMD_CVT(t)
 
-ATTR_F16C static void f16_narrow_f16c(void *d_, const void *s_, size_t n)
-{
-    uint16_t *d = d_;
-    const float *s = s_;
-    size_t i = 0;
-    for (; i + CHUNK <= n; i += CHUNK)
-        narrow_chunk(d + i, s + i);
-    for (; i < n; i++)
-        d[i] = nx_f32_to_f16(s[i]);
-}
+DEF_SIMD_HALF(f16)
+DEF_SIMD_HALF(bf16)
 
-static const struct isa isa_avx2 = ISA_TABLE(avx2, f16c);
+static const struct isa isa_avx2 = ISA_TABLE(avx2, simd);
 #endif
 
 static const struct isa *isa_pick(void)

@@ -8,7 +8,8 @@
  *
  * Buffers hold n elements each and must be aligned to the element size.  Buffers may be
  * exactly equal to each other where a prototype says so; partial overlaps are undefined.
- * The functions are thread-safe and reentrant; they use up to 24 KiB of stack.
+ * The functions are thread-safe and reentrant and never allocate; they use about 17 KiB of
+ * stack.
  *
  * Semantics, identical on every code path (the AVX2/F16C kernels and the portable ones
  * give the same bits; NEXAR_REDUCE_ISA=generic in the environment forces the portable ones,
@@ -42,7 +43,9 @@
 /* dsts[0..ndst) = op over srcs[0..nsrc) elementwise, n elements each. nsrc >= 1, ndst >= 1.
  * A dst may be exactly equal to a src (in-place); no partial overlaps. Half types: sum
  * in f32 over all srcs, round once. Implementation: blocked (e.g. 4-16 KiB blocks):
- * compute a block into dsts[0], then copy that block to dsts[1..] while it is in cache. */
+ * compute a block into dsts[0], then copy that block to dsts[1..] while it is in cache.
+ * (As written: 8 KiB blocks, folded four sources per pass; the block is computed into the
+ * first dst that is not also srcs[1..], or into scratch.  srcs may repeat, so may dsts.) */
 int nx_reduce_fanout(void *const *dsts, size_t ndst, const void *const *srcs, size_t nsrc,
                      size_t n, uint8_t dtype, uint8_t op);
 
