@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,12 @@ void nx_config_defaults(struct nx_config *c)
     c->p2p_eager_bytes = 64u << 20;
     c->max_clients = 1024;
     c->max_pending = 4096;
+    c->peer_idle_timeout_ms = 5000;
+    c->keepalive_ms = 1000;
+    c->formation_timeout_s = 60;
+    c->quic_window_bytes = 64u << 20;
+    c->quic_stream_window_bytes = 16u << 20;
+    c->quic_max_udp_payload = 1452;
 }
 
 void nx_config_free(struct nx_config *c)
@@ -34,6 +41,11 @@ void nx_config_free(struct nx_config *c)
     free(c->config_path);
     free(c->socket_path);
     free(c->runtime_dir);
+    free(c->listen);
+    free(c->advertise);
+    free(c->tls_ca);
+    free(c->tls_cert);
+    free(c->tls_key);
     memset(c, 0, sizeof(*c));
 }
 
@@ -125,6 +137,24 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
         c->runtime_dir = nx_xstrdup(value);
         return 0;
     }
+    static const struct {
+        const char *key;
+        size_t off;
+    } strings[] = {
+        {"listen", offsetof(struct nx_config, listen)},
+        {"advertise", offsetof(struct nx_config, advertise)},
+        {"tls_ca", offsetof(struct nx_config, tls_ca)},
+        {"tls_cert", offsetof(struct nx_config, tls_cert)},
+        {"tls_key", offsetof(struct nx_config, tls_key)},
+    };
+    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++) {
+        if (strcmp(key, strings[i].key))
+            continue;
+        char **field = (char **)((char *)c + strings[i].off);
+        free(*field);
+        *field = *value ? nx_xstrdup(value) : NULL;
+        return 0;
+    }
     if (!strcmp(key, "log_level")) {
         int l = nx_log_level_parse(value);
         if (l < 0) {
@@ -147,6 +177,15 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
     SIZE_KEY("p2p_eager_bytes", p2p_eager_bytes, 0, 1ull << 40, 1, "at most 1T")
     SIZE_KEY("max_clients", max_clients, 1, 1u << 20, 1, "1 to 1048576")
     SIZE_KEY("max_pending", max_pending, 16, 1u << 24, 1, "16 to 16777216")
+    SIZE_KEY("peer_idle_timeout_ms", peer_idle_timeout_ms, 200, 3600000, 1,
+             "200 to 3600000 milliseconds")
+    SIZE_KEY("keepalive_ms", keepalive_ms, 50, 600000, 1, "50 to 600000 milliseconds")
+    SIZE_KEY("formation_timeout_s", formation_timeout_s, 1, 86400, 1, "1 to 86400 seconds")
+    SIZE_KEY("quic_window_bytes", quic_window_bytes, 64u << 10, 1ull << 32, 1, "64K to 4G")
+    SIZE_KEY("quic_stream_window_bytes", quic_stream_window_bytes, 64u << 10, 1ull << 32, 1,
+             "64K to 4G")
+    SIZE_KEY("quic_max_udp_payload", quic_max_udp_payload, 1200, 65527, 1,
+             "1200 to 65527 bytes")
 #undef SIZE_KEY
     snprintf(err, errlen, "unknown key '%s'", key);
     return -EINVAL;
@@ -211,6 +250,8 @@ static void usage(FILE *out)
             "      --slot-bytes N     staging slot size per client (K/M/G suffixes)\n"
             "      --slots N          staging slots per client\n"
             "      --heap-bytes N     nexar_alloc arena per client\n"
+            "      --listen ADDR      QUIC endpoint for other daemons (host:port, [v6]:port)\n"
+            "      --tls-ca FILE      cluster CA (PEM); --tls-cert FILE, --tls-key FILE: this node\n"
             "      --set KEY=VALUE    any config file key\n"
             "      --version          print the version\n"
             "  -h, --help             this text\n");
@@ -219,7 +260,8 @@ static void usage(FILE *out)
 int nx_config_parse_args(struct nx_config *c, int argc, char **argv, char *err,
                          size_t errlen)
 {
-    enum { O_SOCKET = 256, O_RUNDIR, O_LOGLEVEL, O_SLOTB, O_SLOTS, O_HEAP, O_SET, O_VERSION };
+    enum { O_SOCKET = 256, O_RUNDIR, O_LOGLEVEL, O_SLOTB, O_SLOTS, O_HEAP, O_SET, O_VERSION,
+           O_LISTEN, O_TLS_CA, O_TLS_CERT, O_TLS_KEY };
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {"socket", required_argument, NULL, O_SOCKET},
@@ -230,6 +272,10 @@ int nx_config_parse_args(struct nx_config *c, int argc, char **argv, char *err,
         {"slots", required_argument, NULL, O_SLOTS},
         {"heap-bytes", required_argument, NULL, O_HEAP},
         {"set", required_argument, NULL, O_SET},
+        {"listen", required_argument, NULL, O_LISTEN},
+        {"tls-ca", required_argument, NULL, O_TLS_CA},
+        {"tls-cert", required_argument, NULL, O_TLS_CERT},
+        {"tls-key", required_argument, NULL, O_TLS_KEY},
         {"version", no_argument, NULL, O_VERSION},
         {"help", no_argument, NULL, 'h'},
         {0},
@@ -274,6 +320,10 @@ int nx_config_parse_args(struct nx_config *c, int argc, char **argv, char *err,
         case O_SLOTB: key = "slot_bytes"; break;
         case O_SLOTS: key = "slots"; break;
         case O_HEAP: key = "heap_bytes"; break;
+        case O_LISTEN: key = "listen"; break;
+        case O_TLS_CA: key = "tls_ca"; break;
+        case O_TLS_CERT: key = "tls_cert"; break;
+        case O_TLS_KEY: key = "tls_key"; break;
         case O_SET: {
             snprintf(kv, sizeof(kv), "%s", optarg);
             char *eq = strchr(kv, '=');

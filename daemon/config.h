@@ -23,6 +23,16 @@ struct nx_config {
     uint64_t p2p_eager_bytes;
     uint32_t max_clients;
     uint32_t max_pending; /* descriptors one client may have parked in the daemon */
+    /* Network (empty listen: this daemon serves one node only). */
+    char *listen;      /* host:port or [v6]:port to bind the QUIC endpoint */
+    char *advertise;   /* host:port other daemons reach us at; NULL: listen */
+    char *tls_ca, *tls_cert, *tls_key; /* PEM files: cluster CA, node cert, node key */
+    uint32_t peer_idle_timeout_ms;     /* silence after which a peer is declared lost */
+    uint32_t keepalive_ms;             /* PING interval on an idle connection */
+    uint32_t formation_timeout_s;      /* a multi-node job must form within this */
+    uint64_t quic_window_bytes;        /* connection flow-control window */
+    uint64_t quic_stream_window_bytes; /* per-stream flow-control window */
+    uint32_t quic_max_udp_payload;     /* largest datagram we send (loopback allows more) */
     bool allow_all_uids;
     uid_t allow_uids[NX_CONFIG_MAX_UIDS];
     size_t n_allow_uids;

@@ -1,0 +1,108 @@
+/*
+ * transport.h - moving whole messages between daemons.
+ *
+ * This is all the layers above (rendezvous, peer tests, the collective algorithms) see of
+ * the network.  Two implementations: QUIC (transport_quic*.c, the real one) and an
+ * in-process loop (transport_loop.c) with simulated delay, loss and reorder for tests.
+ * The transport knows nothing about jobs or collectives.
+ *
+ * Model:
+ * - An endpoint is this daemon's; a peer is another daemon, named by the address it
+ *   listens at ("host:port", "[v6]:port").  One connection per pair of daemons, opened
+ *   lazily by the first send, shared by everything.  A simultaneous open resolves to one
+ *   connection (the one dialed by the smaller address) before any message moves.
+ * - A message is a byte string up to NX_TMSG_MAX, sent on a channel (a 64-bit key the
+ *   caller picks).  Messages on one channel of one peer arrive whole, once and in order;
+ *   messages on different channels never wait behind each other (QUIC: one stream per
+ *   channel).
+ * - send() copies the message: the caller's memory is free when it returns.  The transport
+ *   holds its copy until the peer acknowledged it, then calls on_sent(token) if token != 0,
+ *   which is how a caller keeps a bounded amount in flight.
+ * - A peer that cannot be reached, fails the TLS check, or stays silent past the idle
+ *   timeout is lost: on_peer(LOST, reason) once, every later send to it fails with
+ *   -ENOTCONN until a send after peer_forget() dials it afresh.
+ * - All callbacks run on the daemon's loop thread, never from inside send().
+ */
+#ifndef NX_TRANSPORT_H
+#define NX_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define NX_TMSG_MAX (64u << 20) /* largest message, bytes */
+#define NX_TADDR_MAX 64         /* "host:port" with the NUL */
+
+struct nx_transport;
+struct nx_tpeer;
+
+enum nx_tpeer_state {
+    NX_TPEER_CONNECTING, /* dialing or handshaking */
+    NX_TPEER_UP,         /* handshake done, peer authenticated */
+    NX_TPEER_LOST,       /* unreachable, rejected, silent or closed: see reason */
+};
+
+struct nx_tpeer_stats {
+    char addr[NX_TADDR_MAX];
+    enum nx_tpeer_state state;
+    int inbound;         /* 1: the peer dialed us */
+    double rtt_ms, min_rtt_ms, rttvar_ms;
+    uint64_t cwnd;       /* bytes */
+    uint64_t bytes_sent, bytes_recv;  /* payload bytes of messages */
+    uint64_t pkts_sent, pkts_recv, pkts_lost;
+    uint64_t msgs_sent, msgs_recv;
+    uint64_t queued_bytes;            /* copied by send(), not yet acknowledged */
+    uint32_t streams_open;
+    char cipher[48];                  /* e.g. "TLS_AES_128_GCM_SHA256", "" before UP */
+    char reason[128];                 /* why LOST */
+};
+
+struct nx_transport_cb {
+    void *arg;
+    /* A whole message arrived; data is valid during the call only. */
+    void (*on_message)(void *arg, struct nx_tpeer *p, uint64_t channel, const void *data,
+                       size_t len);
+    /* The peer came up (inbound peers first appear here) or was lost. */
+    void (*on_peer)(void *arg, struct nx_tpeer *p, enum nx_tpeer_state st, const char *reason);
+    /* A message sent with this token was acknowledged by the peer.  May be NULL. */
+    void (*on_sent)(void *arg, struct nx_tpeer *p, uint64_t token);
+};
+
+struct nx_transport_ops {
+    const char *name;
+    /* The peer at addr, created (not yet dialed) if new.  NULL with err on a bad address. */
+    struct nx_tpeer *(*peer)(struct nx_transport *t, const char *addr, char *err,
+                             size_t errlen);
+    /* Queues one message (iov gathered, total <= NX_TMSG_MAX).  0, -ENOTCONN for a lost
+     * peer, -EMSGSIZE, -ENOMEM. */
+    int (*send)(struct nx_tpeer *p, uint64_t channel, const struct iovec *iov, int iovcnt,
+                uint64_t token);
+    /* Closes the connection now (the peer sees it lost with reason); state becomes LOST. */
+    void (*close_peer)(struct nx_tpeer *p, const char *reason);
+    /* Drops a LOST peer's record; the pointer is invalid afterwards. */
+    void (*peer_forget)(struct nx_tpeer *p);
+    void (*stats)(struct nx_tpeer *p, struct nx_tpeer_stats *out);
+    /* Calls fn for every peer record. */
+    void (*each_peer)(struct nx_transport *t, void (*fn)(struct nx_tpeer *, void *), void *arg);
+    /* Closes every connection (reason "shutdown") and frees everything.  Loop handles are
+     * closed, so run the loop once more before closing it. */
+    void (*destroy)(struct nx_transport *t);
+};
+
+/* Every implementation's endpoint starts with this. */
+struct nx_transport {
+    const struct nx_transport_ops *ops;
+    struct nx_transport_cb cb;
+    char local_addr[NX_TADDR_MAX]; /* the address peers know us by */
+};
+
+/* Every implementation's peer starts with this. */
+struct nx_tpeer {
+    struct nx_transport *t;
+    char addr[NX_TADDR_MAX]; /* canonical: numeric host, port ("[::1]:7000") */
+    void *user;              /* the layer above's slot (e.g. the cluster's node record) */
+};
+
+const char *nx_tpeer_state_name(enum nx_tpeer_state st);
+
+#endif

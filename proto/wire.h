@@ -1,0 +1,68 @@
+/*
+ * wire.h - what one daemon-to-daemon message looks like (inside one transport message).
+ *
+ *   [ 8-byte envelope ][ body ]
+ *
+ * envelope (little-endian): u16 magic 0x584E ("NX"), u8 version (1), u8 type, u32 flags.
+ * type CTL:  body = one protobuf-c Nexar__PeerMsg (proto/peer.proto): rendezvous, rank
+ *            table, abort, peer-test control.
+ * type DATA: body = 48-byte nx_data_hdr, then exactly hdr.length payload bytes.
+ * type TEST: body = 48-byte nx_data_hdr (job = test id, seq = message index), then the
+ *            pattern payload of a peer test (nexarctl peer-test).
+ *
+ * Everything here is decoded from untrusted bytes: the decoders check every length and
+ * never read past len.  Unknown flags bits are rejected (they would change meaning).
+ */
+#ifndef NX_WIRE_H
+#define NX_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NX_WIRE_MAGIC 0x584Eu
+#define NX_WIRE_VERSION 1
+#define NX_WIRE_ENV_BYTES 8
+#define NX_DATA_HDR_BYTES 48
+
+enum nx_wire_type { NX_WIRE_CTL = 1, NX_WIRE_DATA = 2, NX_WIRE_TEST = 3 };
+
+/* DATA flags (envelope). */
+#define NX_WIRE_F_LAST 0x1u /* last message of this step from this sender */
+#define NX_WIRE_FLAGS_KNOWN 0x1u
+
+/*
+ * The fixed header of a DATA/TEST body.  job and comm are keys every member node agrees
+ * on (from the rendezvous), not local ids.  sig is the hash of the op's signature (kind,
+ * dtype, count, root, reduce op): a receiver that computes another sig for the same seq
+ * has found a cross-node mismatch before using the payload.
+ */
+struct nx_data_hdr {
+    uint64_t job;
+    uint64_t comm;
+    uint64_t seq;    /* op sequence within comm */
+    uint32_t step;   /* algorithm step (round) */
+    uint32_t sig;
+    uint64_t offset; /* byte offset of the payload within the step's buffer */
+    uint32_t length; /* payload bytes that follow */
+    uint32_t src;    /* sending node's index in the job's node table */
+};
+
+struct nx_wire_msg {
+    enum nx_wire_type type;
+    uint32_t flags;
+    struct nx_data_hdr hdr;  /* DATA, TEST */
+    const uint8_t *body;     /* CTL: the protobuf bytes; DATA/TEST: the payload */
+    size_t body_len;
+};
+
+/* Writes the envelope (and for DATA/TEST the header) into out, which has room for
+ * NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES; returns the bytes written.  The payload (or the
+ * protobuf body) follows as a separate iovec. */
+size_t nx_wire_put_ctl(uint8_t *out);
+size_t nx_wire_put_data(uint8_t *out, enum nx_wire_type type, uint32_t flags,
+                        const struct nx_data_hdr *h);
+
+/* Decodes one message of len bytes.  0, or -EBADMSG with a reason in why (static text). */
+int nx_wire_decode(const void *buf, size_t len, struct nx_wire_msg *m, const char **why);
+
+#endif
