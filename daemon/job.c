@@ -97,6 +97,7 @@ static void form(struct nx_job *j)
         rep.rank = r;
         rep.size = j->world_size;
         rep.segment_bytes = cl->seg.bytes;
+        rep.timeout_ms = j->timeout_ms;
         int fds[3] = {cl->seg.memfd, cl->sq_efd, cl->cq_efd};
         if (!cl->conn || nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, fds, 3) < 0 ||
             nx_client_start(cl) < 0) {

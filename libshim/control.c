@@ -173,7 +173,10 @@ static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
     nexar_status_t s = send_msg(j->sock, NX_MSG_JOIN, &m.base, env->socket);
     if (s != NEXAR_OK)
         return s;
-    uint64_t wait_ms = (uint64_t)env->timeout_ms + NX_JOIN_GRACE_MS;
+    /* Without NEXAR_TIMEOUT the daemon's op_timeout_s (up to a week) bounds formation;
+     * it always answers first, so wait as long as it might. */
+    uint64_t wait_ms =
+        (uint64_t)(env->timeout_ms ? env->timeout_ms : NX_MAX_TIMEOUT_MS) + NX_JOIN_GRACE_MS;
     s = recv_msg(j->sock, NX_MSG_JOIN_REPLY, wait_ms > INT_MAX ? INT_MAX : (int)wait_ms,
                  "JOIN reply", env, &p, &h, fds, NX_FRAME_MAX_FDS, &nfds);
     if (s != NEXAR_OK || !p)
@@ -205,6 +208,9 @@ static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
         j->rank = r->rank;
         j->size = r->size;
         j->segment_bytes = r->segment_bytes;
+        /* An older daemon does not say: it used what we asked, or its 300 s default. */
+        j->timeout_ms = r->timeout_ms ? r->timeout_ms
+                        : env->timeout_ms ? env->timeout_ms : NX_DEFAULT_TIMEOUT_MS;
     }
     close_fds(fds, nfds);
     nexar__join_reply__free_unpacked(r, NULL);

@@ -24,7 +24,6 @@
 #include "shim.h"
 
 #define NX_DEFAULT_SOCKET "/run/nexar/nexard.sock"
-#define NX_DEFAULT_TIMEOUT_S 300u
 #define NX_MAX_WORLD (1u << 24)
 
 struct nx_env_source {
@@ -149,7 +148,8 @@ static nexar_status_t read_misc(struct nx_env *e, const struct nx_env_source *sr
                        "allows (%zu bytes)",
                        v, sizeof(e->socket) - 1);
 
-    e->timeout_ms = NX_DEFAULT_TIMEOUT_S * 1000u;
+    /* 0: not set, so the daemon's op_timeout_s applies (JoinReply says which). */
+    e->timeout_ms = 0;
     v = env("NEXAR_TIMEOUT");
     if (v) {
         char *end;

@@ -65,7 +65,8 @@ nexar_status_t nexar_init(nexar_comm_t **world)
     nx_S.sq_efd = j.sq_efd;
     nx_S.cq_efd = j.cq_efd;
     nx_S.client_id = j.client_id;
-    nx_S.safety_ns = ((uint64_t)nx_S.env.timeout_ms + NX_SAFETY_MS) * 1000000ull;
+    nx_S.timeout_ms = j.timeout_ms;
+    nx_S.safety_ns = ((uint64_t)j.timeout_ms + NX_SAFETY_MS) * 1000000ull;
     nx_S.dead = NEXAR_OK;
     nx_S.dead_text[0] = '\0';
     nx_S.poller = false;

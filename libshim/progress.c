@@ -67,11 +67,11 @@ static void check_deadlines(uint64_t now)
             continue;
         char text[NX_ERR_TEXT_BYTES];
         snprintf(text, sizeof(text),
-                 "no completion from nexard for %s seq %llu on comm %u in %llu s (NEXAR_TIMEOUT "
-                 "is %u s); the library stopped using nexard",
+                 "no completion from nexard for %s seq %llu on comm %u in %llu s (the op "
+                 "deadline is %u s); the library stopped using nexard",
                  nx_kind_name(r->tmpl.kind), (unsigned long long)r->tmpl.seq, r->comm->id,
                  (unsigned long long)((now - r->last_event_ns) / 1000000000ull),
-                 nx_S.env.timeout_ms / 1000);
+                 nx_S.timeout_ms / 1000);
         nx_shim_die(NEXAR_ERR_TIMEOUT, text);
         return;
     }

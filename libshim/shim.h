@@ -34,6 +34,9 @@
 #define NX_POLL_MAX_MS 200
 /* The shim's own safety margin over NEXAR_TIMEOUT before it gives up on nexard. */
 #define NX_SAFETY_MS 30000ull
+/* nexard's default op_timeout_s, and the largest it accepts. */
+#define NX_DEFAULT_TIMEOUT_MS 300000u
+#define NX_MAX_TIMEOUT_MS (604800u * 1000u)
 /* Extra time granted to the join reply over NEXAR_TIMEOUT. */
 #define NX_JOIN_GRACE_MS 10000u
 
@@ -232,6 +235,7 @@ struct nx_join {
     int sock, memfd, sq_efd, cq_efd;
     uint32_t client_id, world_comm, rank, size;
     uint64_t segment_bytes;
+    uint32_t timeout_ms; /* the op deadline the daemon applies */
 };
 
 /* Connects, says HELLO, JOINs.  On success every fd in *j is open. */
@@ -294,6 +298,7 @@ struct nx_shim {
     struct nx_env env;
     uint32_t client_id;
     uint64_t safety_ns;
+    uint32_t timeout_ms; /* the op deadline in force (JoinReply) */
     int sock, sq_efd, cq_efd;
     uint8_t *seg;
     uint64_t seg_bytes;

@@ -165,7 +165,7 @@ static int timeout_rank(struct hx_rank *r)
         if (!EXPECT_ST(fails, NEXAR_ERR_TIMEOUT, "allreduce with rank 2 absent", st)) {
             fails += names_rank("timeout text", nexar_last_error(), 2);
             EXPECT_TRUE(fails, dt >= 1.5 && dt <= 4.5,
-                        "NEXAR_TIMEOUT=2 but the timeout came after %.2f s", dt);
+                        "the deadline is 2 s but the timeout came after %.2f s", dt);
             if (r->rank == 0)
                 tl_log("timeout after %.2f s: \"%s\"", dt, nexar_last_error());
         }
@@ -402,6 +402,17 @@ int main(void)
     rv |= run_fault_job(&d, "kind mismatch", 3, 30, mismatch_kind, -1, NULL);
     rv |= run_fault_job(&d, "op mismatch on a sub-communicator", 3, 30, mismatch_sub, -1, NULL);
     rv |= run_fault_job(&d, "timeout (NEXAR_TIMEOUT=2)", 3, 2, timeout_rank, -1, NULL);
+    {
+        /* Without NEXAR_TIMEOUT the daemon's op_timeout_s is the deadline. */
+        struct hx_daemon dt;
+        const char *targs[] = {"--set", "op_timeout_s=2", NULL};
+        if (hx_daemon_start(&dt, targs))
+            return 1;
+        rv |= run_fault_job(&dt, "timeout (op_timeout_s=2, NEXAR_TIMEOUT unset)", 3, -1,
+                            timeout_rank, -1, NULL);
+        if (hx_daemon_stop(&dt))
+            rv = -1;
+    }
     rv |= run_fault_job(&d, "rank 2 SIGKILLed while the others wait", 3, 60, death_waiting, 2, r2);
     struct bgjob bg; /* another job on the same daemon must not notice */
     int bg_ok = bgjob_start(&bg, &d, 2) == 0;

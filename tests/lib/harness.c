@@ -320,7 +320,10 @@ static void rank_child(struct hx_job *j, const struct hx_job_opts *o, int rank)
         setenv_int("NEXAR_WORLD_SIZE", o->size);
         setenv_int("NEXAR_LOCAL_RANK", rank);
         setenv("NEXAR_JOB", j->name, 1);
-        setenv_int("NEXAR_TIMEOUT", o->nexar_timeout_s > 0 ? o->nexar_timeout_s : 60);
+        if (o->nexar_timeout_s >= 0)
+            setenv_int("NEXAR_TIMEOUT", o->nexar_timeout_s > 0 ? o->nexar_timeout_s : 60);
+        else
+            unsetenv("NEXAR_TIMEOUT");
     }
     if (o->sock)
         setenv("NEXAR_SOCKET", o->sock, 1);

@@ -99,7 +99,7 @@ typedef int (*hx_rank_fn)(struct hx_rank *r);
 struct hx_job_opts {
     const char *sock;       /* NEXAR_SOCKET */
     int size;               /* NEXAR_WORLD_SIZE */
-    int nexar_timeout_s;    /* NEXAR_TIMEOUT; 0 = 60 */
+    int nexar_timeout_s;    /* NEXAR_TIMEOUT; 0 = 60, < 0 = unset */
     hx_rank_fn fn;
     void *arg;
     const char *job;        /* NEXAR_JOB; NULL = a unique name */
