@@ -8,6 +8,13 @@
 
 #include "mem.h"
 #include "shm_abi.h"
+#include "workers.h"
+
+/* Below this many bytes touched a chunk runs on the loop thread alone: waking workers
+ * costs tens of microseconds. */
+#define SPLIT_MIN_BYTES (512u << 10)
+/* Parts start on 256-byte boundaries (cache lines and every SIMD width). */
+#define SPLIT_ALIGN 256u
 
 #define MAX_STACK_RANKS 64
 
@@ -89,7 +96,7 @@ static int run(const struct nx_adapter *ad, const struct nx_chunk_job *jb, void 
     }
 }
 
-int nx_coll_local_run(const struct nx_adapter *ad, const struct nx_chunk_job *jb)
+static int run_whole(const struct nx_adapter *ad, const struct nx_chunk_job *jb)
 {
     void *dst_stack[MAX_STACK_RANKS];
     const void *src_stack[MAX_STACK_RANKS];
@@ -109,6 +116,59 @@ int nx_coll_local_run(const struct nx_adapter *ad, const struct nx_chunk_job *jb
         free(srcs);
     }
     return rv;
+}
+
+/*
+ * Every kind is elementwise across the ranks' blocks: element e of any output depends
+ * only on element e of the inputs' blocks.  So a chunk splits into element ranges, each
+ * a smaller chunk with the same strides, run in parallel by the workers.
+ */
+struct split {
+    const struct nx_adapter *ad;
+    const struct nx_chunk_job *jb;
+    uint64_t per_part; /* elements */
+};
+
+static int run_part(void *arg, uint32_t part)
+{
+    const struct split *s = arg;
+    const struct nx_chunk_job *jb = s->jb;
+    uint64_t lo = part * s->per_part;
+    if (lo >= jb->n)
+        return 0;
+    uint64_t n = jb->n - lo < s->per_part ? jb->n - lo : s->per_part;
+    uint32_t es = nx_dtype_size(jb->dtype);
+    struct nx_rank_io io_stack[MAX_STACK_RANKS], *io = io_stack;
+    if (jb->size > MAX_STACK_RANKS)
+        io = nx_xcalloc(jb->size, sizeof(*io));
+    for (uint32_t r = 0; r < jb->size; r++) {
+        io[r] = jb->io[r];
+        if (io[r].in)
+            io[r].in += lo * es;
+        if (io[r].out)
+            io[r].out += lo * es;
+    }
+    struct nx_chunk_job sub = *jb;
+    sub.n = n;
+    sub.io = io;
+    int rv = run_whole(s->ad, &sub);
+    if (io != io_stack)
+        free(io);
+    return rv;
+}
+
+int nx_coll_local_run(const struct nx_adapter *ad, const struct nx_chunk_job *jb)
+{
+    uint32_t es = nx_dtype_size(jb->dtype);
+    uint64_t touched = jb->n * es * jb->size * 2;
+    uint32_t parts = nx_workers_parts();
+    if (parts <= 1 || touched < SPLIT_MIN_BYTES || jb->n * es < (uint64_t)parts * SPLIT_ALIGN)
+        return run_whole(ad, jb);
+    uint64_t per_elems = SPLIT_ALIGN / es;
+    uint64_t per_part = (jb->n + parts - 1) / parts;
+    per_part = (per_part + per_elems - 1) / per_elems * per_elems;
+    struct split s = {.ad = ad, .jb = jb, .per_part = per_part};
+    return nx_workers_run(run_part, &s, parts);
 }
 
 const char *nx_coll_local_algo(uint8_t kind)

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "notify.h"
 #include "matcher.h"
+#include "workers.h"
 
 struct nx_daemon nxd;
 
@@ -101,6 +102,7 @@ int main(int argc, char **argv)
     nxd.loop = uv_default_loop();
     nxd.start_time = nx_now();
 
+    nx_workers_init(nxd.cfg.workers);
     rv = nx_ctlsrv_init();
     if (rv < 0)
         goto out_ctl;
@@ -126,6 +128,7 @@ out_ctl:
         nx_ctlsrv_fini();
     nx_comms_fini();
     nx_jobs_fini();
+    nx_workers_fini();
     uv_run(nxd.loop, UV_RUN_NOWAIT);
     uv_loop_close(nxd.loop);
     NX_INFO("main", "stopped");
