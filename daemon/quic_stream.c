@@ -1,0 +1,501 @@
+/*
+ * quic_stream.c - messages on streams.
+ *
+ * Each (peer, channel) gets one unidirectional stream, opened lazily once the connection
+ * is confirmed.  Wire format of a stream:
+ *
+ *     preamble  "nxq1" | channel (u64, big endian)            12 bytes, once
+ *     record    length (u32, big endian, <= NX_TMSG_MAX) | payload      repeated
+ *
+ * send() copies the message into one allocation (header + payload) queued on the channel.
+ * ngtcp2 is handed vectors straight into that queue; a message is freed, and on_sent
+ * called, only when acked_stream_data_offset has passed its last byte, since ngtcp2 keeps
+ * pointers into it for retransmission until then.
+ *
+ * Channels with unsent data sit in a ring on the peer; each packet starts with the next
+ * channel of the ring and may coalesce several (WRITE_MORE), so no channel waits behind
+ * another's large message.  The receive side parses records incrementally; a record that
+ * arrives whole in one callback is delivered without a copy.  Flow-control credit is given
+ * back as soon as bytes are consumed (copied or delivered).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "mem.h"
+#include "quic_int.h"
+
+#define NX_QVEC_MAX 16
+#define NX_QRBUF_STEP (1u << 20) /* reassembly buffers grow with the data, not the claim */
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* ---- the ready ring and the open queue (they share the links: exclusive states) ---- */
+
+static void ready_add(struct nx_qpeer *p, struct nx_qchan *ch)
+{
+    if (ch->in_ready || ch->blocked || ch->stream_id < 0)
+        return;
+    ch->in_ready = 1;
+    if (!p->ready) {
+        ch->rnext = ch->rprev = ch;
+        p->ready = ch;
+        return;
+    }
+    ch->rnext = p->ready;
+    ch->rprev = p->ready->rprev;
+    ch->rprev->rnext = ch;
+    p->ready->rprev = ch;
+}
+
+static void ready_del(struct nx_qpeer *p, struct nx_qchan *ch)
+{
+    if (!ch->in_ready)
+        return;
+    ch->in_ready = 0;
+    if (ch->rnext == ch) {
+        p->ready = NULL;
+    } else {
+        ch->rprev->rnext = ch->rnext;
+        ch->rnext->rprev = ch->rprev;
+        if (p->ready == ch)
+            p->ready = ch->rnext;
+    }
+    ch->rnext = ch->rprev = NULL;
+}
+
+static void open_add(struct nx_qpeer *p, struct nx_qchan *ch)
+{
+    if (ch->in_open || ch->stream_id >= 0)
+        return;
+    ch->in_open = 1;
+    ch->rnext = NULL;
+    if (p->open_tail)
+        p->open_tail->rnext = ch;
+    else
+        p->open_head = ch;
+    p->open_tail = ch;
+}
+
+static int has_unsent(const struct nx_qchan *ch)
+{
+    return ch->wmsg != NULL || (ch->head && ch->wstream < NX_QPRE_LEN);
+}
+
+/* Puts a channel with data where the writer will find it. */
+static void chan_kick(struct nx_qpeer *p, struct nx_qchan *ch)
+{
+    if (!p->conn || !p->conn->confirmed || !has_unsent(ch))
+        return;
+    if (ch->stream_id < 0)
+        open_add(p, ch);
+    else
+        ready_add(p, ch);
+    nx_quic_schedule_flush(p->conn);
+}
+
+/* ---- send side ---- */
+
+static struct nx_qchan *chan_get(struct nx_qpeer *p, uint64_t channel)
+{
+    uint8_t key[8];
+    put_be64(key, channel);
+    struct nx_qchan *ch = nx_qmap_get(&p->chans, key, sizeof(key));
+    if (ch)
+        return ch;
+    ch = nx_xcalloc(1, sizeof(*ch));
+    ch->peer = p;
+    ch->channel = channel;
+    ch->stream_id = -1;
+    memcpy(ch->pre, NX_QMAGIC, 4);
+    put_be64(ch->pre + 4, channel);
+    ch->head_off = NX_QPRE_LEN;
+    nx_qmap_put(&p->chans, key, sizeof(key), ch);
+    return ch;
+}
+
+int nx_qstream_send(struct nx_qpeer *p, uint64_t channel, const struct iovec *iov, int iovcnt,
+                    uint64_t token)
+{
+    size_t total = 0;
+    if (iovcnt < 0 || (iovcnt > 0 && !iov))
+        return -EINVAL;
+    for (int i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len > NX_TMSG_MAX || total + iov[i].iov_len > NX_TMSG_MAX)
+            return -EMSGSIZE;
+        total += iov[i].iov_len;
+    }
+    struct nx_qchan *ch = chan_get(p, channel);
+    struct nx_qmsg *m = nx_xmalloc(sizeof(*m) + NX_QREC_HDR + total);
+    m->next = NULL;
+    m->token = token;
+    m->len = NX_QREC_HDR + total;
+    m->data[0] = (uint8_t)(total >> 24);
+    m->data[1] = (uint8_t)(total >> 16);
+    m->data[2] = (uint8_t)(total >> 8);
+    m->data[3] = (uint8_t)total;
+    size_t off = NX_QREC_HDR;
+    for (int i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len)
+            memcpy(m->data + off, iov[i].iov_base, iov[i].iov_len);
+        off += iov[i].iov_len;
+    }
+    if (ch->tail)
+        ch->tail->next = m;
+    else
+        ch->head = m;
+    ch->tail = m;
+    if (!ch->wmsg) {
+        ch->wmsg = m;
+        ch->woff = 0;
+    }
+    p->queued_bytes += total;
+    p->bytes_sent += total;
+    p->msgs_sent++;
+    chan_kick(p, ch);
+    return 0;
+}
+
+static void kick_one(void *val, void *arg)
+{
+    chan_kick(arg, val);
+}
+
+void nx_qstream_kick_all(struct nx_qpeer *p)
+{
+    nx_qmap_each(&p->chans, kick_one, p);
+}
+
+void nx_qstream_open_pending(struct nx_qconn *c)
+{
+    struct nx_qpeer *p = c->peer;
+    while (p->open_head) {
+        struct nx_qchan *ch = p->open_head;
+        int64_t sid;
+        int rv = ngtcp2_conn_open_uni_stream(c->conn, &sid, ch);
+        if (rv != 0) {
+            if (rv != NGTCP2_ERR_STREAM_ID_BLOCKED)
+                NX_WARN("quic", "%s: open stream: %s", p->base.addr, ngtcp2_strerror(rv));
+            return; /* extend_max_local_streams_uni will bring us back */
+        }
+        p->open_head = ch->rnext;
+        if (!p->open_head)
+            p->open_tail = NULL;
+        ch->in_open = 0;
+        ch->rnext = NULL;
+        ch->stream_id = sid;
+        ch->blocked = 0;
+        ready_add(p, ch);
+    }
+}
+
+static size_t build_vec(const struct nx_qchan *ch, ngtcp2_vec *v)
+{
+    size_t n = 0;
+    if (ch->wstream < NX_QPRE_LEN) {
+        v[n].base = (uint8_t *)ch->pre + ch->wstream;
+        v[n++].len = NX_QPRE_LEN - ch->wstream;
+    }
+    size_t off = ch->woff;
+    for (struct nx_qmsg *m = ch->wmsg; m && n < NX_QVEC_MAX; m = m->next, off = 0) {
+        v[n].base = m->data + off;
+        v[n++].len = m->len - off;
+    }
+    return n;
+}
+
+static void consume(struct nx_qpeer *p, struct nx_qchan *ch, size_t n)
+{
+    uint64_t w = ch->wstream;
+    ch->wstream += n;
+    if (w < NX_QPRE_LEN) {
+        size_t t = NX_QPRE_LEN - w < n ? (size_t)(NX_QPRE_LEN - w) : n;
+        n -= t;
+    }
+    while (n > 0 && ch->wmsg) {
+        size_t left = ch->wmsg->len - ch->woff;
+        if (n < left) {
+            ch->woff += n;
+            n = 0;
+        } else {
+            n -= left;
+            ch->wmsg = ch->wmsg->next;
+            ch->woff = 0;
+        }
+    }
+    if (!has_unsent(ch))
+        ready_del(p, ch);
+    else if (ch->in_ready && p->ready == ch)
+        p->ready = ch->rnext; /* next packet starts with the next channel */
+}
+
+ngtcp2_ssize nx_qstream_write_pkt(struct nx_qconn *c, uint8_t *dest, size_t destlen,
+                                  ngtcp2_tstamp ts)
+{
+    struct nx_qpeer *p = c->peer;
+    ngtcp2_vec v[NX_QVEC_MAX];
+    /* Bounded: a channel that keeps saying WRITE_MORE without taking bytes (connection
+     * credit gone) must not spin us; after a lap we close the packet. */
+    for (int lap = 0;; lap++) {
+        struct nx_qchan *ch = lap < 64 ? p->ready : NULL;
+        ngtcp2_ssize ndata = -1;
+        size_t nv = ch ? build_vec(ch, v) : 0;
+        uint32_t flags = ch ? NGTCP2_WRITE_STREAM_FLAG_MORE : NGTCP2_WRITE_STREAM_FLAG_NONE;
+        ngtcp2_ssize n = ngtcp2_conn_writev_stream(c->conn, NULL, NULL, dest, destlen, &ndata,
+                                                   flags, ch ? ch->stream_id : -1, v, nv, ts);
+        if (n == NGTCP2_ERR_WRITE_MORE) {
+            consume(p, ch, (size_t)ndata); /* rotates: the packet goes on with the next */
+            continue;
+        }
+        if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
+            ch->blocked = 1;
+            ready_del(p, ch);
+            continue;
+        }
+        if (n == NGTCP2_ERR_STREAM_SHUT_WR || n == NGTCP2_ERR_STREAM_NOT_FOUND) {
+            ready_del(p, ch);
+            continue;
+        }
+        if (n >= 0 && ch && ndata > 0)
+            consume(p, ch, (size_t)ndata);
+        return n;
+    }
+}
+
+void nx_qstream_on_extend(struct nx_qchan *ch)
+{
+    ch->blocked = 0;
+    if (has_unsent(ch))
+        ready_add(ch->peer, ch);
+}
+
+int nx_qstream_on_acked(struct nx_qconn *c, struct nx_qchan *ch, uint64_t offset,
+                        uint64_t datalen)
+{
+    struct nx_qpeer *p = ch->peer;
+    struct nx_quic *q = c->q;
+    uint64_t end = offset + datalen;
+    struct nx_qmsg *m;
+    while ((m = ch->head) && ch->head_off + m->len <= end && !p->forget_req && !p->close_req) {
+        ch->head = m->next;
+        if (!ch->head)
+            ch->tail = NULL;
+        ch->head_off += m->len;
+        p->queued_bytes -= m->len - NX_QREC_HDR;
+        uint64_t tok = m->token;
+        free(m);
+        if (tok && q->base.cb.on_sent)
+            q->base.cb.on_sent(q->base.cb.arg, &p->base, tok);
+    }
+    return 0;
+}
+
+/* ---- receive side ---- */
+
+static int deliver(struct nx_qconn *c, struct nx_qrstream *rs, const uint8_t *data, size_t len)
+{
+    struct nx_qpeer *p = c->peer;
+    struct nx_quic *q = c->q;
+    p->msgs_recv++;
+    p->bytes_recv += len;
+    if (q->base.cb.on_message)
+        q->base.cb.on_message(q->base.cb.arg, &p->base, rs->channel,
+                              len ? (const void *)data : (const void *)"", len);
+    return c->fail || p->forget_req || p->close_req ? -1 : 0;
+}
+
+static int rs_fail(struct nx_qconn *c, const char *why)
+{
+    nx_qconn_fail(c, "protocol: %s", why);
+    return NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static void body_reserve(struct nx_qrstream *rs, size_t need)
+{
+    if (rs->cap >= need)
+        return;
+    size_t cap = rs->cap ? rs->cap : (rs->msglen < NX_QRBUF_STEP ? rs->msglen : NX_QRBUF_STEP);
+    while (cap < need)
+        cap = cap * 2 < rs->msglen ? cap * 2 : rs->msglen;
+    rs->buf = nx_xrealloc(rs->buf, cap);
+    rs->cap = cap;
+}
+
+static int parse(struct nx_qconn *c, struct nx_qrstream *rs, const uint8_t *d, size_t len)
+{
+    while (len > 0) {
+        if (rs->state < 2) {
+            size_t want = rs->state == 0 ? NX_QPRE_LEN : NX_QREC_HDR;
+            size_t t = want - rs->hdr_have < len ? want - rs->hdr_have : len;
+            memcpy(rs->hdr + rs->hdr_have, d, t);
+            rs->hdr_have += t, d += t, len -= t;
+            if (rs->hdr_have < want)
+                return 0;
+            rs->hdr_have = 0;
+            if (rs->state == 0) {
+                if (memcmp(rs->hdr, NX_QMAGIC, 4) != 0)
+                    return rs_fail(c, "bad stream preamble");
+                rs->channel = get_be64(rs->hdr + 4);
+                rs->state = 1;
+                continue;
+            }
+            rs->msglen = (uint32_t)rs->hdr[0] << 24 | (uint32_t)rs->hdr[1] << 16 |
+                         (uint32_t)rs->hdr[2] << 8 | rs->hdr[3];
+            if (rs->msglen > NX_TMSG_MAX)
+                return rs_fail(c, "record longer than NX_TMSG_MAX");
+            rs->have = 0;
+            rs->state = 2;
+            if (rs->msglen == 0) {
+                rs->state = 1;
+                if (deliver(c, rs, NULL, 0))
+                    return 0;
+            }
+            continue;
+        }
+        size_t need = rs->msglen - rs->have;
+        if (rs->have == 0 && len >= need) {
+            rs->state = 1;
+            if (deliver(c, rs, d, need))
+                return 0;
+            d += need, len -= need;
+            continue;
+        }
+        size_t t = need < len ? need : len;
+        body_reserve(rs, rs->have + t);
+        memcpy(rs->buf + rs->have, d, t);
+        rs->have += t, d += t, len -= t;
+        if (rs->have == rs->msglen) {
+            rs->state = 1;
+            int stop = deliver(c, rs, rs->buf, rs->msglen);
+            if (rs->cap > NX_QRBUF_STEP) { /* do not sit on a 64 MiB buffer */
+                free(rs->buf);
+                rs->buf = NULL;
+                rs->cap = 0;
+            }
+            if (stop)
+                return 0;
+        }
+    }
+    return 0;
+}
+
+int nx_qstream_on_recv(struct nx_qconn *c, uint32_t flags, int64_t id, const uint8_t *data,
+                       size_t datalen, void *stream_user_data)
+{
+    struct nx_qrstream *rs = stream_user_data;
+    if (ngtcp2_conn_is_local_stream(c->conn, id) || ngtcp2_is_bidi_stream(id))
+        return rs_fail(c, "data on a stream we did not expect");
+    if (!rs) {
+        rs = nx_xcalloc(1, sizeof(*rs));
+        rs->id = id;
+        rs->next = c->rstreams;
+        if (c->rstreams)
+            c->rstreams->prev = rs;
+        c->rstreams = rs;
+        ngtcp2_conn_set_stream_user_data(c->conn, id, rs);
+    }
+    int rv = parse(c, rs, data, datalen);
+    if (rv != 0 || c->fail)
+        return rv;
+    if ((flags & NGTCP2_STREAM_DATA_FLAG_FIN) && (rs->state == 2 || rs->hdr_have))
+        return rs_fail(c, "stream ended inside a record");
+    /* Consumed: the bytes are delivered or copied, so the window may move on. */
+    ngtcp2_conn_extend_max_stream_offset(c->conn, id, datalen);
+    ngtcp2_conn_extend_max_offset(c->conn, datalen);
+    return 0;
+}
+
+void nx_qstream_rclose(struct nx_qconn *c, struct nx_qrstream *rs)
+{
+    if (rs->prev)
+        rs->prev->next = rs->next;
+    else
+        c->rstreams = rs->next;
+    if (rs->next)
+        rs->next->prev = rs->prev;
+    free(rs->buf);
+    free(rs);
+}
+
+/* ---- whole-peer operations ---- */
+
+static void unbind_one(void *val, void *arg)
+{
+    struct nx_qchan *ch = val;
+    (void)arg;
+    ch->stream_id = -1;
+    ch->blocked = ch->in_ready = ch->in_open = 0;
+    ch->rnext = ch->rprev = NULL;
+}
+
+void nx_qstream_unbind(struct nx_qpeer *p)
+{
+    nx_qmap_each(&p->chans, unbind_one, NULL);
+    p->ready = NULL;
+    p->open_head = p->open_tail = NULL;
+}
+
+static void free_one(void *val, void *arg)
+{
+    struct nx_qchan *ch = val;
+    (void)arg;
+    while (ch->head) {
+        struct nx_qmsg *m = ch->head;
+        ch->head = m->next;
+        free(m);
+    }
+    free(ch);
+}
+
+void nx_qstream_free_all(struct nx_qpeer *p)
+{
+    nx_qstream_unbind(p);
+    nx_qmap_each(&p->chans, free_one, NULL);
+    nx_qmap_fini(&p->chans);
+    nx_qmap_init(&p->chans);
+    p->queued_bytes = 0;
+}
+
+struct count_arg {
+    struct nx_qconn *c;
+    uint64_t n, lost;
+};
+
+static void count_one(void *val, void *arg)
+{
+    struct nx_qchan *ch = val;
+    struct count_arg *a = arg;
+    if (ch->stream_id < 0)
+        return;
+    a->n++;
+    a->lost += ngtcp2_conn_get_stream_loss_count(a->c->conn, ch->stream_id);
+}
+
+uint32_t nx_qstream_count(struct nx_qconn *c)
+{
+    struct count_arg a = {c, 0, 0};
+    nx_qmap_each(&c->peer->chans, count_one, &a);
+    for (struct nx_qrstream *rs = c->rstreams; rs; rs = rs->next)
+        a.n++;
+    return (uint32_t)a.n;
+}
+
+uint64_t nx_qstream_lost_pkts(struct nx_qconn *c)
+{
+    struct count_arg a = {c, 0, 0};
+    nx_qmap_each(&c->peer->chans, count_one, &a);
+    return a.lost;
+}

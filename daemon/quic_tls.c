@@ -1,0 +1,282 @@
+/*
+ * quic_tls.c - GnuTLS for the QUIC handshake: TLS 1.3 only, ALPN "nexar/1", mutual
+ * authentication against the cluster CA.
+ *
+ * Both ends present a certificate and verify the other's chain to tls_ca during the
+ * handshake, so a stranger is refused before a single stream byte is accepted.  Why it
+ * was refused is kept on the connection (verify callback, or the GnuTLS error of the
+ * handshake) and sent in the CONNECTION_CLOSE reason, so both ends can say it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gnutls/crypto.h>
+#include <gnutls/x509.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+
+#include "log.h"
+#include "quic_int.h"
+
+#define NX_ALPN "nexar/1"
+
+/* AES-128-GCM first: the fastest AEAD with AES-NI; no middlebox compat mode in QUIC. */
+static const char prio_str[] =
+    "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:"
+    "+CHACHA20-POLY1305:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1:"
+    "%DISABLE_TLS13_COMPAT_MODE";
+
+static struct nx_qconn *session_conn(gnutls_session_t s)
+{
+    ngtcp2_crypto_conn_ref *ref = gnutls_session_get_ptr(s);
+    return ref ? ref->user_data : NULL;
+}
+
+static void set_why(struct nx_qconn *c, const char *what)
+{
+    if (!c->why[0])
+        snprintf(c->why, sizeof(c->why), "TLS: %s", what);
+}
+
+static const char *status_text(unsigned status)
+{
+    if (status & GNUTLS_CERT_SIGNER_NOT_FOUND)
+        return "certificate not signed by the cluster CA";
+    if (status & GNUTLS_CERT_EXPIRED)
+        return "certificate expired";
+    if (status & GNUTLS_CERT_NOT_ACTIVATED)
+        return "certificate not yet valid";
+    if (status & GNUTLS_CERT_REVOKED)
+        return "certificate revoked";
+    if (status & GNUTLS_CERT_SIGNER_NOT_CA)
+        return "certificate signed by a non-CA certificate";
+    if (status & GNUTLS_CERT_INSECURE_ALGORITHM)
+        return "certificate uses an insecure algorithm";
+    if (status & GNUTLS_CERT_SIGNATURE_FAILURE)
+        return "certificate signature does not verify";
+    return "certificate rejected";
+}
+
+/* Runs on both sides once the peer's Certificate message is in. */
+static int verify_cb(gnutls_session_t s)
+{
+    struct nx_qconn *c = session_conn(s);
+    unsigned status = 0;
+    int rv = gnutls_certificate_verify_peers2(s, &status);
+    if (rv == GNUTLS_E_NO_CERTIFICATE_FOUND) {
+        set_why(c, "peer presented no certificate");
+        return -1;
+    }
+    if (rv < 0) {
+        char m[128];
+        snprintf(m, sizeof(m), "cannot verify the peer's certificate: %s", gnutls_strerror(rv));
+        set_why(c, m);
+        return -1;
+    }
+    if (status) {
+        set_why(c, status_text(status));
+        return -1;
+    }
+    return 0;
+}
+
+static const char *error_text(int rv)
+{
+    switch (rv) {
+    case GNUTLS_E_NO_CERTIFICATE_FOUND:
+    case GNUTLS_E_CERTIFICATE_REQUIRED:
+        return "peer presented no certificate";
+    case GNUTLS_E_NO_APPLICATION_PROTOCOL:
+        return "peer does not speak ALPN " NX_ALPN;
+    case GNUTLS_E_NO_CIPHER_SUITES:
+    case GNUTLS_E_UNSUPPORTED_VERSION_PACKET:
+    case GNUTLS_E_INSUFFICIENT_CREDENTIALS:
+        return "no common TLS 1.3 parameters with the peer";
+    default:
+        return gnutls_strerror(rv);
+    }
+}
+
+/* Hashes the node key into the stateless-reset secret: a restarted daemon can then reset
+ * connections its previous life had, and the peer learns at once instead of timing out. */
+static int reset_secret_from_key(const char *keyfile, uint8_t out[32])
+{
+    gnutls_datum_t d = {NULL, 0};
+    static const char label[] = "nexar stateless reset v1";
+    if (!keyfile || gnutls_load_file(keyfile, &d) < 0)
+        return gnutls_rnd(GNUTLS_RND_KEY, out, 32) == 0 ? 0 : -1;
+    int rv = gnutls_hmac_fast(GNUTLS_MAC_SHA256, label, sizeof(label) - 1, d.data, d.size, out);
+    gnutls_memset(d.data, 0, d.size);
+    gnutls_free(d.data);
+    return rv == 0 ? 0 : -1;
+}
+
+/* Our own certificate must chain to the CA, or every peer would refuse us later. */
+static int check_own_cert(struct nx_qtls *x, char *err, size_t errlen)
+{
+    gnutls_x509_crt_t *crts = NULL;
+    unsigned n = 0, vout = 0;
+    gnutls_x509_trust_list_t tl;
+    int rv = gnutls_certificate_get_x509_crt(x->cred, 0, &crts, &n);
+    if (rv < 0) {
+        snprintf(err, errlen, "tls_cert: %s", gnutls_strerror(rv));
+        return -EINVAL;
+    }
+    gnutls_certificate_get_trust_list(x->cred, &tl);
+    rv = gnutls_x509_trust_list_verify_crt(tl, crts, n, 0, &vout, NULL);
+    for (unsigned i = 0; i < n; i++)
+        gnutls_x509_crt_deinit(crts[i]);
+    gnutls_free(crts);
+    if (rv < 0 || vout) {
+        snprintf(err, errlen, "tls_cert does not verify against tls_ca: %s",
+                 rv < 0 ? gnutls_strerror(rv) : status_text(vout));
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int nx_qtls_init(struct nx_qtls *x, const struct nx_quic_conf *conf, uint8_t reset_secret[32],
+                 char *err, size_t errlen)
+{
+    const char *errpos = NULL;
+    int rv;
+    memset(x, 0, sizeof(*x));
+    if (!conf->tls_ca) {
+        snprintf(err, errlen, "tls_ca is required");
+        return -EINVAL;
+    }
+    if ((!conf->tls_cert || !conf->tls_key) && !conf->test_lax_cert) {
+        snprintf(err, errlen, "tls_cert and tls_key are required");
+        return -EINVAL;
+    }
+    if ((rv = gnutls_certificate_allocate_credentials(&x->cred)) < 0) {
+        snprintf(err, errlen, "gnutls: %s", gnutls_strerror(rv));
+        return -ENOMEM;
+    }
+    rv = gnutls_certificate_set_x509_trust_file(x->cred, conf->tls_ca, GNUTLS_X509_FMT_PEM);
+    if (rv <= 0) {
+        snprintf(err, errlen, "tls_ca %s: %s", conf->tls_ca,
+                 rv == 0 ? "no certificate in the file" : gnutls_strerror(rv));
+        goto fail_cred;
+    }
+    if (conf->tls_cert && conf->tls_key) {
+        rv = gnutls_certificate_set_x509_key_file(x->cred, conf->tls_cert, conf->tls_key,
+                                                  GNUTLS_X509_FMT_PEM);
+        if (rv < 0) {
+            snprintf(err, errlen, "tls_cert %s / tls_key %s: %s", conf->tls_cert,
+                     conf->tls_key, gnutls_strerror(rv));
+            goto fail_cred;
+        }
+        if (!conf->test_lax_cert && check_own_cert(x, err, errlen) != 0)
+            goto fail_cred;
+        x->have_cert = 1;
+    }
+    gnutls_certificate_set_verify_function(x->cred, verify_cb);
+    if ((rv = gnutls_priority_init(&x->prio, prio_str, &errpos)) < 0) {
+        snprintf(err, errlen, "gnutls priority: %s", gnutls_strerror(rv));
+        goto fail_cred;
+    }
+    if (reset_secret_from_key(conf->tls_key, reset_secret) != 0) {
+        snprintf(err, errlen, "cannot derive the stateless reset secret");
+        goto fail_prio;
+    }
+    return 0;
+fail_prio:
+    gnutls_priority_deinit(x->prio);
+fail_cred:
+    gnutls_certificate_free_credentials(x->cred);
+    memset(x, 0, sizeof(*x));
+    return -EINVAL;
+}
+
+void nx_qtls_fini(struct nx_qtls *x)
+{
+    if (x->prio)
+        gnutls_priority_deinit(x->prio);
+    if (x->cred)
+        gnutls_certificate_free_credentials(x->cred);
+    memset(x, 0, sizeof(*x));
+}
+
+int nx_qtls_session_new(struct nx_qtls *x, struct nx_qconn *c, int server)
+{
+    gnutls_session_t s;
+    static const gnutls_datum_t alpn = {(unsigned char *)NX_ALPN, sizeof(NX_ALPN) - 1};
+    unsigned flags = (server ? GNUTLS_SERVER : GNUTLS_CLIENT) | GNUTLS_NO_TICKETS |
+                     GNUTLS_NO_END_OF_EARLY_DATA;
+    if (server && !x->have_cert)
+        return -EINVAL;
+    if (gnutls_init(&s, flags) != 0)
+        return -ENOMEM;
+    int rv = server ? ngtcp2_crypto_gnutls_configure_server_session(s)
+                    : ngtcp2_crypto_gnutls_configure_client_session(s);
+    if (rv != 0 || gnutls_priority_set(s, x->prio) != 0 ||
+        gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, x->cred) != 0 ||
+        gnutls_alpn_set_protocols(s, &alpn, 1, GNUTLS_ALPN_MANDATORY) != 0) {
+        gnutls_deinit(s);
+        return -EINVAL;
+    }
+    if (server) {
+        gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
+        /* Without our CA list in the request a client sends whatever certificate it has,
+         * so a foreign one is refused by name instead of arriving as "no certificate". */
+        gnutls_certificate_send_x509_rdn_sequence(s, 1);
+    }
+    gnutls_session_set_ptr(s, &c->ref);
+    c->tls = s;
+    return 0;
+}
+
+int nx_qtls_recv_crypto(ngtcp2_conn *conn, ngtcp2_crypto_level level, uint64_t offset,
+                        const uint8_t *data, size_t datalen, void *user_data)
+{
+    struct nx_qconn *c = user_data;
+    int rv = 0;
+    (void)offset;
+    if (datalen > 0) {
+        rv = gnutls_handshake_write(c->tls, ngtcp2_crypto_gnutls_from_ngtcp2_level(level), data,
+                                    datalen);
+        if (rv != 0 && gnutls_error_is_fatal(rv))
+            goto fail;
+    }
+    if (!ngtcp2_conn_get_handshake_completed(conn)) {
+        rv = gnutls_handshake(c->tls);
+        if (rv < 0) {
+            if (!gnutls_error_is_fatal(rv))
+                return 0;
+            goto fail;
+        }
+        ngtcp2_conn_handshake_completed(conn);
+    }
+    return 0;
+fail:
+    c->gnutls_err = rv;
+    set_why(c, error_text(rv));
+    gnutls_alert_send_appropriate(c->tls, rv);
+    rv = ngtcp2_conn_get_tls_error(conn);
+    return rv ? rv : NGTCP2_ERR_CRYPTO;
+}
+
+int nx_qtls_check_alpn(struct nx_qconn *c)
+{
+    gnutls_datum_t d;
+    if (gnutls_alpn_get_selected_protocol(c->tls, &d) != 0 || d.size != sizeof(NX_ALPN) - 1 ||
+        memcmp(d.data, NX_ALPN, d.size) != 0) {
+        set_why(c, "peer does not speak ALPN " NX_ALPN);
+        return -1;
+    }
+    return 0;
+}
+
+void nx_qtls_cipher(struct nx_qconn *c, char *out, size_t outlen)
+{
+    const char *name = c->tls ? gnutls_ciphersuite_get(c->tls) : NULL;
+    snprintf(out, outlen, "%s", name ? name : "");
+}
+
+const char *nx_qtls_alert_text(uint8_t alert)
+{
+    const char *s = gnutls_alert_get_name((gnutls_alert_description_t)alert);
+    return s ? s : "unknown alert";
+}

@@ -1,0 +1,84 @@
+/*
+ * transport_quic.h - the QUIC implementation of transport.h (ngtcp2 0.12 + GnuTLS).
+ *
+ * Building one from the daemon config (what nexard does):
+ *
+ *     struct nx_quic_conf qc;
+ *     nx_quic_conf_defaults(&qc);
+ *     qc.listen = cfg->listen;               // "0.0.0.0:7000", "[::1]:7000"; port 0: any
+ *     qc.advertise = cfg->advertise;         // NULL: the bound address
+ *     qc.tls_ca = cfg->tls_ca;  qc.tls_cert = cfg->tls_cert;  qc.tls_key = cfg->tls_key;
+ *     qc.idle_timeout_ms = cfg->peer_idle_timeout_ms;
+ *     qc.keepalive_ms = cfg->keepalive_ms;
+ *     qc.window_bytes = cfg->quic_window_bytes;
+ *     qc.stream_window_bytes = cfg->quic_stream_window_bytes;
+ *     qc.max_udp_payload = cfg->quic_max_udp_payload;
+ *     struct nx_transport *t = nx_quic_new(loop, &qc, &callbacks, err, sizeof(err));
+ *     ...
+ *     t->ops->destroy(t);  uv_run(loop, UV_RUN_NOWAIT);   // let the handles close
+ *
+ * The constructor copies every string of conf; it reads no global state, so tests can run
+ * several endpoints in one process.  t->local_addr is the advertised address (or the bound
+ * one, with the port the kernel picked when listen asked for port 0).
+ *
+ * Behaviour beyond transport.h:
+ * - One UDP socket per endpoint, for dialing and accepting alike, so that the remote address
+ *   of a 4-tuple names the peer daemon before the handshake.  Simultaneous open: when an
+ *   Initial arrives from A while our own dial to A has not come up, the side whose local
+ *   address is smaller ignores it and the other accepts it and drops its dial; no message
+ *   was written on the dropped dial (stream data waits for the handshake to be confirmed),
+ *   so the queue simply carries over.
+ * - Mutual TLS 1.3 against tls_ca, ALPN "nexar/1".  A peer without a certificate or with
+ *   one from another CA is refused during the handshake; a dialing side reports LOST with
+ *   the reason ("TLS: certificate not signed by the cluster CA", "peer closed: TLS alert
+ *   certificate required: ...").  A refused inbound attempt is only logged: such a peer
+ *   never reached the layer above.
+ * - close_peer() does not call on_peer for the local side: the caller knows.  destroy()
+ *   calls no callback.
+ * - close_peer() and peer_forget() may be called from inside on_message/on_sent/on_peer;
+ *   destroy() may not.
+ */
+#ifndef NX_TRANSPORT_QUIC_H
+#define NX_TRANSPORT_QUIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "transport.h"
+
+struct nx_quic_conf {
+    const char *listen;          /* required: "host:port" to bind */
+    const char *advertise;       /* NULL: the bound address */
+    const char *tls_ca;          /* PEM: the cluster CA (required) */
+    const char *tls_cert;        /* PEM: this node's certificate chain */
+    const char *tls_key;         /* PEM: its private key */
+    int test_lax_cert;           /* tests only: tls_cert/tls_key may be missing (dial-only,
+                                  * cannot accept) or signed by another CA */
+    uint32_t idle_timeout_ms;    /* silence after which a peer is lost */
+    uint32_t keepalive_ms;       /* PING after this much quiet; 0: off */
+    uint32_t handshake_timeout_ms; /* 0: max(idle timeout, 3 s) */
+    uint64_t window_bytes;       /* connection flow-control window */
+    uint64_t stream_window_bytes;/* per-stream window */
+    uint32_t max_udp_payload;    /* <= 1452: PMTUD up to it; more: fixed, for loopback/jumbo */
+    int retry;                   /* validate new peers' addresses with a Retry (default 1) */
+    uint32_t max_streams;        /* concurrent channels a peer may open towards us */
+};
+
+/* Defaults matching daemon/config.c: 5 s idle, 1 s keep-alive, 64 MiB / 16 MiB windows,
+ * 1452-byte datagrams, Retry on, 1024 streams. */
+void nx_quic_conf_defaults(struct nx_quic_conf *c);
+
+/*
+ * Binds conf->listen, loads the credentials and starts reading.  Returns the endpoint, or
+ * NULL with a message in err (bad address, bind failure, unreadable PEM, a certificate the
+ * CA does not sign).  The callbacks are copied.  Free with t->ops->destroy(t).
+ */
+struct nx_transport *nx_quic_new(uv_loop_t *loop, const struct nx_quic_conf *conf,
+                                 const struct nx_transport_cb *cb, char *err, size_t errlen);
+
+/* The bound port (useful after listen ":0"). */
+int nx_quic_port(struct nx_transport *t);
+
+#endif

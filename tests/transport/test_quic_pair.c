@@ -1,0 +1,599 @@
+/*
+ * test_quic_pair.c - the QUIC transport against itself, on real loopback UDP sockets with
+ * real certificates.  One subtest per run (argv[1]):
+ *   bulk      1 GiB (or --mib N) over 4 channels, bit-exact, order checked per channel
+ *   ipv6      the same on [::1], smaller (skipped without IPv6)
+ *   reject    foreign-CA and certificate-less peers refused before any message, with why
+ *   lost      a SIGKILLed peer is LOST within the idle timeout (2 s, asserted <= 3 s)
+ *   reset     a restarted peer (same key and port) resets the old connection at once
+ *   simopen   both sides dial at once: one connection, every message exactly once
+ *   mesh      4 endpoints all-to-all
+ *   close     close_peer: the other side sees LOST with our reason; sends fail after
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "qh.h"
+
+#define MAXEP 5
+#define NCH 4
+#define MAXMSG (1u << 20)
+
+struct ep {
+    struct nx_transport *t;
+    int idx;
+    int ups, losts;
+    char reason[160];
+    uint64_t msgs, bytes, bad;
+    uint64_t next_seq[MAXEP][NCH];
+    uint64_t acked, acked_bytes;
+    /* bulk sender */
+    struct nx_tpeer *to;
+    uint64_t send_seq[NCH], sent_bytes[NCH], inflight[NCH], target;
+    uint8_t *scratch;
+    int echo;
+};
+
+static struct ep eps[MAXEP];
+static int neps;
+static uv_loop_t *loop;
+
+static int idx_of(const char *addr)
+{
+    for (int i = 0; i < neps; i++)
+        if (eps[i].t && !strcmp(eps[i].t->local_addr, addr))
+            return i;
+    return -1;
+}
+
+static void on_message(void *arg, struct nx_tpeer *p, uint64_t ch, const void *data, size_t len)
+{
+    struct ep *e = arg;
+    int from = idx_of(p->addr);
+    e->msgs++;
+    e->bytes += len;
+    if (from < 0 || ch >= NCH) {
+        e->bad++;
+        return;
+    }
+    uint64_t seq = e->next_seq[from][ch]++;
+    size_t want = qh_msg_len(ch, seq, MAXMSG);
+    if (len != want) {
+        if (e->bad++ < 5)
+            fprintf(stderr, "ep%d: from %d ch %llu seq %llu: %zu bytes, want %zu\n", e->idx,
+                    from, (unsigned long long)ch, (unsigned long long)seq, len, want);
+        return;
+    }
+    qh_msg_fill(e->scratch, len, ch, seq);
+    if (len && memcmp(e->scratch, data, len) != 0 && e->bad++ < 5)
+        fprintf(stderr, "ep%d: from %d ch %llu seq %llu: contents differ\n", e->idx, from,
+                (unsigned long long)ch, (unsigned long long)seq);
+}
+
+static void pump(struct ep *e);
+
+static void on_peer(void *arg, struct nx_tpeer *p, enum nx_tpeer_state st, const char *reason)
+{
+    struct ep *e = arg;
+    if (st == NX_TPEER_UP) {
+        e->ups++;
+    } else {
+        e->losts++;
+        snprintf(e->reason, sizeof(e->reason), "%s", reason);
+    }
+    if (getenv("QH_VERBOSE"))
+        fprintf(stderr, "ep%d: %s %s %s\n", e->idx, p->addr, nx_tpeer_state_name(st), reason);
+}
+
+static void on_sent(void *arg, struct nx_tpeer *p, uint64_t token)
+{
+    struct ep *e = arg;
+    (void)p;
+    unsigned ch = (unsigned)(token >> 32) - 1;
+    uint64_t len = token & 0xffffffffu;
+    e->acked++;
+    e->acked_bytes += len;
+    if (ch < NCH) {
+        e->inflight[ch] -= len;
+        pump(e);
+    }
+}
+
+static int send_msg(struct ep *e, struct nx_tpeer *to, unsigned ch, uint64_t seq, int token)
+{
+    size_t len = qh_msg_len(ch, seq, MAXMSG);
+    qh_msg_fill(e->scratch, len, ch, seq);
+    struct iovec iov[2] = {{e->scratch, len / 3}, {e->scratch + len / 3, len - len / 3}};
+    uint64_t tok = token ? ((uint64_t)(ch + 1) << 32 | len) : 0;
+    int rv = to->t->ops->send(to, ch, iov, 2, tok);
+    if (rv == 0 && token)
+        e->inflight[ch] += len;
+    return rv;
+}
+
+/* Keeps 8 MiB per channel in flight until target bytes went on each channel. */
+static void pump(struct ep *e)
+{
+    if (!e->to)
+        return;
+    for (unsigned ch = 0; ch < NCH; ch++) {
+        while (e->sent_bytes[ch] < e->target && e->inflight[ch] < (8u << 20)) {
+            size_t len = qh_msg_len(ch, e->send_seq[ch], MAXMSG);
+            if (send_msg(e, e->to, ch, e->send_seq[ch], 1) != 0) {
+                e->bad++;
+                return;
+            }
+            e->send_seq[ch]++;
+            e->sent_bytes[ch] += len;
+        }
+    }
+}
+
+static struct ep *ep_new(const struct nx_quic_conf *conf)
+{
+    struct ep *e = &eps[neps];
+    char err[256];
+    memset(e, 0, sizeof(*e));
+    e->idx = neps;
+    struct nx_transport_cb cb = {e, on_message, on_peer, on_sent};
+    e->t = nx_quic_new(loop, conf, &cb, err, sizeof(err));
+    if (!e->t) {
+        fprintf(stderr, "nx_quic_new(%s): %s\n", conf->listen, err);
+        return NULL;
+    }
+    e->scratch = malloc(MAXMSG);
+    neps++;
+    return e;
+}
+
+static struct ep *ep_node(const char *listen, int node)
+{
+    struct nx_quic_conf c;
+    qh_conf(&c, listen, node);
+    return ep_new(&c);
+}
+
+static void eps_free(void)
+{
+    for (int i = 0; i < neps; i++) {
+        if (eps[i].t)
+            qh_destroy(loop, eps[i].t);
+        free(eps[i].scratch);
+        eps[i].t = NULL;
+    }
+    neps = 0;
+}
+
+static struct nx_tpeer *peer_of(struct ep *e, struct ep *other)
+{
+    char err[128];
+    struct nx_tpeer *p = e->t->ops->peer(e->t, other->t->local_addr, err, sizeof(err));
+    if (!p)
+        fprintf(stderr, "peer(%s): %s\n", other->t->local_addr, err);
+    return p;
+}
+
+/* ---- bulk ---- */
+
+struct bulk_done {
+    struct ep *a, *b;
+    uint64_t total;
+};
+
+static int bulk_is_done(void *arg)
+{
+    struct bulk_done *d = arg;
+    return d->b->bytes >= d->total && d->a->acked_bytes >= d->total;
+}
+
+static int test_bulk(const char *host, uint64_t mib)
+{
+    char la[64];
+    snprintf(la, sizeof(la), "%s:0", host);
+    struct ep *a = ep_node(la, 0), *b = ep_node(la, 1);
+    if (!a || !b)
+        return 1;
+    a->to = peer_of(a, b);
+    a->target = (mib << 20) / NCH;
+    struct bulk_done d = {a, b, 0};
+    for (unsigned ch = 0; ch < NCH; ch++) /* what pump() will send: whole messages */
+        for (uint64_t seq = 0, sent = 0; sent < a->target; seq++) {
+            size_t len = qh_msg_len(ch, seq, MAXMSG);
+            sent += len;
+            d.total += len;
+        }
+    double t0 = qh_now();
+    pump(a);
+    int ok = qh_run_until(loop, bulk_is_done, &d, 55000);
+    double dt = qh_now() - t0;
+    struct nx_tpeer_stats st;
+    a->t->ops->stats(a->to, &st);
+    printf("%s: %.1f MiB over %d channels in %.2f s: %.2f GB/s (one process, one core); "
+           "rtt %.3f ms, cwnd %llu, pkts %llu sent %llu lost, cipher %s\n",
+           host, (double)d.total / (1 << 20), NCH, dt, (double)d.total / dt / 1e9, st.rtt_ms,
+           (unsigned long long)st.cwnd, (unsigned long long)st.pkts_sent,
+           (unsigned long long)st.pkts_lost, st.cipher);
+    QH_CHECK(ok);
+    QH_CHECK(b->bad == 0 && a->bad == 0);
+    QH_CHECK(b->bytes == d.total);
+    for (int ch = 0; ch < NCH; ch++)
+        QH_CHECK(b->next_seq[0][ch] == a->send_seq[ch]);
+    QH_CHECK(a->acked == a->send_seq[0] + a->send_seq[1] + a->send_seq[2] + a->send_seq[3]);
+    QH_CHECK(st.queued_bytes == 0);
+    QH_CHECK(!strcmp(st.cipher, "TLS_AES_128_GCM_SHA256"));
+    QH_CHECK(st.state == NX_TPEER_UP && !st.inbound && st.streams_open == NCH);
+    QH_CHECK(a->losts == 0 && b->losts == 0 && a->ups == 1 && b->ups == 1);
+    eps_free();
+    return 0;
+}
+
+static int ipv6_available(void)
+{
+    int fd = socket(AF_INET6, SOCK_DGRAM, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+/* ---- reject ---- */
+
+static int has_lost(void *arg)
+{
+    return ((struct ep *)arg)->losts > 0;
+}
+
+static int test_reject(void)
+{
+    struct nx_quic_conf c;
+    struct ep *a = ep_node("127.0.0.1:0", 0);
+    /* The intruder trusts our CA: only its own certificate is wrong, so the refusal
+     * below is ours in both directions. */
+    qh_conf_foreign(&c, "127.0.0.1:0", 1);
+    struct ep *f = ep_new(&c);
+    qh_conf(&c, "127.0.0.1:0", -1);
+    struct ep *n = ep_new(&c);
+    qh_conf_foreign(&c, "127.0.0.1:0", 0);
+    struct ep *g = ep_new(&c);
+    if (!a || !f || !n || !g)
+        return 1;
+
+    /* We dial the intruder: our verification refuses its certificate. */
+    struct nx_tpeer *pf = peer_of(a, f);
+    QH_CHECK(send_msg(a, pf, 0, 0, 0) == 0);
+    QH_CHECK(qh_run_until(loop, has_lost, a, 8000));
+    printf("dialing a node with a foreign-CA certificate: LOST \"%s\"\n", a->reason);
+    QH_CHECK(strstr(a->reason, "not signed by the cluster CA") != NULL);
+    QH_CHECK(f->msgs == 0 && f->ups == 0);
+    struct iovec iov = {"x", 1};
+    QH_CHECK(a->t->ops->send(pf, 0, &iov, 1, 0) == -ENOTCONN);
+    a->t->ops->peer_forget(pf);
+
+    /* The intruder dials us: we refuse its certificate during the handshake. */
+    a->losts = 0;
+    QH_CHECK(send_msg(f, peer_of(f, a), 0, 0, 0) == 0);
+    QH_CHECK(qh_run_until(loop, has_lost, f, 8000));
+    printf("a node with a foreign-CA certificate dialing us: it sees LOST \"%s\"\n", f->reason);
+    QH_CHECK(strstr(f->reason, "not signed by the cluster CA") != NULL);
+    QH_CHECK(a->msgs == 0 && a->ups == 0 && a->losts == 0);
+
+    /* No certificate at all. */
+    QH_CHECK(send_msg(n, peer_of(n, a), 0, 0, 0) == 0);
+    QH_CHECK(qh_run_until(loop, has_lost, n, 8000));
+    printf("a node without a certificate dialing us: it sees LOST \"%s\"\n", n->reason);
+    QH_CHECK(strstr(n->reason, "no certificate") != NULL);
+    QH_CHECK(a->msgs == 0 && a->ups == 0 && a->losts == 0);
+
+    /* A node of another cluster altogether refuses us as we refuse it. */
+    QH_CHECK(send_msg(g, peer_of(g, a), 0, 0, 0) == 0);
+    QH_CHECK(qh_run_until(loop, has_lost, g, 8000));
+    printf("a node of another cluster dialing us: it sees LOST \"%s\"\n", g->reason);
+    QH_CHECK(strstr(g->reason, "TLS") != NULL);
+    QH_CHECK(a->msgs == 0 && a->ups == 0 && a->losts == 0);
+    eps_free();
+    return 0;
+}
+
+/* ---- lost: a child process hosts the peer and is killed ---- */
+
+static void child_main(int wfd, int node, int port)
+{
+    char listen[64];
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+    /* A loop of its own: the parent's (inherited) would also read the parent's socket. */
+    static uv_loop_t child_loop;
+    uv_loop_init(&child_loop);
+    loop = &child_loop;
+    struct ep *b = ep_node(listen, node);
+    if (!b)
+        _exit(3);
+    int p = nx_quic_port(b->t);
+    if (write(wfd, &p, sizeof(p)) != sizeof(p))
+        _exit(4);
+    close(wfd);
+    uv_run(loop, UV_RUN_DEFAULT);
+    _exit(0);
+}
+
+static pid_t spawn_peer(int node, int port, int *bound)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        child_main(fds[1], node, port);
+    }
+    close(fds[1]);
+    if (read(fds[0], bound, sizeof(*bound)) != sizeof(*bound)) {
+        close(fds[0]);
+        return -1;
+    }
+    close(fds[0]);
+    return pid;
+}
+
+struct up_wait {
+    struct ep *e;
+    uint64_t acked;
+};
+
+static int up_and_acked(void *arg)
+{
+    struct up_wait *w = arg;
+    return w->e->ups > 0 && w->e->acked >= w->acked;
+}
+
+static int test_lost(int restart)
+{
+    int port;
+    pid_t pid = spawn_peer(1, 0, &port);
+    if (pid < 0)
+        return 1;
+    struct ep *a = ep_node("127.0.0.1:0", 0);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    char err[128];
+    struct nx_tpeer *pb = a->t->ops->peer(a->t, addr, err, sizeof(err));
+    QH_CHECK(pb != NULL);
+    QH_CHECK(send_msg(a, pb, 0, 0, 1) == 0);
+    struct up_wait w = {a, 1};
+    QH_CHECK(qh_run_until(loop, up_and_acked, &w, 8000));
+    qh_run_for(loop, 300);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    double t0 = qh_now();
+    pid_t pid2 = -1;
+    if (restart) {
+        /* Same key, same port: it has no state for our connection and resets it. */
+        int port2;
+        pid2 = spawn_peer(1, port, &port2);
+        QH_CHECK(pid2 > 0 && port2 == port);
+    }
+    QH_CHECK(qh_run_until(loop, has_lost, a, 6000));
+    double dt = qh_now() - t0;
+    printf("peer %s: LOST after %.2f s: \"%s\"\n", restart ? "restarted" : "killed", dt,
+           a->reason);
+    if (restart) {
+        QH_CHECK(strstr(a->reason, "stateless reset") != NULL);
+        QH_CHECK(dt <= 1.5);
+    } else {
+        QH_CHECK(strstr(a->reason, "idle timeout") != NULL);
+        QH_CHECK(dt <= 3.0);
+    }
+    QH_CHECK(a->losts == 1);
+    qh_run_for(loop, 200);
+    QH_CHECK(a->losts == 1); /* exactly once */
+    if (restart) {
+        /* Forget and dial again: the restarted peer answers. */
+        a->t->ops->peer_forget(pb);
+        pb = a->t->ops->peer(a->t, addr, err, sizeof(err));
+        a->ups = 0;
+        QH_CHECK(send_msg(a, pb, 0, 0, 1) == 0);
+        w.acked = 2;
+        QH_CHECK(qh_run_until(loop, up_and_acked, &w, 8000));
+        kill(pid2, SIGKILL);
+        waitpid(pid2, NULL, 0);
+    }
+    eps_free();
+    return 0;
+}
+
+/* ---- simultaneous open, mesh ---- */
+
+struct all_in {
+    int n;
+    uint64_t per_pair;
+};
+
+static int all_received(void *arg)
+{
+    struct all_in *w = arg;
+    for (int i = 0; i < neps; i++)
+        for (int j = 0; j < neps; j++)
+            for (int ch = 0; ch < 2; ch++)
+                if (i != j && eps[i].next_seq[j][ch] < w->per_pair)
+                    return 0;
+    return 1;
+}
+
+static void count_inbound(struct nx_tpeer *p, void *arg)
+{
+    struct nx_tpeer_stats st;
+    p->t->ops->stats(p, &st);
+    int *v = arg;
+    v[0]++;
+    v[1] += st.inbound;
+    v[2] += st.state == NX_TPEER_UP;
+}
+
+static void dump_peer(struct nx_tpeer *p, void *arg)
+{
+    struct nx_tpeer_stats st;
+    (void)arg;
+    p->t->ops->stats(p, &st);
+    fprintf(stderr, "  %s -> %s: %s%s queued %llu sent %llu recv %llu pkts %llu/%llu streams %u "
+            "cwnd %llu %s\n", p->t->local_addr, st.addr, nx_tpeer_state_name(st.state),
+            st.inbound ? " inbound" : "", (unsigned long long)st.queued_bytes,
+            (unsigned long long)st.msgs_sent, (unsigned long long)st.msgs_recv,
+            (unsigned long long)st.pkts_sent, (unsigned long long)st.pkts_recv,
+            st.streams_open, (unsigned long long)st.cwnd, st.reason);
+}
+
+static void dump_mesh(int n)
+{
+    for (int i = 0; i < n; i++) {
+        fprintf(stderr, "ep%d %s:", i, eps[i].t->local_addr);
+        for (int j = 0; j < n; j++)
+            fprintf(stderr, " [%d]=%llu/%llu", j, (unsigned long long)eps[i].next_seq[j][0],
+                    (unsigned long long)eps[i].next_seq[j][1]);
+        fprintf(stderr, "\n");
+        eps[i].t->ops->each_peer(eps[i].t, dump_peer, NULL);
+    }
+}
+
+/* Every endpoint sends `per` messages on 2 channels to every other, all before the loop
+ * runs once: each pair opens simultaneously. */
+static int all_to_all(int n, int per, int retry)
+{
+    struct nx_quic_conf c;
+    for (int i = 0; i < n; i++) {
+        qh_conf(&c, "127.0.0.1:0", i);
+        c.retry = retry;
+        if (!ep_new(&c))
+            return 1;
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (i != j) {
+                struct nx_tpeer *p = peer_of(&eps[i], &eps[j]);
+                for (int s = 0; s < per; s++)
+                    for (unsigned ch = 0; ch < 2; ch++)
+                        QH_CHECK(send_msg(&eps[i], p, ch, (uint64_t)s, 0) == 0);
+            }
+    struct all_in w = {n, (uint64_t)per};
+    int ok = qh_run_until(loop, all_received, &w, 20000);
+    QH_CHECK(ok);
+    if (!ok)
+        dump_mesh(n);
+    qh_run_for(loop, 100);
+    int inbound_total = 0;
+    for (int i = 0; i < n; i++) {
+        int v[3] = {0, 0, 0};
+        eps[i].t->ops->each_peer(eps[i].t, count_inbound, v);
+        QH_CHECK(v[0] == n - 1 && v[2] == n - 1);
+        QH_CHECK(eps[i].ups == n - 1 && eps[i].losts == 0 && eps[i].bad == 0);
+        for (int j = 0; j < n; j++)
+            for (int ch = 0; ch < 2 && i != j; ch++)
+                QH_CHECK(eps[i].next_seq[j][ch] == (uint64_t)per); /* once, not twice */
+        inbound_total += v[1];
+    }
+    /* One connection per pair: exactly one side of each pair accepted. */
+    QH_CHECK(inbound_total == n * (n - 1) / 2);
+    eps_free();
+    return 0;
+}
+
+static int test_simopen(void)
+{
+    for (int round = 0; round < 10; round++)
+        if (all_to_all(2, 20, round & 1))
+            return 1;
+    printf("simultaneous open: 10 rounds (Retry on and off), one connection each\n");
+    return 0;
+}
+
+static int test_mesh(void)
+{
+    if (all_to_all(4, 100, 1))
+        return 1;
+    printf("mesh: 4 endpoints all-to-all, 100 messages x 2 channels per pair\n");
+    return 0;
+}
+
+/* ---- close ---- */
+
+static int test_close(void)
+{
+    struct ep *a = ep_node("127.0.0.1:0", 0), *b = ep_node("127.0.0.1:0", 1);
+    struct nx_tpeer *pb = peer_of(a, b);
+    QH_CHECK(send_msg(a, pb, 0, 0, 1) == 0);
+    struct up_wait w = {a, 1};
+    QH_CHECK(qh_run_until(loop, up_and_acked, &w, 5000));
+    a->t->ops->close_peer(pb, "maintenance");
+    struct iovec iov = {"x", 1};
+    QH_CHECK(a->t->ops->send(pb, 0, &iov, 1, 0) == -ENOTCONN);
+    QH_CHECK(qh_run_until(loop, has_lost, b, 5000));
+    printf("closed by the peer: LOST \"%s\"\n", b->reason);
+    QH_CHECK(strstr(b->reason, "maintenance") != NULL);
+    QH_CHECK(a->losts == 0); /* no callback for a local close */
+    struct nx_tpeer_stats st;
+    a->t->ops->stats(pb, &st);
+    QH_CHECK(st.state == NX_TPEER_LOST);
+    a->t->ops->peer_forget(pb);
+    /* A fresh record dials again. */
+    pb = peer_of(a, b);
+    a->ups = 0;
+    QH_CHECK(send_msg(a, pb, 0, 1, 1) == 0);
+    w.acked = 2;
+    QH_CHECK(qh_run_until(loop, up_and_acked, &w, 5000));
+    eps_free();
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "bulk";
+    uint64_t mib = 1024;
+    for (int i = 2; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--mib"))
+            mib = strtoull(argv[i + 1], NULL, 10);
+    const char *lv = getenv("NEXAR_LOG");
+    nx_log_init(lv ? (enum nx_log_level)nx_log_level_parse(lv) : NX_LOG_ERROR, 0);
+    signal(SIGPIPE, SIG_IGN);
+    qh_certs(4);
+    loop = uv_default_loop();
+    int rv = 0;
+    if (!strcmp(what, "bulk")) {
+        rv = test_bulk("127.0.0.1", mib);
+    } else if (!strcmp(what, "ipv6")) {
+        if (!ipv6_available()) {
+            printf("no IPv6 loopback here: skipped\n");
+            qh_certs_cleanup();
+            return 77;
+        }
+        rv = test_bulk("[::1]", mib < 64 ? mib : 64);
+    } else if (!strcmp(what, "reject")) {
+        rv = test_reject();
+    } else if (!strcmp(what, "lost")) {
+        rv = test_lost(0);
+    } else if (!strcmp(what, "reset")) {
+        rv = test_lost(1);
+    } else if (!strcmp(what, "simopen")) {
+        rv = test_simopen();
+    } else if (!strcmp(what, "mesh")) {
+        rv = test_mesh();
+    } else if (!strcmp(what, "close")) {
+        rv = test_close();
+    } else {
+        fprintf(stderr, "unknown subtest %s\n", what);
+        rv = 2;
+    }
+    uv_loop_close(loop);
+    qh_certs_cleanup();
+    if (rv || qh_failures) {
+        fprintf(stderr, "%s: FAILED (%d checks)\n", what, qh_failures);
+        return 1;
+    }
+    printf("%s: ok\n", what);
+    return 0;
+}
