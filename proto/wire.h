@@ -11,7 +11,9 @@
  *            pattern payload of a peer test (nexarctl peer-test).
  *
  * Everything here is decoded from untrusted bytes: the decoders check every length and
- * never read past len.  Unknown flags bits are rejected (they would change meaning).
+ * never read past len.  Unknown flags bits are rejected (they would change meaning); each
+ * type owns its bits (only DATA has any so far), a CTL body is never empty, and a DATA/TEST
+ * header whose offset + length would wrap 64 bits is refused.
  */
 #ifndef NX_WIRE_H
 #define NX_WIRE_H
@@ -62,7 +64,8 @@ size_t nx_wire_put_ctl(uint8_t *out);
 size_t nx_wire_put_data(uint8_t *out, enum nx_wire_type type, uint32_t flags,
                         const struct nx_data_hdr *h);
 
-/* Decodes one message of len bytes.  0, or -EBADMSG with a reason in why (static text). */
+/* Decodes one message of len bytes.  0, or -EBADMSG with a reason in why (static text; why
+ * may be NULL) and *m zeroed.  m->body points into buf: valid as long as buf is. */
 int nx_wire_decode(const void *buf, size_t len, struct nx_wire_msg *m, const char **why);
 
 #endif

@@ -2,8 +2,8 @@
 """Writes the seed corpora of the fuzz targets into tests/fuzz/corpus/<target>/.
 
 The seeds are checked in; run this again (python3 tests/fuzz/gen_corpus.py) after a
-change to proto/frame.h, proto/nexar.proto or struct nx_sqe.  Protobuf is encoded
-by hand here so that the script needs nothing beyond Python.
+change to proto/frame.h, proto/nexar.proto, struct nx_sqe or proto/wire.h.  Protobuf is
+encoded by hand here so that the script needs nothing beyond Python.
 """
 import os
 import struct
@@ -92,6 +92,46 @@ FRAME_SEEDS = {
     "truncated": frame(JOIN, join)[:-3],
 }
 
+# ---- daemon-to-daemon messages (proto/wire.h) --------------------------------
+
+W_MAGIC, W_VERSION = 0x584E, 1
+W_CTL, W_DATA, W_TEST = 1, 2, 3
+W_LAST = 0x1
+
+
+def wire_env(wtype, flags=0, magic=W_MAGIC, version=W_VERSION):
+    return struct.pack("<HBBI", magic, version, wtype, flags)
+
+
+def wire_data(wtype, payload, flags=0, job=7, comm=3, seq=42, step=1, sig=0xC0FFEE,
+              offset=0, length=None, src=1, **env):
+    if length is None:
+        length = len(payload)
+    return (wire_env(wtype, flags, **env)
+            + struct.pack("<QQQIIQII", job, comm, seq, step, sig, offset, length, src)
+            + payload)
+
+
+# A PeerMsg as peer_msg.c sends it: version = 1, then a oneof member (field 2, empty).
+peer_msg = f_varint(1, 1) + f_bytes(2, b"")
+
+WIRE_SEEDS = {
+    "ctl": wire_env(W_CTL) + peer_msg,
+    "data_empty": wire_data(W_DATA, b""),
+    "data_last": wire_data(W_DATA, bytes(range(64)), flags=W_LAST, offset=1 << 20, step=3),
+    "data_large": wire_data(W_DATA, bytes(i * 7 % 251 for i in range(4096)), seq=1 << 40),
+    "test": wire_data(W_TEST, b"\xa5" * 100, job=0x1234, seq=9),
+    "max_offset": wire_data(W_DATA, b"abcd", offset=(1 << 64) - 4),
+    "bad_magic": wire_data(W_DATA, b"x", magic=0x4E58),
+    "bad_version": wire_data(W_DATA, b"x", version=2),
+    "bad_type": wire_env(9) + peer_msg,
+    "bad_flags": wire_data(W_TEST, b"x", flags=W_LAST),
+    "ctl_empty": wire_env(W_CTL),
+    "length_lies": wire_data(W_DATA, b"xyz", length=4),
+    "offset_wraps": wire_data(W_DATA, b"abcd", offset=(1 << 64) - 3),
+    "truncated": wire_data(W_DATA, b"")[:30],
+}
+
 # ---- descriptors (proto/shm_abi.h) -------------------------------------------
 
 K = dict(all_reduce=1, broadcast=2, reduce=3, all_gather=4, reduce_scatter=5, gather=6,
@@ -154,6 +194,7 @@ def main():
     write("fuzz_frame", {name: bytes([i * 37 % 256]) + data
                          for i, (name, data) in enumerate(FRAME_SEEDS.items())})
     write("fuzz_sqe", SQE_SEEDS)
+    write("fuzz_wire", WIRE_SEEDS)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,144 @@
+/* wire.c - see wire.h.  Every field is little-endian and read byte by byte: the bytes are
+ * another machine's, with no alignment promised and no struct layout shared. */
+#include "wire.h"
+
+#include <errno.h>
+#include <string.h>
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static size_t put_env(uint8_t *out, enum nx_wire_type type, uint32_t flags)
+{
+    put16(out, NX_WIRE_MAGIC);
+    out[2] = NX_WIRE_VERSION;
+    out[3] = (uint8_t)type;
+    put32(out + 4, flags);
+    return NX_WIRE_ENV_BYTES;
+}
+
+size_t nx_wire_put_ctl(uint8_t *out)
+{
+    return put_env(out, NX_WIRE_CTL, 0);
+}
+
+size_t nx_wire_put_data(uint8_t *out, enum nx_wire_type type, uint32_t flags,
+                        const struct nx_data_hdr *h)
+{
+    uint8_t *p = out + put_env(out, type, flags);
+    put64(p, h->job);
+    put64(p + 8, h->comm);
+    put64(p + 16, h->seq);
+    put32(p + 24, h->step);
+    put32(p + 28, h->sig);
+    put64(p + 32, h->offset);
+    put32(p + 40, h->length);
+    put32(p + 44, h->src);
+    return NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES;
+}
+
+/* Flags a type may carry: each type owns its bits, so a bit never means two things. */
+static uint32_t flags_known(uint8_t type)
+{
+    return type == NX_WIRE_DATA ? NX_WIRE_FLAGS_KNOWN : 0;
+}
+
+#define FAIL(reason)                                                                       \
+    do {                                                                                   \
+        *why = (reason);                                                                   \
+        memset(m, 0, sizeof(*m));                                                          \
+        return -EBADMSG;                                                                   \
+    } while (0)
+
+int nx_wire_decode(const void *buf, size_t len, struct nx_wire_msg *m, const char **why)
+{
+    const uint8_t *p = buf;
+    const char *dummy;
+    if (!why)
+        why = &dummy;
+    *why = NULL;
+    memset(m, 0, sizeof(*m));
+    if (!p || len < NX_WIRE_ENV_BYTES)
+        FAIL("message shorter than the envelope");
+    if (get16(p) != NX_WIRE_MAGIC)
+        FAIL("bad magic");
+    if (p[2] != NX_WIRE_VERSION)
+        FAIL("unsupported wire version");
+    uint8_t type = p[3];
+    uint32_t flags = get32(p + 4);
+    if (type != NX_WIRE_CTL && type != NX_WIRE_DATA && type != NX_WIRE_TEST)
+        FAIL("unknown message type");
+    if (flags & ~flags_known(type))
+        FAIL("unknown flags");
+    p += NX_WIRE_ENV_BYTES;
+    len -= NX_WIRE_ENV_BYTES;
+    if (type == NX_WIRE_CTL) {
+        /* An empty protobuf would decode to all defaults: never what a sender means. */
+        if (len == 0)
+            FAIL("control message without a body");
+        m->type = NX_WIRE_CTL;
+        m->body = p;
+        m->body_len = len;
+        return 0;
+    }
+    if (len < NX_DATA_HDR_BYTES)
+        FAIL("message shorter than its data header");
+    struct nx_data_hdr h;
+    h.job = get64(p);
+    h.comm = get64(p + 8);
+    h.seq = get64(p + 16);
+    h.step = get32(p + 24);
+    h.sig = get32(p + 28);
+    h.offset = get64(p + 32);
+    h.length = get32(p + 40);
+    h.src = get32(p + 44);
+    p += NX_DATA_HDR_BYTES;
+    len -= NX_DATA_HDR_BYTES;
+    if (h.length != len)
+        FAIL("payload length differs from the header's");
+    /* Receivers compute offset + length to place the payload: that sum must not wrap. */
+    if (h.offset > UINT64_MAX - h.length)
+        FAIL("payload offset + length overflows");
+    m->type = (enum nx_wire_type)type;
+    m->flags = flags;
+    m->hdr = h;
+    m->body = p;
+    m->body_len = len;
+    return 0;
+}
