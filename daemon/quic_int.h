@@ -39,6 +39,7 @@
 #define NX_QMAGIC "nxq1"
 #define NX_QTX_SLOTS 32          /* sendmmsg entries per flush */
 #define NX_QTX_SLOT_CAP 65000    /* bytes per GSO super-datagram (kernel caps at 64 KiB) */
+#define NX_QTX_FLUSH_BYTES (256u << 10) /* sendmmsg once this much waits */
 #define NX_QRX_SLOTS 16          /* recvmmsg entries per call */
 #define NX_QRX_SLOT_CAP 65536    /* GRO hands us up to 64 KiB per entry */
 
@@ -104,6 +105,7 @@ struct nx_qudp {
     uint8_t *txbuf;
     struct nx_qtx_slot tx[NX_QTX_SLOTS];
     int tx_n, tx_sent;
+    size_t tx_bytes;    /* queued in the slots */
     int tx_blocked;     /* EAGAIN: wait for POLLOUT */
     uint64_t send_errors;
 };
@@ -276,6 +278,8 @@ struct nx_qpeer {
     struct nx_qchan *open_head, *open_tail; /* channels waiting for a stream */
     struct nx_qpeer *notify_next;
     int in_notify;
+    int dial_pending;             /* send() asked for a dial; the idle handle makes it */
+    struct nx_qpeer *dial_next;
     uint64_t bytes_sent, bytes_recv, msgs_sent, msgs_recv, queued_bytes;
     uint64_t old_pkts_sent, old_pkts_recv; /* of connections already gone */
 };
@@ -296,6 +300,7 @@ struct nx_quic {
     struct nx_qconn *flush_list;
     struct nx_qconn *touched;
     struct nx_qpeer *notify;      /* LOST notifications waiting for the idle handle */
+    struct nx_qpeer *dials;       /* peers to dial from the idle handle */
     int handles_open;
     int destroying;
     uint8_t reset_secret[32];     /* derived from the node key: survives restarts */

@@ -89,7 +89,7 @@ static void send_stateless_reset(struct nx_quic *q, const ngtcp2_version_cid *vc
                                  const union nx_qsa *local, const union nx_qsa *remote,
                                  socklen_t remote_len)
 {
-    uint8_t token[NGTCP2_STATELESS_RESET_TOKENLEN], rnd[64], buf[96];
+    uint8_t token[NGTCP2_STATELESS_RESET_TOKENLEN], rnd[96], buf[96];
     ngtcp2_cid cid;
     /* One byte shorter than what triggered it (RFC 9000 10.3), so two endpoints cannot
      * reset each other forever; below 22 bytes there is no room for one. */

@@ -291,8 +291,10 @@ uint8_t *nx_qudp_tx_reserve(struct nx_quic *q, const struct sockaddr *to, sockle
         return NULL;
     if (maxlen > NX_QTX_SLOT_CAP)
         maxlen = NX_QTX_SLOT_CAP;
-    /* Keep one slot free: a packet that breaks the GSO run must move to a fresh one. */
-    if (u->tx_n >= NX_QTX_SLOTS - 1 && nx_qudp_tx_flush(q) != 0)
+    /* Keep one slot free: a packet that breaks the GSO run must move to a fresh one.  And
+     * hand over every NX_QTX_FLUSH_BYTES, while the packets are still in the cache. */
+    if ((u->tx_n >= NX_QTX_SLOTS - 1 || u->tx_bytes >= NX_QTX_FLUSH_BYTES) &&
+        nx_qudp_tx_flush(q) != 0)
         return NULL;
     *avail = maxlen;
     if (u->tx_n > 0) {
@@ -311,6 +313,7 @@ void nx_qudp_tx_commit(struct nx_quic *q, size_t len, size_t maxlen)
     struct nx_qtx_slot *s = u->tx_n > 0 ? &u->tx[u->tx_n - 1] : NULL;
     if (s && !s->closed) {
         uint8_t *at = u->txbuf + (size_t)(u->tx_n - 1) * NX_QTX_SLOT_CAP + s->len;
+        u->tx_bytes += len;
         if (len <= s->seg) {
             s->len += len;
             s->nseg++;
@@ -326,6 +329,7 @@ void nx_qudp_tx_commit(struct nx_quic *q, size_t len, size_t maxlen)
         s = n;
     } else {
         s = &u->tx[u->tx_n];
+        u->tx_bytes += len;
     }
     u->tx_n++;
     s->len = s->seg = len;
@@ -427,6 +431,7 @@ int nx_qudp_tx_flush(struct nx_quic *q)
         u->tx_sent += r;
     }
     u->tx_n = u->tx_sent = 0;
+    u->tx_bytes = 0;
     return 0;
 }
 

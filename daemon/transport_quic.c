@@ -35,6 +35,7 @@ void nx_quic_conf_defaults(struct nx_quic_conf *c)
     c->window_bytes = 64u << 20;
     c->stream_window_bytes = 16u << 20;
     c->max_udp_payload = 1452;
+    c->loopback_udp_payload = 65527;
     c->retry = 1;
     c->max_streams = 1024;
 }
@@ -202,9 +203,17 @@ static int to_socket_family(struct nx_quic *q, union nx_qsa *a, socklen_t *len, 
 
 /* ---- the idle handle: flushes and LOST notifications, outside any ngtcp2 call ---- */
 
+static void dial_now(struct nx_qpeer *p);
+
 static void idle_cb(uv_idle_t *h)
 {
     struct nx_quic *q = h->data;
+    while (q->dials) {
+        struct nx_qpeer *p = q->dials;
+        q->dials = p->dial_next;
+        p->dial_pending = 0;
+        dial_now(p);
+    }
     struct nx_qconn *list = q->flush_list;
     q->flush_list = NULL;
     while (list) {
@@ -221,7 +230,7 @@ static void idle_cb(uv_idle_t *h)
             q->base.cb.on_peer(q->base.cb.arg, &p->base, NX_TPEER_LOST, p->reason);
         /* p may be gone now (peer_forget from the callback) */
     }
-    if (!q->flush_list && !q->notify) {
+    if (!q->flush_list && !q->notify && !q->dials) {
         uv_idle_stop(&q->idle);
         q->idle_on = 0;
     }
@@ -319,6 +328,13 @@ static void notify_unlink(struct nx_qpeer *p)
 void nx_qpeer_free(struct nx_qpeer *p)
 {
     struct nx_quic *q = p->q;
+    if (p->dial_pending) {
+        for (struct nx_qpeer **pp = &q->dials; *pp; pp = &(*pp)->dial_next)
+            if (*pp == p) {
+                *pp = p->dial_next;
+                break;
+            }
+    }
     if (p->conn)
         nx_qconn_close(p->conn, NX_QERR_CLOSED, "closed");
     nx_qstream_free_all(p);
@@ -430,21 +446,35 @@ static int quic_send(struct nx_tpeer *tp, uint64_t channel, const struct iovec *
                      int iovcnt, uint64_t token)
 {
     struct nx_qpeer *p = (struct nx_qpeer *)tp;
-    char err[160];
     if (p->state == NX_TPEER_LOST || p->forget_req || p->q->destroying)
         return -ENOTCONN;
     int rv = nx_qstream_send(p, channel, iov, iovcnt, token);
     if (rv != 0 || p->conn)
         return rv;
-    /* First message: dial.  Failure is reported like any loss, from the loop. */
+    /* First message: dial, from the loop.  ngtcp2's idle and handshake clocks start when
+     * the connection is made, so it is made right before its first packet goes out; the
+     * caller may well queue for seconds before the loop runs again. */
+    if (!p->dial_pending) {
+        p->dial_pending = 1;
+        p->dial_next = p->q->dials;
+        p->q->dials = p;
+        idle_start(p->q);
+    }
+    return 0;
+}
+
+static void dial_now(struct nx_qpeer *p)
+{
+    char err[160];
+    if (p->conn || p->state == NX_TPEER_LOST)
+        return; /* the peer dialed us meanwhile, or we gave up */
     p->conn = nx_qconn_client_new(p, err, sizeof(err));
     if (!p->conn) {
         nx_qpeer_lost(p, err);
-        return 0;
+        return;
     }
     p->inbound = 0;
-    nx_quic_schedule_flush(p->conn);
-    return 0;
+    nx_qconn_flush(p->conn);
 }
 
 static void quic_close_peer(struct nx_tpeer *tp, const char *reason)
@@ -552,6 +582,7 @@ static void quic_destroy(struct nx_transport *t)
         nx_qpeer_free(p);
     }
     q->notify = NULL;
+    q->dials = NULL;
     q->flush_list = q->touched = NULL;
     uv_idle_stop(&q->idle);
     uv_close((uv_handle_t *)&q->idle, idle_close_cb);
