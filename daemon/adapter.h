@@ -4,7 +4,11 @@
  * place only through these ops, so that a device adapter (CUDA IPC buffers, staged
  * through pinned host memory on async streams) replaces the CPU one without changing
  * an algorithm.  Pointers are the adapter's own kind of address (host pointers for
- * the CPU adapter).
+ * the CPU adapter, device pointers mapped in nexard for the CUDA one, cuda/).
+ *
+ * Every op returns 0 or a negative errno, and is done when it returns - unless a stream
+ * is bound (the stream forms below): then it is queued on that stream and returns at
+ * once, and the caller learns of its end from the stream.
  */
 #ifndef NX_ADAPTER_H
 #define NX_ADAPTER_H
@@ -35,6 +39,14 @@ struct nx_adapter {
     /* iov forms: gather scattered rank buffers into one host buffer and back. */
     int (*stage_for_send_iov)(void *host_dst, const struct nx_iov *src, size_t n);
     int (*receive_to_device_iov)(const struct nx_iov *dst, size_t n, const void *host_src);
+    /* Stream forms; NULL in an adapter without streams (the CPU's), whose ops may also
+     * run on several threads at once (coll_local.c splits big chunks across workers).
+     * use_stream(s): until the next call from this thread, the ops above queue their
+     * work on s (a cudaStream_t for CUDA) and return at once; use_stream(NULL) goes
+     * back to the synchronous form.  Returns the previous stream. */
+    void *(*use_stream)(void *stream);
+    /* Waits until everything queued on stream is done: 0 or -EIO. */
+    int (*sync_stream)(void *stream);
 };
 
 extern const struct nx_adapter nx_adapter_cpu;

@@ -18,6 +18,7 @@
 #include "comm.h"
 #include "ctlsrv.h"
 #include "daemon.h"
+#include "device.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"
@@ -281,6 +282,15 @@ int nx_client_start(struct nx_client *cl)
     return 0;
 }
 
+struct nx_client *nx_client_by_id(uint32_t id)
+{
+    struct nx_client *cl;
+    LIST_FOREACH(cl, &nx_clients, link)
+        if (cl->id == id)
+            return cl;
+    return NULL;
+}
+
 void nx_client_add_member(struct nx_client *cl, struct nx_comm *comm, uint32_t rank)
 {
     nx_grow((void **)&cl->mem, &cl->mem_cap, cl->nmem + 1, sizeof(*cl->mem));
@@ -357,7 +367,9 @@ static void teardown(struct nx_client *cl)
         cl->nmem--;
         nx_comm_leave(m.comm, m.rank, true, who);
     }
-    nx_job_client_gone(cl);
+    nx_job_client_gone(cl, lost);
+    if (nx_device)
+        nx_device->client_gone(cl);
     if (cl->on_dirty) {
         LIST_REMOVE(cl, dirty_link);
         cl->on_dirty = false;

@@ -56,7 +56,9 @@ struct nx_client {
     struct nx_member *mem;
     size_t nmem, mem_cap;
 
-    uint32_t pending; /* descriptors parked in the daemon */
+    uint32_t pending; /* descriptors parked in the daemon (device ops: until done) */
+    uint32_t dev_regs; /* device registrations held (device.h) */
+    void *dev;         /* the device backend's state for this client, or NULL */
     uint64_t p2p_buffered; /* eager send bytes held for this sender */
     uint64_t ops_submitted, ops_completed, bytes_in;
     bool dead, violated;
@@ -80,6 +82,9 @@ int nx_client_start(struct nx_client *cl);
 
 /* Posts a completion; text (may be NULL) is the detailed error for a failure. */
 void nx_client_complete(struct nx_client *cl, const struct nx_done *d, const char *text);
+
+/* The live client with this id, or NULL (device completions outlive their op). */
+struct nx_client *nx_client_by_id(uint32_t id);
 
 /* Closes the module's own loop handles (at shutdown). */
 void nx_clients_fini(void);

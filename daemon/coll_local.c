@@ -162,7 +162,9 @@ int nx_coll_local_run(const struct nx_adapter *ad, const struct nx_chunk_job *jb
     uint32_t es = nx_dtype_size(jb->dtype);
     uint64_t touched = jb->n * es * jb->size * 2;
     uint32_t parts = nx_workers_parts();
-    if (parts <= 1 || touched < SPLIT_MIN_BYTES || jb->n * es < (uint64_t)parts * SPLIT_ALIGN)
+    /* A stream adapter queues its work from this thread: the GPU does the splitting. */
+    if (ad->use_stream || parts <= 1 || touched < SPLIT_MIN_BYTES ||
+        jb->n * es < (uint64_t)parts * SPLIT_ALIGN)
         return run_whole(ad, jb);
     uint64_t per_elems = SPLIT_ALIGN / es;
     uint64_t per_part = (jb->n + parts - 1) / parts;

@@ -8,6 +8,7 @@
 
 #include "client.h"
 #include "daemon.h"
+#include "device.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"
@@ -47,6 +48,8 @@ static void comm_free(struct nx_comm *c)
     nx_p2p_fail_all(c);
     nx_sched_fini(&c->sched);
     LIST_REMOVE(c, link);
+    if (nx_device)
+        nx_device->comm_gone(c->id);
     nx_comm_count--;
     free(c->failed_text);
     free(c->ranks);

@@ -19,6 +19,9 @@
 #include "matcher.h"
 #include "workers.h"
 
+#if NX_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
 struct nx_daemon nxd;
 
 static uv_signal_t sig_term, sig_int;
@@ -57,6 +60,9 @@ static void on_signal(uv_signal_t *s, int signum)
     uv_close((uv_handle_t *)&tick, NULL);
     uv_close((uv_handle_t *)&sig_term, NULL);
     uv_close((uv_handle_t *)&sig_int, NULL);
+#if NX_HAVE_CUDA
+    nx_cuda_stop();
+#endif
 }
 
 /* Without --foreground: the classic double-fork-free daemon (setsid + /dev/null). */
@@ -106,6 +112,10 @@ int main(int argc, char **argv)
     rv = nx_ctlsrv_init();
     if (rv < 0)
         goto out_ctl;
+#if NX_HAVE_CUDA
+    if ((rv = nx_cuda_init()) < 0)
+        goto out_ctl;
+#endif
     uv_timer_init(nxd.loop, &tick);
     uv_timer_start(&tick, on_tick, 100, 100);
     uv_signal_init(nxd.loop, &sig_term);
@@ -134,5 +144,10 @@ out_ctl:
     NX_INFO("main", "stopped");
     nx_log_fini();
     nx_config_free(&nxd.cfg);
+#if NX_HAVE_CUDA
+    if (rv < 0)
+        nx_cuda_stop();
+    nx_cuda_fini();
+#endif
     return rv < 0 ? 1 : 0;
 }

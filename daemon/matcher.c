@@ -10,6 +10,7 @@
 #include "coll_local.h"
 #include "comm.h"
 #include "daemon.h"
+#include "device.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"
@@ -45,6 +46,8 @@ void nx_sig_format(const struct nx_sqe *e, char *buf, size_t len)
     off += (size_t)snprintf(buf + off, len - off, "count=%" PRIu64 ", %s", e->count,
                             nx_dtype_name(e->dtype));
     if (off < len && nx_kind_has_redop(e->kind))
+    if (off < len && (e->flags & NX_SQE_DEVICE))
+        off += (size_t)snprintf(buf + off, len - off, ", device");
         off += (size_t)snprintf(buf + off, len - off, ", %s", nx_redop_name(e->redop));
     if (off < len && nx_kind_has_root(e->kind))
         off += (size_t)snprintf(buf + off, len - off, ", root=%u", e->peer);
@@ -61,6 +64,9 @@ static bool sig_equal(const struct nx_sqe *a, const struct nx_sqe *b)
     if (a->dtype != b->dtype || a->count != b->count)
         return false;
     if (nx_kind_has_redop(a->kind) && a->redop != b->redop)
+    /* One op runs on host buffers everywhere or on device buffers everywhere. */
+    if ((a->flags ^ b->flags) & NX_SQE_DEVICE)
+        return false;
         return false;
     if (nx_kind_has_root(a->kind) && a->peer != b->peer)
         return false;
@@ -80,11 +86,24 @@ static void fail_desc(struct nx_comm *c, struct nx_client *cl, const struct nx_s
 }
 
 static void op_free(struct nx_comm *c, struct nx_op *op)
+/* A device descriptor that will not run: its done word is set too. */
+static void fail_dev(struct nx_comm *c, struct nx_dev_part *dev)
+{
+    nx_dev_part_complete(dev, c->failed_status, c->failed_text);
+    nx_dev_part_release(dev);
+    free(dev);
+}
+
 {
     TAILQ_REMOVE(&c->sched.ops, op, link);
-    for (uint32_t r = 0; r < c->size; r++)
+    for (uint32_t r = 0; r < c->size; r++) {
         free(op->parts[r].q);
     free(op);
+        if (op->parts[r].dev) {
+            nx_dev_part_release(op->parts[r].dev);
+            free(op->parts[r].dev);
+        }
+    }
 }
 
 static struct nx_op *op_find(struct nx_sched *s, uint64_t seq)
@@ -107,6 +126,8 @@ static struct nx_op *op_new(struct nx_comm *c, const struct nx_sqe *e, uint32_t 
                                      nxd.cfg.slot_bytes);
     op->nchunks = nx_chunk_count(e->count, op->chunk_elems);
     op->started = nx_now();
+    if (e->flags & NX_SQE_DEVICE) /* the backend runs the whole op at once */
+        op->nchunks = 1;
     /* Keep the list in seq order: ops open in order on each rank, but ranks differ. */
     struct nx_op *it;
     TAILQ_FOREACH(it, &c->sched.ops, link) {
@@ -253,9 +274,45 @@ static void finish_split(struct nx_op *op)
 }
 
 static void run_ready(struct nx_op *op)
+/* Every rank's device descriptor is here: the backend takes the op over. */
+static void run_device(struct nx_op *op)
+{
+    struct nx_comm *c = op->comm;
+    struct nx_dev_part *parts = nx_xcalloc(c->size, sizeof(*parts));
+    char what[160];
+    snprintf(what, sizeof(what), "%s seq %" PRIu64 " on comm %u (job \"%s\")",
+             nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name);
+    for (uint32_t r = 0; r < c->size; r++)
+        parts[r] = *op->parts[r].dev; /* the iov tables stay the op's, freed with it */
+    struct nx_dev_job job = {
+        .comm_id = c->id,
+        .seq = op->seq,
+        .kind = op->sig.kind,
+        .dtype = op->sig.dtype,
+        .redop = op->sig.redop,
+        .root = nx_kind_has_root(op->sig.kind) ? op->sig.peer : 0,
+        .size = c->size,
+        .count = op->sig.count,
+        .parts = parts,
+        .what = what,
+    };
+    nx_device->run(&job);
+    free(parts);
+    nxd.stats.chunks++;
+    if (nx_kind_has_redop(op->sig.kind))
+        nxd.stats.bytes_reduced += op->sig.count * nx_dtype_size(op->sig.dtype) * c->size;
+    else
+        nxd.stats.bytes_copied += op->sig.count * nx_dtype_size(op->sig.dtype) * c->size;
+}
+
 {
     struct nx_comm *c = op->comm;
     while (op->next_chunk < op->nchunks && chunk_ready(op)) {
+    if ((op->sig.flags & NX_SQE_DEVICE) && op->arrived == c->size) {
+        run_device(op);
+        op->next_chunk = op->nchunks;
+        goto done;
+    }
         exec_chunk(op);
         for (uint32_t r = 0; r < c->size; r++) {
             struct nx_part *p = &op->parts[r];
@@ -283,6 +340,7 @@ static void run_ready(struct nx_op *op)
         }
     }
     for (uint32_t r = 0; r < c->size; r++)
+done:
         c->ranks[r].ops_completed++;
     c->sched.done_seq++;
     nxd.stats.ops_completed++;
@@ -313,6 +371,7 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
 
     if (!p || !p->client) {
         if (e->seq != s->next_seq[rank]) {
+        struct nx_dev_part *dev = NULL;
             snprintf(why, sizeof(why), "op sequence %" PRIu64 " on comm %u, expected %" PRIu64,
                      e->seq, c->id, s->next_seq[rank]);
             return nx_client_violation(cl, why);
@@ -320,22 +379,31 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
         if (!(e->flags & NX_SQE_DIRECT) && e->chunk != 0)
             return nx_client_violation(cl, "an op's first descriptor is not chunk 0");
         s->next_seq[rank]++;
+        if (e->flags & NX_SQE_DEVICE) {
+            dev = nx_xcalloc(1, sizeof(*dev));
+            if (nx_dev_part_load(cl, e, c->size, rank, dev, why, sizeof(why)) < 0) {
+                nx_dev_part_release(dev);
+                free(dev);
+                return nx_client_violation(cl, why);
+            }
+        }
         if (c->live < c->size) {
             nx_comm_fail(c, NEXAR_ERR_PEER_LOST,
                          "communicator %u can never complete %s seq %" PRIu64
                          ": a rank has freed it", c->id, nx_kind_name(e->kind), e->seq);
-            return fail_desc(c, cl, e);
+            return dev ? fail_dev(c, dev) : fail_desc(c, cl, e);
         }
         if (!op) {
             op = op_new(c, e, rank);
         } else if (!sig_equal(&op->sig, e)) {
             mismatch(c, op, rank, e);
-            return fail_desc(c, cl, e);
+            return dev ? fail_dev(c, dev) : fail_desc(c, cl, e);
         }
         p = &op->parts[rank];
         p->client = cl;
         p->first = *e;
         op->arrived++;
+        p->dev = dev;
         if (!(e->flags & NX_SQE_DIRECT))
             push_staged(p, e);
     } else {
@@ -380,7 +448,16 @@ void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
         snprintf(why, sizeof(why), "more than %u descriptors outstanding", nxd.cfg.max_pending);
         return nx_client_violation(cl, why);
     }
-    if (e->kind != NX_K_COMM_FREE && c->failed_status)
+    if (e->kind != NX_K_COMM_FREE && c->failed_status) {
+        if (e->flags & NX_SQE_DEVICE) {
+            struct nx_dev_part *dev = nx_xcalloc(1, sizeof(*dev));
+            if (nx_dev_part_load(cl, e, c->size, rank, dev, why, sizeof(why)) < 0) {
+                nx_dev_part_release(dev);
+                free(dev);
+                return nx_client_violation(cl, why);
+            }
+            return fail_dev(c, dev);
+        }
         return fail_desc(c, cl, e);
 
     switch (e->kind) {
@@ -435,6 +512,11 @@ static void waiting_ranks(const struct nx_op *op, char *buf, size_t len, bool *n
     *none_arrived = true;
     for (uint32_t r = 0; r < op->comm->size && off < len; r++) {
         const struct nx_part *p = &op->parts[r];
+            if (p->dev) {
+                if (nx_dev_part_complete(p->dev, c->failed_status, c->failed_text))
+                    p->client->pending--;
+                continue;
+            }
         bool waiting = !p->client || (!part_direct(p) && p->q_head == p->q_len);
         if (p->client)
             *none_arrived = false;

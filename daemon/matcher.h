@@ -13,6 +13,7 @@
 
 struct nx_client;
 struct nx_comm;
+struct nx_dev_part;
 
 struct nx_staged {
     uint64_t user_data;
@@ -27,6 +28,7 @@ struct nx_part {
     struct nx_staged *q;      /* staged chunks not yet run, in chunk order */
     size_t q_head, q_len, q_cap;
     uint32_t next_chunk; /* staged: the chunk index the rank must submit next */
+    struct nx_dev_part *dev; /* device descriptor (NX_SQE_DEVICE): its loaded record */
 };
 
 struct nx_op {

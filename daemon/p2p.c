@@ -10,6 +10,7 @@
 #include "client.h"
 #include "comm.h"
 #include "daemon.h"
+#include "device.h"
 #include "job.h"
 #include "mem.h"
 #include "nexar.h"
@@ -25,6 +26,7 @@ struct nx_pentry {
 struct nx_side {
     struct nx_client *cl;
     bool have, direct, completed;
+    struct nx_dev_part *dev; /* a device side: its record (no entries, no eager copy) */
     struct nx_sqe first;
     uint64_t nchunks, submitted, finished;
     struct nx_pentry *q;
@@ -63,11 +65,20 @@ static struct nx_msg *msg_get(struct nx_comm *c, uint32_t src, uint32_t dst, uin
     return m;
 }
 
+static void side_free(struct nx_side *sd)
+{
+    free(sd->q);
+    if (sd->dev) {
+        nx_dev_part_release(sd->dev);
+        free(sd->dev);
+    }
+}
+
 static void msg_free(struct nx_comm *c, struct nx_msg *m)
 {
     TAILQ_REMOVE(&c->p2p.msgs, m, link);
-    free(m->s.q);
-    free(m->r.q);
+    side_free(&m->s);
+    side_free(&m->r);
     free(m);
 }
 
@@ -156,8 +167,36 @@ static void fail_side(struct nx_side *sd, uint32_t status, const char *text)
     }
     if (sd->direct && sd->have && !sd->completed) {
         sd->completed = true;
-        done(sd->cl, sd->first.user_data, status, text);
+        if (!sd->dev)
+            done(sd->cl, sd->first.user_data, status, text);
+        else if (nx_dev_part_complete(sd->dev, status, text))
+            sd->cl->pending--;
     }
+}
+
+/* Both sides are device buffers: the backend copies and completes them. */
+static void run_device(struct nx_comm *c, struct nx_msg *m)
+{
+    char what[160];
+    snprintf(what, sizeof(what),
+             "message %" PRIu64 " from rank %u to rank %u with tag %u on comm %u (job \"%s\")",
+             m->k, m->src, m->dst, m->tag, c->id, c->job->name);
+    struct nx_dev_part parts[2] = {*m->s.dev, *m->r.dev};
+    struct nx_dev_job job = {
+        .comm_id = c->id,
+        .seq = m->k,
+        .kind = NX_K_SEND,
+        .dtype = m->s.first.dtype,
+        .size = 2,
+        .count = m->s.first.count,
+        .parts = parts,
+        .what = what,
+    };
+    m->s.completed = m->r.completed = true;
+    nx_device->run(&job);
+    nxd.stats.p2p_messages++;
+    nxd.stats.bytes_copied += m->s.first.count * nx_dtype_size(m->s.first.dtype);
+    msg_free(c, m);
 }
 
 void nx_p2p_fail_all(struct nx_comm *c)
@@ -185,30 +224,58 @@ void nx_p2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
             e->count != sd->first.count || e->dtype != sd->first.dtype)
             return nx_client_violation(cl, "send/recv chunk out of order or inconsistent");
     } else {
+        struct nx_dev_part *dev = NULL;
+        char why[160];
         if (!(e->flags & NX_SQE_DIRECT) && e->chunk != 0)
             return nx_client_violation(cl, "a message's first descriptor is not chunk 0");
-        sd->have = true;
-        sd->cl = cl;
-        sd->first = *e;
-        sd->direct = (e->flags & NX_SQE_DIRECT) != 0;
-        sd->nchunks = nx_chunk_count(e->count, E);
+        if (e->flags & NX_SQE_DEVICE) {
+            dev = nx_xcalloc(1, sizeof(*dev));
+            if (nx_dev_part_load(cl, e, c->size, rank, dev, why, sizeof(why)) < 0) {
+                nx_dev_part_release(dev);
+                free(dev);
+                return nx_client_violation(cl, why);
+            }
+        }
+        /* Checked before this side joins the message: failing the communicator frees
+         * the message, and this descriptor is completed here, once. */
         if (other->have &&
-            (other->first.count != e->count || other->first.dtype != e->dtype)) {
+            (other->first.count != e->count || other->first.dtype != e->dtype ||
+             ((other->first.flags ^ e->flags) & NX_SQE_DEVICE))) {
             const struct nx_sqe *se = is_send ? e : &other->first;
             const struct nx_sqe *re = is_send ? &other->first : e;
             nxd.stats.mismatches++;
             nx_comm_fail(c, NEXAR_ERR_MISMATCH,
                          "message %" PRIu64 " from rank %u to rank %u with tag %u on comm %u "
-                         "(job \"%s\"): the send has count=%" PRIu64 " %s but the recv "
-                         "expects count=%" PRIu64 " %s",
+                         "(job \"%s\"): the send has count=%" PRIu64 " %s%s but the recv "
+                         "expects count=%" PRIu64 " %s%s",
                          m->k, src, dst, m->tag, c->id, c->job->name, se->count,
-                         nx_dtype_name(se->dtype), re->count, nx_dtype_name(re->dtype));
-            struct nx_done d = {.user_data = e->user_data, .status = c->failed_status};
-            return nx_client_complete(cl, &d, c->failed_text);
+                         nx_dtype_name(se->dtype),
+                         (se->flags & NX_SQE_DEVICE) ? " in device memory" : "", re->count,
+                         nx_dtype_name(re->dtype),
+                         (re->flags & NX_SQE_DEVICE) ? " in device memory" : "");
+            if (!dev) {
+                struct nx_done d = {.user_data = e->user_data, .status = c->failed_status};
+                return nx_client_complete(cl, &d, c->failed_text);
+            }
+            nx_dev_part_complete(dev, c->failed_status, c->failed_text);
+            nx_dev_part_release(dev);
+            free(dev);
+            return;
         }
+        sd->have = true;
+        sd->cl = cl;
+        sd->first = *e;
+        sd->direct = (e->flags & NX_SQE_DIRECT) != 0;
+        sd->dev = dev;
+        sd->nchunks = nx_chunk_count(e->count, E);
     }
     cl->pending++;
     c->ranks[rank].ops_submitted++;
+    if (sd->dev) {
+        if (other->have)
+            run_device(c, m);
+        return;
+    }
     if (sd->direct) {
         for (uint64_t ch = 0; ch < sd->nchunks; ch++) {
             uint64_t off = ch * E, n = e->count - off < E ? e->count - off : E;
@@ -233,8 +300,8 @@ void nx_p2p_tick(struct nx_comm *c, double now)
     struct nx_msg *m;
     double limit = c->timeout_ms / 1000.0;
     TAILQ_FOREACH(m, &c->p2p.msgs, link) {
-        bool recv_waits = m->r.head < m->r.len;
-        bool send_waits = false;
+        bool recv_waits = m->r.head < m->r.len || (m->r.dev && !m->s.have);
+        bool send_waits = m->s.dev && !m->r.have;
         for (size_t i = m->s.head; i < m->s.len; i++)
             send_waits |= m->s.q[i].buf == NULL;
         if ((!recv_waits && !send_waits) || now - m->since < limit)

@@ -83,32 +83,16 @@ static size_t blk_find(const struct nx_arena *a, uint64_t off)
     return SIZE_MAX;
 }
 
-nexar_status_t nexar_alloc(size_t bytes, void **ptr)
+/* First fit; need is a multiple of the alignment.  0, -1 out of memory, -2 no room. */
+static int take(uint64_t need, void **ptr)
 {
-    if (!ptr)
-        return nx_fail(NEXAR_ERR_INVALID, "nexar_alloc: ptr is NULL");
-    *ptr = NULL;
-    nx_lock();
     struct nx_arena *a = &nx_S.heap;
-    nexar_status_t s;
-    if (!nx_S.inited) {
-        s = nx_fail(NEXAR_ERR_INVALID, "nexar_alloc: nexar_init() has not been called");
-        goto out;
-    }
-    uint64_t need = bytes ? (uint64_t)bytes : 1;
-    if (need > UINT64_MAX - NX_ARENA_ALIGN) {
-        s = nx_fail(NEXAR_ERR_NOMEM, "nexar_alloc: %zu bytes cannot come from the arena", bytes);
-        goto out;
-    }
-    need = (need + NX_ARENA_ALIGN - 1) & ~(uint64_t)(NX_ARENA_ALIGN - 1);
     /* Room for a split first, so that a failure leaves the list untouched. */
     if (a->n == a->cap) {
         size_t cap = a->cap ? a->cap * 2 : 16;
         struct nx_arena_blk *nb = realloc(a->blk, cap * sizeof(*nb));
-        if (!nb) {
-            s = nx_fail(NEXAR_ERR_NOMEM, "nexar_alloc: out of memory");
-            goto out;
-        }
+        if (!nb)
+            return -1;
         a->blk = nb;
         a->cap = cap;
     }
@@ -123,13 +107,63 @@ nexar_status_t nexar_alloc(size_t bytes, void **ptr)
         b->len = need;
         b->used = true;
         *ptr = heap_base() + b->off;
-        s = NEXAR_OK;
+        return 0;
+    }
+    return -2;
+}
+
+/* Frees the block at p; false when p is not a live block. */
+static bool give(const void *p)
+{
+    struct nx_arena *a = &nx_S.heap;
+    uint64_t off;
+    size_t i = SIZE_MAX;
+    if (nx_S.inited && nx_arena_heap_range(p, 0, &off))
+        i = blk_find(a, off - nx_S.hdr.heap_off);
+    if (i == SIZE_MAX || !a->blk[i].used)
+        return false;
+    a->blk[i].used = false;
+    if (i + 1 < a->n && !a->blk[i + 1].used) {
+        a->blk[i].len += a->blk[i + 1].len;
+        blk_remove(a, i + 1);
+    }
+    if (i > 0 && !a->blk[i - 1].used) {
+        a->blk[i - 1].len += a->blk[i].len;
+        blk_remove(a, i);
+    }
+    return true;
+}
+
+static uint64_t round_up(uint64_t bytes)
+{
+    uint64_t need = bytes ? bytes : 1;
+    return (need + NX_ARENA_ALIGN - 1) & ~(uint64_t)(NX_ARENA_ALIGN - 1);
+}
+
+nexar_status_t nexar_alloc(size_t bytes, void **ptr)
+{
+    if (!ptr)
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_alloc: ptr is NULL");
+    *ptr = NULL;
+    nx_lock();
+    nexar_status_t s = NEXAR_OK;
+    if (!nx_S.inited) {
+        s = nx_fail(NEXAR_ERR_INVALID, "nexar_alloc: nexar_init() has not been called");
         goto out;
     }
-    s = nx_fail(NEXAR_ERR_NOMEM,
-                "nexar_alloc: the shared arena has no free block of %llu bytes (heap %llu "
-                "bytes); plain memory still works, with a staging copy",
-                (unsigned long long)need, (unsigned long long)nx_S.hdr.heap_bytes);
+    if ((uint64_t)bytes > UINT64_MAX - NX_ARENA_ALIGN) {
+        s = nx_fail(NEXAR_ERR_NOMEM, "nexar_alloc: %zu bytes cannot come from the arena", bytes);
+        goto out;
+    }
+    uint64_t need = round_up(bytes);
+    int rv = take(need, ptr);
+    if (rv == -1)
+        s = nx_fail(NEXAR_ERR_NOMEM, "nexar_alloc: out of memory");
+    else if (rv < 0)
+        s = nx_fail(NEXAR_ERR_NOMEM,
+                    "nexar_alloc: the shared arena has no free block of %llu bytes (heap %llu "
+                    "bytes); plain memory still works, with a staging copy",
+                    (unsigned long long)need, (unsigned long long)nx_S.hdr.heap_bytes);
 out:
     nx_unlock();
     return s;
@@ -140,25 +174,29 @@ nexar_status_t nexar_free(void *ptr)
     if (!ptr)
         return NEXAR_OK;
     nx_lock();
-    struct nx_arena *a = &nx_S.heap;
-    uint64_t off;
-    size_t i = SIZE_MAX;
-    if (nx_S.inited && nx_arena_heap_range(ptr, 0, &off))
-        i = blk_find(a, off - nx_S.hdr.heap_off);
-    if (i == SIZE_MAX || !a->blk[i].used) {
-        nx_unlock();
+    bool ok = give(ptr);
+    nx_unlock();
+    if (!ok)
         return nx_fail(NEXAR_ERR_INVALID,
                        "nexar_free: %p is not a live buffer from nexar_alloc()", ptr);
-    }
-    a->blk[i].used = false;
-    if (i + 1 < a->n && !a->blk[i + 1].used) {
-        a->blk[i].len += a->blk[i + 1].len;
-        blk_remove(a, i + 1);
-    }
-    if (i > 0 && !a->blk[i - 1].used) {
-        a->blk[i - 1].len += a->blk[i].len;
-        blk_remove(a, i);
-    }
-    nx_unlock();
     return NEXAR_OK;
+}
+
+void *nx_arena_get(uint64_t bytes)
+{
+    void *p = NULL;
+    if (bytes > UINT64_MAX - NX_ARENA_ALIGN || take(round_up(bytes), &p) < 0)
+        return NULL;
+    return p;
+}
+
+void nx_arena_put(void *p)
+{
+    if (p)
+        give(p);
+}
+
+uint64_t nx_arena_off(const void *p)
+{
+    return (uint64_t)((const uint8_t *)p - nx_S.arena);
 }

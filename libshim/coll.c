@@ -84,11 +84,20 @@ static nexar_status_t run(const char *fn, nexar_comm_t *c, struct nx_op *op, int
     nx_lock();
     nexar_status_t s;
     struct nexar_request *r;
+    op->dev = NULL;
     if ((s = nx_shim_check(fn)) || (s = check_args(fn, c, op, dtype, redop, peer, flags)) ||
-        (s = nx_comm_check(c, fn)) || (s = nx_req_start(c, op, &r)))
+        (s = nx_comm_check(c, fn)) || (s = nx_dev_prepare(fn, c, op)))
         goto out;
+    if ((s = nx_req_start(c, op, &r)) != NEXAR_OK) {
+        nx_dev_discard(op->dev);
+        goto out;
+    }
+    /* Stream-ordered: the caller's stream waits for the op on the GPU, the CPU goes on. */
+    bool ordered = nx_dev_ordered(r->dev) && nx_dev_started(r) == NEXAR_OK;
     if (req)
         *req = r;
+    else if (ordered)
+        r->detached = true;
     else
         s = nx_wait_locked(r);
 out:

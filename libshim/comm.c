@@ -241,13 +241,3 @@ out:
     nx_unlock();
     return s;
 }
-
-nexar_status_t nexar_comm_set_stream(nexar_comm_t *c, void *cuda_stream)
-{
-    (void)cuda_stream;
-    if (!c)
-        return nx_fail(NEXAR_ERR_INVALID, "nexar_comm_set_stream: comm is NULL");
-    return nx_fail(NEXAR_ERR_UNSUPPORTED,
-                   "nexar_comm_set_stream: this libnexarshim was built without CUDA support; "
-                   "device pointers and streams are not available");
-}

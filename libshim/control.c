@@ -133,7 +133,7 @@ static nexar_status_t connect_daemon(const struct nx_env *env, int *out)
     return NEXAR_OK;
 }
 
-static nexar_status_t hello(int sock, const struct nx_env *env)
+static nexar_status_t hello(int sock, const struct nx_env *env, struct nx_join *j)
 {
     Nexar__Hello m = NEXAR__HELLO__INIT;
     struct nx_frame_hdr h;
@@ -154,6 +154,10 @@ static nexar_status_t hello(int sock, const struct nx_env *env)
     free(p);
     if (!r)
         return nx_fail(NEXAR_ERR_INTERNAL, "nexar_init: nexard's HELLO reply does not decode");
+    j->features = r->features;
+    snprintf(j->device_note, sizeof(j->device_note), "%s",
+             r->device_note && *r->device_note ? r->device_note
+                                                : "this nexard predates device buffers");
     nexar__hello_reply__free_unpacked(r, NULL);
     return NEXAR_OK;
 }
@@ -170,6 +174,7 @@ static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
     m.local_rank = env->local_rank;
     m.timeout_ms = env->timeout_ms;
     m.coord = (char *)env->coord;
+    m.coord_guessed = env->coord_guessed;
     nexar_status_t s = send_msg(j->sock, NX_MSG_JOIN, &m.base, env->socket);
     if (s != NEXAR_OK)
         return s;
@@ -223,7 +228,7 @@ nexar_status_t nx_control_join(const struct nx_env *env, struct nx_join *j)
     *j = (struct nx_join){.sock = -1, .memfd = -1, .sq_efd = -1, .cq_efd = -1};
     if ((s = connect_daemon(env, &j->sock)) != NEXAR_OK)
         return s;
-    if ((s = hello(j->sock, env)) != NEXAR_OK)
+    if ((s = hello(j->sock, env, j)) != NEXAR_OK)
         goto fail_sock;
     if ((s = join(env, j)) != NEXAR_OK)
         goto fail_sock;
@@ -304,4 +309,75 @@ void nx_control_drain(char *text, size_t len)
         free(p);
         p = NULL;
     }
+}
+
+/* ---- device registrations (after the join) ------------------------------------------ */
+
+#define NX_DEV_REPLY_TIMEOUT_MS 30000
+
+/* One request and its DEV_REPLY.  The lock is held throughout, so nobody else reads the
+ * socket meanwhile (the poller re-checks it under the lock before it believes a wakeup). */
+static nexar_status_t dev_call(uint16_t type, const ProtobufCMessage *m, uint32_t *id)
+{
+    size_t len = protobuf_c_message_get_packed_size(m);
+    uint8_t *buf = malloc(len ? len : 1), *p = NULL;
+    struct nx_frame_hdr h;
+    char text[NX_ERR_TEXT_BYTES];
+    if (!buf)
+        return nx_fail(NEXAR_ERR_NOMEM, "device registration: out of memory");
+    protobuf_c_message_pack(m, buf);
+    int rv = nx_chan_send(nx_S.sock, type, buf, (uint32_t)len, NULL, 0);
+    free(buf);
+    if (rv == 0)
+        rv = nx_chan_recv(nx_S.sock, &h, &p, NX_DEV_REPLY_TIMEOUT_MS, NULL, 0, NULL);
+    if (rv == 0 && h.type == NX_MSG_DEV_REPLY) {
+        Nexar__DeviceReply *r = nexar__device_reply__unpack(NULL, h.length, p);
+        free(p);
+        if (!r)
+            return nx_fail(NEXAR_ERR_INTERNAL, "nexard's device reply does not decode");
+        nexar_status_t s = nx_status_from_wire(r->status);
+        if (s != NEXAR_OK)
+            nx_fail(s, "%s", r->error && *r->error ? r->error : nexar_strerror(s));
+        else if (id)
+            *id = r->id;
+        nexar__device_reply__free_unpacked(r, NULL);
+        return s;
+    }
+    if (rv == 0 && h.type == NX_MSG_ERROR) {
+        Nexar__ErrorReply *er = nexar__error_reply__unpack(NULL, h.length, p);
+        snprintf(text, sizeof(text), "nexard dropped this rank: %s",
+                 er && er->error && *er->error ? er->error : "no reason given");
+        if (er)
+            nexar__error_reply__free_unpacked(er, NULL);
+    } else if (rv == 0) {
+        snprintf(text, sizeof(text), "nexard sent message type %u instead of a device reply",
+                 h.type);
+    } else {
+        snprintf(text, sizeof(text), "the control connection to nexard failed (%s)",
+                 strerror(-rv));
+    }
+    free(p);
+    nx_shim_die(NEXAR_ERR_UNAVAILABLE, text);
+    return nx_fail(NEXAR_ERR_UNAVAILABLE, "%s", text);
+}
+
+nexar_status_t nx_control_dev_register(int kind, const void *handle, uint64_t base,
+                                       uint64_t size, const char *pci, uint32_t *id)
+{
+    Nexar__DeviceRegister m = NEXAR__DEVICE_REGISTER__INIT;
+    m.kind = kind == 1 ? NEXAR__DEVICE_KIND__DEVICE_MEMORY : NEXAR__DEVICE_KIND__DEVICE_EVENT;
+    m.ipc_handle.data = (uint8_t *)handle;
+    m.ipc_handle.len = 64;
+    m.base_addr = base;
+    m.size = size;
+    m.pci_bus_id = (char *)pci;
+    return dev_call(NX_MSG_DEV_REGISTER, &m.base, id);
+}
+
+nexar_status_t nx_control_dev_unregister(const uint32_t *ids, size_t n)
+{
+    Nexar__DeviceUnregister m = NEXAR__DEVICE_UNREGISTER__INIT;
+    m.ids = (uint32_t *)ids;
+    m.n_ids = n;
+    return dev_call(NX_MSG_DEV_UNREGISTER, &m.base, NULL);
 }

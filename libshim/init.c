@@ -65,6 +65,8 @@ nexar_status_t nexar_init(nexar_comm_t **world)
     nx_S.sq_efd = j.sq_efd;
     nx_S.cq_efd = j.cq_efd;
     nx_S.client_id = j.client_id;
+    nx_S.features = j.features;
+    memcpy(nx_S.device_note, j.device_note, sizeof(nx_S.device_note));
     nx_S.timeout_ms = j.timeout_ms;
     nx_S.safety_ns = ((uint64_t)j.timeout_ms + NX_SAFETY_MS) * 1000000ull;
     nx_S.dead = NEXAR_OK;
@@ -123,6 +125,7 @@ nexar_status_t nexar_finalize(void)
             nx_req_free(nx_container_of(c->reqs.next, struct nexar_request, comm_link));
     }
     leave_all();
+    nx_dev_fini(); /* while the socket still works: nexard lets go of our memory first */
     while (!nx_list_empty(&nx_S.comms)) {
         struct nexar_comm *c = nx_container_of(nx_S.comms.next, struct nexar_comm, link);
         nx_comm_destroy(c);

@@ -143,9 +143,67 @@ NEXAR_API nexar_status_t nexar_comm_free(nexar_comm_t *c);
 /* Fails every in-flight and future op of c, on every rank, with NEXAR_ERR_ABORTED. */
 NEXAR_API nexar_status_t nexar_comm_abort(nexar_comm_t *c);
 
-/* Device-pointer ops on c become ordered on cuda_stream (CUDA builds only;
- * otherwise NEXAR_ERR_UNSUPPORTED). */
+/*
+ * Device buffers.  Every collective and send/recv also takes CUDA device pointers
+ * (cudaMalloc memory; managed and host-registered memory count as host memory).  One
+ * op takes device buffers only or host buffers only, and every rank of an op must
+ * agree: device buffers on one rank and host buffers on another is NEXAR_ERR_MISMATCH.
+ * Buffers of one op live on one device and are aligned to their element size.
+ *
+ * Without a stream (the default) a device op is ordered like cudaMemcpy: after the work
+ * queued so far on the legacy default stream, and so on every blocking stream (work on
+ * streams created with cudaStreamNonBlocking must be synchronized by the caller), and
+ * the blocking call returns when the result is in place.
+ *
+ * NEXAR_ERR_UNSUPPORTED (nothing submitted, the communicator stays usable) when this
+ * libnexarshim was built without CUDA, when libcuda.so.1 cannot be loaded, when nexard
+ * has no CUDA device, for memory CUDA IPC cannot share (cudaMallocAsync pools, VMM), or
+ * for a mix of device and host buffers in one call.  The text says which.
+ */
+
+/*
+ * Makes device-buffer ops on c stream-ordered on cuda_stream (a cudaStream_t; the
+ * legacy and per-thread default streams work too): each such op waits on the GPU for
+ * the work queued on the stream before the call, and the work queued after the call
+ * waits on the GPU for the op.  The call returns without blocking the CPU; nexar_wait()
+ * (i-forms) or nexar_sync() block until the ops are done and report their status.  A
+ * blocking call's failure is reported by the next nexar_sync(c) (and a failure that
+ * fails the communicator by every later call); the stream is released either way, with
+ * the buffers' contents unspecified.  Host-buffer ops on c stay synchronous.
+ * cuda_stream NULL returns c to unordered device ops.  The stream must outlive its use.
+ * Returns NEXAR_OK, NEXAR_ERR_INVALID (not a usable stream), NEXAR_ERR_UNSUPPORTED (no
+ * CUDA here, no device support in nexard, or a device that cannot wait on memory
+ * values).
+ */
 NEXAR_API nexar_status_t nexar_comm_set_stream(nexar_comm_t *c, void *cuda_stream);
+
+/* ---- events (device builds) --------------------------------------------------------
+ * Order a communicator's stream against compute streams, like numr's StreamSyncOps: a
+ * typical step records an event on the compute stream after a gradient is ready, makes
+ * the comm stream wait for it, issues the allreduce, records an event on the comm
+ * stream and makes the compute stream wait for that.  Every function returns
+ * NEXAR_ERR_UNSUPPORTED without CUDA (see nexar_comm_set_stream) and NEXAR_ERR_INVALID
+ * for a NULL argument or a CUDA error (the text has it).
+ */
+typedef struct nexar_event nexar_event_t;
+
+/* Creates an event in the CUDA context of c's stream (set one first); the caller frees
+ * it with nexar_event_destroy().  NEXAR_ERR_NOMEM when out of memory. */
+NEXAR_API nexar_status_t nexar_event_create(nexar_comm_t *c, nexar_event_t **ev);
+/* Frees ev (NULL is a no-op); pending waits on it are unaffected. */
+NEXAR_API nexar_status_t nexar_event_destroy(nexar_event_t *ev);
+/* Records ev on a compute stream (a cudaStream_t) of the caller. */
+NEXAR_API nexar_status_t nexar_event_record(nexar_event_t *ev, void *cuda_stream);
+/* Records ev on c's stream: ev completes when every op issued on c so far is done. */
+NEXAR_API nexar_status_t nexar_event_record_comm(nexar_comm_t *c, nexar_event_t *ev);
+/* Work queued on cuda_stream after this call waits (on the GPU) for ev. */
+NEXAR_API nexar_status_t nexar_stream_wait_event(void *cuda_stream, nexar_event_t *ev);
+/* c's next ops wait (on the GPU) for ev. */
+NEXAR_API nexar_status_t nexar_comm_wait_event(nexar_comm_t *c, nexar_event_t *ev);
+/* Blocks the calling thread until ev has completed. */
+NEXAR_API nexar_status_t nexar_event_synchronize(nexar_event_t *ev);
+/* *done = 1 when ev has completed, 0 otherwise. */
+NEXAR_API nexar_status_t nexar_event_query(nexar_event_t *ev, int *done);
 
 /* ---- arena buffers ---------------------------------------------------------- */
 

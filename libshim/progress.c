@@ -152,13 +152,16 @@ void nx_progress_wait(struct nexar_request *r)
         nx_lock();
         nx_S.poller = false;
         pthread_cond_broadcast(&nx_S.cv);
-        if (sock_ev && nx_S.inited)
-            daemon_gone();
+        /* Look again under the lock: a device registration may have read its reply
+         * while we slept, and only what is still there means the daemon went away. */
+        if (sock_ev && nx_S.inited && !nx_S.dead)
+            check_socket();
     }
 }
 
 nexar_status_t nx_wait_locked(struct nexar_request *r)
 {
+    r->detached = false; /* ours now: completion must not free it under us */
     nx_progress_wait(r);
     if (!r->complete) /* cannot happen: a dead shim completes everything */
         nx_req_fail(r, NEXAR_ERR_INTERNAL, "request left incomplete");

@@ -192,6 +192,10 @@ static void req_maybe_complete(struct nexar_request *r)
         r->status = NEXAR_OK;
     nx_list_del(&r->active_link);
     reqtab_put(r);
+    nx_dev_complete(r);
+    /* Nobody holds a detached request: one that succeeded has nothing left to say. */
+    if (r->detached && r->status == NEXAR_OK)
+        nx_req_free(r);
 }
 
 void nx_req_fail(struct nexar_request *r, nexar_status_t s, const char *text)
@@ -268,7 +272,12 @@ nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_op *op,
 
     r->mode = NX_MODE_NODATA;
     r->nunits = 1;
-    if (r->shape.has_data) {
+    if (op->dev) {
+        /* One descriptor naming the record; the daemon reads the buffers on the GPU. */
+        r->mode = NX_MODE_DEVICE;
+        r->tmpl.flags = NX_SQE_DIRECT | NX_SQE_DEVICE;
+        r->tmpl.in_off = nx_dev_rec_off(op->dev);
+    } else if (r->shape.has_data) {
         r->chunk_elems = nx_chunk_elems(op->kind, (uint32_t)c->size, r->esize,
                                         nx_S.hdr.slot_bytes);
         if (r->chunk_elems == 0) {
@@ -295,7 +304,7 @@ nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_op *op,
             }
         }
     }
-    if (op->kind == NX_K_ALL_REDUCE_BUCKETED && op->niov > 0) {
+    if (op->kind == NX_K_ALL_REDUCE_BUCKETED && op->niov > 0 && !op->dev) {
         r->iov = malloc(op->niov * sizeof(*r->iov));
         if (!r->iov)
             goto nomem;
@@ -326,6 +335,7 @@ nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_op *op,
         *r->key_tail = r;
     }
     r->submitting = true;
+    r->dev = op->dev; /* the request owns it from here on */
     nx_list_add_tail(&nx_S.active, &r->active_link);
     nx_list_add_tail(&c->reqs, &r->comm_link);
     *out = r;

@@ -77,6 +77,7 @@ struct nx_env {
     const char *source; /* "NEXAR_*", "torchrun", "Open MPI", "Slurm" or "default" */
     char job[256];
     char coord[256];
+    bool coord_guessed; /* coord is torchrun's MASTER_ADDR:MASTER_PORT, not NEXAR_COORD */
     char socket[108]; /* sizeof(sun_path) */
 };
 
@@ -119,6 +120,8 @@ struct nexar_comm {
     char *fail_text;                  /* malloc'd; NULL: the generic text */
     struct nx_p2p_stream **p2p;       /* hash buckets */
     uint32_t p2p_buckets, p2p_count;
+    void *stream;     /* nexar_comm_set_stream(): a CUstream, NULL when unset */
+    void *stream_ctx; /* its CUcontext */
 };
 
 NX_HIDDEN struct nexar_comm *nx_comm_new(uint32_t id, int rank, int size, bool world);
@@ -138,7 +141,10 @@ enum nx_mode {
     NX_MODE_NODATA, /* one descriptor, no data: barrier, split, free, abort, count 0 */
     NX_MODE_DIRECT, /* one NX_SQE_DIRECT descriptor over arena buffers */
     NX_MODE_STAGED, /* one descriptor per chunk through the staging slots */
+    NX_MODE_DEVICE, /* one NX_SQE_DEVICE descriptor naming its record (device.c) */
 };
+
+struct nx_dev_req;
 
 /* What a public entry point asks for, after validation. */
 struct nx_op {
@@ -150,6 +156,7 @@ struct nx_op {
     void *out;
     const nexar_iov_t *iov; /* bucketed only; copied */
     size_t niov;
+    struct nx_dev_req *dev; /* device buffers: prepared by nx_dev_prepare() */
 };
 
 struct nexar_request {
@@ -185,6 +192,9 @@ struct nexar_request {
 
     bool failed;   /* a failure was seen: submit nothing more */
     bool complete; /* finished: status final, nothing in flight */
+    bool detached; /* a blocking stream-ordered call returned without it: freed when it
+                      completes without error, kept for nexar_sync() to report otherwise */
+    struct nx_dev_req *dev; /* device buffers: the request's record, event, done word */
     nexar_status_t status;
     char *text; /* malloc'd detailed text of a failure, or NULL */
     uint32_t res_comm, res_rank, res_size;
@@ -212,6 +222,30 @@ NX_HIDDEN void nx_req_abandon_all(nexar_status_t s, const char *text);
 NX_HIDDEN int nx_req_init(void);
 NX_HIDDEN void nx_req_fini(void);
 
+/* ---- device buffers (device.c, cudrv.c, devcache.c) ---------------------------- */
+
+/* Classifies op's buffers.  All host: NEXAR_OK with op->dev NULL.  All device: checks
+ * them, registers their allocations with nexard, writes the op's record into the arena,
+ * records the ready event on the comm's stream (or the legacy default stream) and sets
+ * op->dev.  A mix, or device memory this shim or nexard cannot handle:
+ * NEXAR_ERR_UNSUPPORTED (or INVALID) with the reason, and nothing was changed. */
+NX_HIDDEN nexar_status_t nx_dev_prepare(const char *fn, struct nexar_comm *c,
+                                        struct nx_op *op);
+/* Releases what nx_dev_prepare() took when the request could not be started. */
+NX_HIDDEN void nx_dev_discard(struct nx_dev_req *d);
+/* The request started: a stream-ordered one makes its stream wait for the done word.
+ * NEXAR_OK when the caller may return without waiting (stream-ordered), a failure
+ * status when it must wait for the request itself. */
+NX_HIDDEN nexar_status_t nx_dev_started(struct nexar_request *r);
+/* The request completed (any status): sets its done word, returns its resources. */
+NX_HIDDEN void nx_dev_complete(struct nexar_request *r);
+/* Arena offset of the request's record, for its descriptor. */
+NX_HIDDEN uint64_t nx_dev_rec_off(const struct nx_dev_req *d);
+/* True when d is stream-ordered (the call returns before the op is done). */
+NX_HIDDEN bool nx_dev_ordered(const struct nx_dev_req *d);
+/* finalize: unregisters everything, destroys the events. */
+NX_HIDDEN void nx_dev_fini(void);
+
 /* ---- rings and doorbells (ring.c) ---------------------------------------------- */
 
 /* Free submission entries right now. */
@@ -234,6 +268,8 @@ NX_HIDDEN void nx_ring_err_text(const struct nx_cqe *e, char *buf, size_t len);
 struct nx_join {
     int sock, memfd, sq_efd, cq_efd;
     uint32_t client_id, world_comm, rank, size;
+    uint32_t features;
+    char device_note[256];
     uint64_t segment_bytes;
     uint32_t timeout_ms; /* the op deadline the daemon applies */
 };
@@ -244,6 +280,13 @@ NX_HIDDEN nexar_status_t nx_control_join(const struct nx_env *env, struct nx_joi
 NX_HIDDEN nexar_status_t nx_control_map(const struct nx_join *j);
 /* Reads what the daemon sent on the idle socket (an ERROR frame, or EOF) into text. */
 NX_HIDDEN void nx_control_drain(char *text, size_t len);
+/* DEV_REGISTER round trip: kind 1 memory, 2 event.  NEXAR_OK with *id, or the daemon's
+ * refusal (status and text set); a broken socket kills the shim (UNAVAILABLE). */
+NX_HIDDEN nexar_status_t nx_control_dev_register(int kind, const void *handle,
+                                                 uint64_t base, uint64_t size,
+                                                 const char *pci, uint32_t *id);
+/* DEV_UNREGISTER round trip for ids[0..n). */
+NX_HIDDEN nexar_status_t nx_control_dev_unregister(const uint32_t *ids, size_t n);
 
 /* ---- arena heap (arena.c) ------------------------------------------------------ */
 
@@ -259,6 +302,12 @@ struct nx_arena {
 
 NX_HIDDEN int nx_arena_init(uint64_t heap_bytes);
 NX_HIDDEN void nx_arena_fini(void);
+/* The shim's own blocks from the heap (device op records, done words); locked.
+ * NULL when the heap has no room. */
+NX_HIDDEN void *nx_arena_get(uint64_t bytes);
+NX_HIDDEN void nx_arena_put(void *p);
+/* Arena offset of p, which lies in the segment's arena. */
+NX_HIDDEN uint64_t nx_arena_off(const void *p);
 /* True when [p, p+bytes) lies inside the heap; *off gets its arena offset. */
 NX_HIDDEN bool nx_arena_heap_range(const void *p, uint64_t bytes, uint64_t *off);
 
@@ -297,6 +346,9 @@ struct nx_shim {
 
     struct nx_env env;
     uint32_t client_id;
+    uint32_t features;          /* HelloReply.features */
+    char device_note[256];      /* HelloReply.device_note */
+    struct nx_devstate *dev;    /* device.c, NULL until the first device buffer */
     uint64_t safety_ns;
     uint32_t timeout_ms; /* the op deadline in force (JoinReply) */
     int sock, sq_efd, cq_efd;

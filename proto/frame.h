@@ -17,6 +17,9 @@
  *
  * Version history:
  *   1  HELLO, JOIN (memfd + 2 eventfds on JOIN_REPLY), CTL, ERROR.
+ *      Later additions that keep version 1, announced in HelloReply.features so that a
+ *      client never sends a type its daemon does not know:
+ *        DEV_REGISTER, DEV_UNREGISTER, DEV_REPLY (NX_FEATURE_DEVICE: CUDA buffers).
  */
 #ifndef NX_FRAME_H
 #define NX_FRAME_H
@@ -38,8 +41,14 @@ enum nx_msg_type {
     NX_MSG_CTL = 5,         /* CtlRequest */
     NX_MSG_CTL_REPLY = 6,   /* CtlReply */
     NX_MSG_ERROR = 7,       /* ErrorReply: the daemon closes after sending it */
-    NX_MSG_TYPE_MAX = 7
+    NX_MSG_DEV_REGISTER = 8,   /* DeviceRegister: rank -> daemon, after JOIN */
+    NX_MSG_DEV_UNREGISTER = 9, /* DeviceUnregister: rank -> daemon, after JOIN */
+    NX_MSG_DEV_REPLY = 10,     /* DeviceReply: the answer to either */
+    NX_MSG_TYPE_MAX = 10
 };
+
+/* HelloReply.features bits. */
+#define NX_FEATURE_DEVICE 0x1u /* device (CUDA) buffers: DEV_* messages, NX_SQE_DEVICE */
 
 struct nx_frame_hdr {
     uint32_t magic;

@@ -10,6 +10,8 @@ _Static_assert(sizeof(struct nx_sqe) == 64, "sqe is 64 bytes");
 _Static_assert(sizeof(struct nx_cqe) == 32, "cqe is 32 bytes");
 _Static_assert(sizeof(struct nx_err_entry) == NX_ERR_TEXT_BYTES, "err entry size");
 _Static_assert(sizeof(struct nx_ring_ctl) == 192, "ring ctl is three cache lines");
+_Static_assert(sizeof(struct nx_dev_op) == 64, "device op record is 64 bytes");
+_Static_assert(sizeof(struct nx_dev_iov) == 24, "device iov is 24 bytes");
 
 static uint64_t align_up(uint64_t v, uint64_t a)
 {

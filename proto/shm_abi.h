@@ -21,7 +21,8 @@
  * the daemon.
  *
  * Version history:
- *   1  first layout.
+ *   1  first layout.  Compatible addition: NX_SQE_DEVICE and struct nx_dev_op (device
+ *      buffers), used only with a daemon that announces NX_FEATURE_DEVICE (frame.h).
  */
 #ifndef NX_SHM_ABI_H
 #define NX_SHM_ABI_H
@@ -61,6 +62,10 @@ enum nx_kind {
 #define NX_SQE_DIRECT 0x01u /* in_off/out_off address the whole op's buffers in the
                                arena (nexar_alloc); one descriptor, one completion.
                                Without it the descriptor is staged chunk `chunk`. */
+#define NX_SQE_DEVICE 0x02u /* with NX_SQE_DIRECT: the op's buffers are device memory,
+                               described by the struct nx_dev_op at arena offset in_off
+                               (8-byte aligned); out_off and chunk are 0.  One descriptor,
+                               one completion. */
 
 /* A submission: 64 bytes. */
 struct nx_sqe {
@@ -123,6 +128,57 @@ struct nx_shm_hdr {
     uint64_t heap_off;    /* arena-relative start of the nexar_alloc heap */
     uint64_t heap_bytes;
 };
+
+/* ---- device op records ----------------------------------------------------------
+ * A device descriptor (NX_SQE_DEVICE) points at one of these in the arena.  Memory and
+ * events are named by the ids the daemon gave their registrations (DEV_REGISTER on the
+ * control socket, nexar.proto).  Buffers are laid out as in the direct form: block j of
+ * a buffer at j * count elements.  The daemon copies the record (and the iov table that
+ * follows it) out once, when the descriptor arrives, and validates it; the rank may
+ * reuse the memory once the descriptor completed.
+ */
+#define NX_DEV_OP_MAGIC 0x5044584eu  /* "NXDP" */
+#define NX_DEV_NO_DONE UINT64_MAX    /* nx_dev_op.done_off: no done word */
+#define NX_DEV_MAX_IOV 65536u        /* bucketed: most iovs in one op */
+
+/* A device buffer: mem 0 is "none"; otherwise bytes from off inside registration mem. */
+struct nx_dev_buf {
+    uint32_t mem;
+    uint32_t reserved;
+    uint64_t off;
+};
+
+/* Bucketed: one iov of the concatenation, count elements. */
+struct nx_dev_iov {
+    struct nx_dev_buf buf;
+    uint64_t count;
+};
+
+/* 64 bytes, followed by niov struct nx_dev_iov. */
+struct nx_dev_op {
+    uint32_t magic;       /* NX_DEV_OP_MAGIC */
+    uint32_t niov;        /* bucketed: iovs that follow (their counts sum to count);
+                             every other kind: 0 */
+    struct nx_dev_buf in; /* shape's input; mem 0 where the shape has none, and bucketed */
+    struct nx_dev_buf out;
+    uint32_t ready_event; /* registered event: the daemon's stream waits for it before it
+                             touches the buffers (the rank recorded it on its stream at
+                             call time); 0: none */
+    uint32_t reserved;
+    uint64_t done_off;    /* arena offset of a uint64_t the daemon sets to done_value
+                             (release) when the op's device work finished or failed; the
+                             rank's stream waits for it.  NX_DEV_NO_DONE: none. */
+    uint64_t done_value;
+};
+
+/* The stateless checks of a copied record for descriptor e: magic, reserved fields,
+ * niov against the kind, done word inside the arena and 8-byte aligned.  The daemon
+ * checks the registrations and extents itself.  0, or -EINVAL with a reason. */
+int nx_dev_op_check(const struct nx_sqe *e, const struct nx_dev_op *r, uint64_t arena_bytes,
+                    const char **why);
+
+/* Bytes of the record with its iov table; false on overflow. */
+bool nx_dev_op_bytes(uint32_t niov, uint64_t *bytes);
 
 /* The geometry the daemon chose; everything else is computed from it. */
 struct nx_shm_geom {

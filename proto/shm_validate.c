@@ -60,6 +60,57 @@ static bool inside(uint64_t off, uint64_t len, uint64_t limit)
         return -EINVAL;                                                                    \
     } while (0)
 
+/* A device descriptor carries no data in the arena, only its record. */
+static int device_desc(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
+                       const char **why)
+{
+    if (e->count == 0)
+        REJECT("a device descriptor with count 0");
+    if (e->chunk != 0 || e->out_off != 0)
+        REJECT("chunk or out_off on a device descriptor");
+    if (e->in_off % 8)
+        REJECT("device op record not 8-byte aligned");
+    if (!inside(e->in_off, sizeof(struct nx_dev_op), lim->arena_bytes))
+        REJECT("device op record outside the arena");
+    return 0;
+}
+
+bool nx_dev_op_bytes(uint32_t niov, uint64_t *bytes)
+{
+    uint64_t t;
+    if (!mul_ok(niov, sizeof(struct nx_dev_iov), &t))
+        return false;
+    *bytes = sizeof(struct nx_dev_op) + t;
+    return true;
+}
+
+int nx_dev_op_check(const struct nx_sqe *e, const struct nx_dev_op *r, uint64_t arena_bytes,
+                    const char **why)
+{
+    const char *dummy;
+    uint64_t bytes;
+    if (!why)
+        why = &dummy;
+    if (r->magic != NX_DEV_OP_MAGIC)
+        REJECT("device op record has a bad magic");
+    if (r->reserved != 0 || r->in.reserved != 0 || r->out.reserved != 0)
+        REJECT("device op record: reserved field not zero");
+    if (e->kind == NX_K_ALL_REDUCE_BUCKETED) {
+        if (r->niov == 0 || r->niov > NX_DEV_MAX_IOV)
+            REJECT("device op record: bucketed iov count out of range");
+        if (r->in.mem != 0 || r->out.mem != 0)
+            REJECT("device op record: bucketed names its buffers in the iovs");
+    } else if (r->niov != 0) {
+        REJECT("device op record: iovs on a kind that is not bucketed");
+    }
+    if (!nx_dev_op_bytes(r->niov, &bytes) || !inside(e->in_off, bytes, arena_bytes))
+        REJECT("device op record: iov table outside the arena");
+    if (r->done_off != NX_DEV_NO_DONE &&
+        (r->done_off % 8 || !inside(r->done_off, sizeof(uint64_t), arena_bytes)))
+        REJECT("device op record: done word misaligned or outside the arena");
+    return 0;
+}
+
 int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
                     const char **why)
 {
@@ -69,8 +120,10 @@ int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
         why = &dummy;
     if (e->kind < 1 || e->kind > NX_K_MAX)
         REJECT("unknown op kind");
-    if (e->flags & ~NX_SQE_DIRECT)
+    if (e->flags & ~(NX_SQE_DIRECT | NX_SQE_DEVICE))
         REJECT("unknown descriptor flags");
+    if ((e->flags & NX_SQE_DEVICE) && !(e->flags & NX_SQE_DIRECT))
+        REJECT("device descriptor flags without NX_SQE_DIRECT");
     if (e->reserved != 0)
         REJECT("reserved field not zero");
     if (e->dtype >= NEXAR_DTYPE_COUNT)
@@ -88,17 +141,21 @@ int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
     if (!s.has_data) {
         if (e->count != 0 || e->chunk != 0)
             REJECT("count or chunk on an op without data");
+        if (e->flags & NX_SQE_DEVICE)
+            REJECT("device flag on an op without data");
         return 0;
     }
 
     uint32_t es = nx_dtype_size(e->dtype);
-    uint64_t per = nx_chunk_elems(e->kind, lim->comm_size, es, lim->slot_bytes);
-    if (per == 0)
-        REJECT("staging slot too small for one element of this op");
     uint64_t total;
     uint32_t mul = s.in_mul > s.out_mul ? s.in_mul : s.out_mul;
     if (!mul_ok(e->count, mul ? mul : 1, &total) || !mul_ok(total, es, &total))
         REJECT("count overflows");
+    if (e->flags & NX_SQE_DEVICE)
+        return device_desc(e, lim, why);
+    uint64_t per = nx_chunk_elems(e->kind, lim->comm_size, es, lim->slot_bytes);
+    if (per == 0)
+        REJECT("staging slot too small for one element of this op");
     if (e->flags & NX_SQE_DIRECT) {
         if (e->chunk != 0)
             REJECT("chunk index on a direct descriptor");

@@ -1,0 +1,227 @@
+/*
+ * backend.c - the CUDA device backend of nexard (device.h): start-up, the registrations
+ * of the ranks' memory and events (CUDA IPC), and the ops table the core calls.
+ *
+ * Registrations are opened on the device the rank named by PCI bus id, since nexard
+ * may see the devices in another order (CUDA_VISIBLE_DEVICES).  Nothing a rank says
+ * about an allocation is believed: the size of a mapping is what the driver reports for
+ * the mapped range, and every extent is checked against it (devop.c).
+ */
+#include <cuda.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "client.h"
+#include "cuda_backend.h"
+#include "cuda_int.h"
+#include "nexar.h"
+#include "registry.h"
+
+typedef CUresult (*addr_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr p);
+static addr_range_fn addr_range;
+static char last_err[200];
+
+void nx_cuda_note_error(const char *what, cudaError_t e, const char *file, int line)
+{
+    snprintf(last_err, sizeof(last_err), "%s: %s", what, cudaGetErrorString(e));
+    NX_WARN("cuda", "%s:%d: %s", file, line, last_err);
+}
+
+const char *nx_cuda_last_error(void)
+{
+    return last_err[0] ? last_err : "a CUDA call failed";
+}
+
+/* ---- registrations ------------------------------------------------------------------ */
+
+static void close_reg(struct nx_reg *r)
+{
+    cudaSetDevice(r->device);
+    if (r->kind == NX_DEV_MEMORY)
+        cudaIpcCloseMemHandle(r->handle);
+    else
+        cudaEventDestroy((cudaEvent_t)r->handle);
+    cudaGetLastError();
+}
+
+static struct nx_regtab *table(struct nx_client *cl)
+{
+    if (!cl->dev)
+        cl->dev = nx_regtab_new(close_reg);
+    return cl->dev;
+}
+
+static uint32_t cu_reg(struct nx_client *cl, int kind, const uint8_t *handle, size_t len,
+                       uint64_t base, uint64_t size, const char *pci, uint32_t *id,
+                       uint64_t *mapped, char *err, size_t errlen)
+{
+    int dev = -1;
+    void *h = NULL;
+    uint64_t got = 0;
+    cudaError_t e = cudaDeviceGetByPCIBusId(&dev, pci);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(err, errlen, "device %s is not visible to nexard (%s); check its "
+                 "CUDA_VISIBLE_DEVICES", pci, cudaGetErrorString(e));
+        return NEXAR_ERR_UNSUPPORTED;
+    }
+    if ((e = cudaSetDevice(dev)) != cudaSuccess)
+        goto fail;
+    if (kind == NX_DEV_MEMORY) {
+        cudaIpcMemHandle_t mh;
+        memcpy(&mh, handle, sizeof(mh) < len ? sizeof(mh) : len);
+        if ((e = cudaIpcOpenMemHandle(&h, mh, cudaIpcMemLazyEnablePeerAccess)) != cudaSuccess)
+            goto fail;
+        CUdeviceptr b = 0;
+        size_t sz = 0;
+        if (addr_range(&b, &sz, (CUdeviceptr)(uintptr_t)h) != CUDA_SUCCESS ||
+            b != (CUdeviceptr)(uintptr_t)h) {
+            cudaIpcCloseMemHandle(h);
+            snprintf(err, errlen, "the mapping of the allocation at 0x%llx has no size",
+                     (unsigned long long)base);
+            return NEXAR_ERR_INTERNAL;
+        }
+        got = sz;
+        if (sz != size)
+            NX_DEBUG("cuda", "client %u: allocation 0x%llx: %llu bytes claimed, %zu mapped",
+                     cl->id, (unsigned long long)base, (unsigned long long)size, sz);
+    } else {
+        cudaIpcEventHandle_t eh;
+        cudaEvent_t ev;
+        memcpy(&eh, handle, sizeof(eh) < len ? sizeof(eh) : len);
+        if ((e = cudaIpcOpenEventHandle(&ev, eh)) != cudaSuccess)
+            goto fail;
+        h = ev;
+    }
+    struct nx_regtab *t = table(cl);
+    struct nx_reg *r = nx_regtab_add(t, kind, dev, h, got);
+    if (!r) {
+        struct nx_reg tmp = {.kind = kind, .device = dev, .handle = h};
+        close_reg(&tmp);
+        snprintf(err, errlen, "out of memory");
+        return NEXAR_ERR_NOMEM;
+    }
+    *id = r->id;
+    *mapped = got;
+    return NEXAR_OK;
+fail:
+    cudaGetLastError();
+    snprintf(err, errlen, "cannot open the rank's CUDA IPC %s handle on device %s: %s",
+             kind == NX_DEV_MEMORY ? "memory" : "event", pci, cudaGetErrorString(e));
+    return NEXAR_ERR_INVALID;
+}
+
+static bool cu_unreg(struct nx_client *cl, uint32_t id)
+{
+    return cl->dev && nx_regtab_remove(cl->dev, id);
+}
+
+static bool cu_mem_ok(struct nx_client *cl, uint32_t id, uint64_t off, uint64_t bytes)
+{
+    struct nx_reg *r = cl->dev ? nx_regtab_get(cl->dev, id, NX_DEV_MEMORY) : NULL;
+    return r && off <= r->size && bytes <= r->size - off;
+}
+
+static bool cu_event_ok(struct nx_client *cl, uint32_t id)
+{
+    return cl->dev && nx_regtab_get(cl->dev, id, NX_DEV_EVENT);
+}
+
+static void cu_client_gone(struct nx_client *cl)
+{
+    if (cl->dev)
+        nx_regtab_orphan(cl->dev); /* mappings in use by queued ops close after them */
+    cl->dev = NULL;
+}
+
+struct nx_reg *nx_cuda_reg_mem(uint32_t client_id, uint32_t id)
+{
+    struct nx_client *cl = nx_client_by_id(client_id);
+    return cl && cl->dev ? nx_regtab_get(cl->dev, id, NX_DEV_MEMORY) : NULL;
+}
+
+struct nx_reg *nx_cuda_reg_event(uint32_t client_id, uint32_t id)
+{
+    struct nx_client *cl = nx_client_by_id(client_id);
+    return cl && cl->dev ? nx_regtab_get(cl->dev, id, NX_DEV_EVENT) : NULL;
+}
+
+static const struct nx_device_ops cuda_ops = {
+    .name = "cuda",
+    .reg = cu_reg,
+    .unreg = cu_unreg,
+    .mem_ok = cu_mem_ok,
+    .event_ok = cu_event_ok,
+    .run = nx_cuda_exec_run,
+    .client_gone = cu_client_gone,
+    .comm_gone = nx_cuda_exec_comm_gone,
+};
+
+/* ---- start and stop ------------------------------------------------------------------- */
+
+static void describe(int n)
+{
+    int rt = 0, drv = 0;
+    cudaRuntimeGetVersion(&rt);
+    cudaDriverGetVersion(&drv);
+    size_t off = (size_t)snprintf(nx_device_note, sizeof(nx_device_note),
+                                  "CUDA runtime %d.%d, driver %d.%d: %d device%s", rt / 1000,
+                                  rt % 1000 / 10, drv / 1000, drv % 1000 / 10, n,
+                                  n == 1 ? "" : "s");
+    for (int d = 0; d < n && off < sizeof(nx_device_note); d++) {
+        struct cudaDeviceProp p;
+        char pci[32] = "?";
+        if (cudaGetDeviceProperties(&p, d) != cudaSuccess)
+            continue;
+        cudaDeviceGetPCIBusId(pci, sizeof(pci), d);
+        off += (size_t)snprintf(nx_device_note + off, sizeof(nx_device_note) - off,
+                                "%s %d %s [%s]", d ? ";" : ":", d, p.name, pci);
+    }
+}
+
+int nx_cuda_init(void)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        snprintf(nx_device_note, sizeof(nx_device_note),
+                 "built with CUDA, but no usable CUDA device (%s)",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
+        cudaGetLastError();
+        NX_INFO("cuda", "device buffers off: %s", nx_device_note);
+        return 0;
+    }
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void **)&addr_range, 12000,
+                                         cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || !addr_range) {
+        snprintf(nx_device_note, sizeof(nx_device_note),
+                 "built with CUDA, but the driver has no cuMemGetAddressRange");
+        NX_WARN("cuda", "device buffers off: %s", nx_device_note);
+        return 0;
+    }
+    int rv = nx_cuda_exec_init();
+    if (rv < 0) {
+        snprintf(nx_device_note, sizeof(nx_device_note), "CUDA set-up failed (uv_async_init)");
+        return rv;
+    }
+    describe(n);
+    nx_device = &cuda_ops;
+    NX_INFO("cuda", "device buffers on: %s", nx_device_note);
+    return 0;
+}
+
+void nx_cuda_stop(void)
+{
+    if (nx_device == &cuda_ops)
+        nx_cuda_exec_stop();
+}
+
+void nx_cuda_fini(void)
+{
+    if (nx_device != &cuda_ops)
+        return;
+    nx_device = NULL;
+    nx_cuda_exec_fini();
+    nx_staging_fini();
+}

@@ -1,0 +1,76 @@
+/*
+ * cuda_int.h - what the files of the CUDA adapter share: the check macros, the adapter's
+ * stream binding, the staging engine, the per-communicator streams and the completion
+ * path.  Everything runs on nexard's loop thread, except the host function that a
+ * stream calls when an op's work is done (it only queues the op for the loop).
+ */
+#ifndef NX_CUDA_INT_H
+#define NX_CUDA_INT_H
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "adapter.h"
+#include "device.h"
+#include "log.h"
+
+/* Evaluates a CUDA runtime call; on failure logs where and why and jumps to label. */
+#define CU_TRY(call, label)                                                                \
+    do {                                                                                   \
+        cudaError_t e_ = (call);                                                           \
+        if (e_ != cudaSuccess) {                                                           \
+            nx_cuda_note_error(#call, e_, __FILE__, __LINE__);                             \
+            goto label;                                                                    \
+        }                                                                                  \
+    } while (0)
+
+/* Logs a failed call and keeps its text for the op's error message. */
+void nx_cuda_note_error(const char *what, cudaError_t e, const char *file, int line);
+/* The last noted error, "cudaMemcpyAsync(...): out of memory". */
+const char *nx_cuda_last_error(void);
+
+/* ---- the adapter (adapter_cuda.c) ------------------------------------------------- */
+
+extern const struct nx_adapter nx_adapter_cuda;
+
+/* ---- staging (staging.c): pinned buffers and two copy streams per device ------------ */
+
+struct nx_staging;
+
+/* The device's staging engine, created on first use; NULL on failure. */
+struct nx_staging *nx_staging_get(int device);
+/* Bytes per staging buffer. */
+size_t nx_staging_chunk(const struct nx_staging *st);
+
+/*
+ * Moves n bytes through the pinned buffers in chunks, pipelined (pipeline.h):
+ *   IN:   dev_src + off -> buffer (D2H), when dev_src is not NULL;
+ *   HOST: host(arg, buffer, off, len), when host is not NULL (the network step, a CPU
+ *         reduce, or a copy between host memory and the buffer);
+ *   OUT:  buffer -> dev_dst + off (H2D), when dev_dst is not NULL.
+ * Synchronous: returns when every chunk is through.  0, or -EIO / the host step's error.
+ */
+typedef int (*nx_staging_host_fn)(void *arg, void *buf, size_t off, size_t len);
+int nx_staging_run(struct nx_staging *st, const void *dev_src, void *dev_dst, size_t n,
+                   nx_staging_host_fn host, void *arg);
+void nx_staging_fini(void);
+
+/* ---- running ops (exec.c) ----------------------------------------------------------- */
+
+void nx_cuda_exec_run(const struct nx_dev_job *job);
+void nx_cuda_exec_comm_gone(uint32_t comm_id);
+int nx_cuda_exec_init(void);
+/* Waits for queued work and completes it (shutdown). */
+void nx_cuda_exec_stop(void);
+void nx_cuda_exec_fini(void);
+
+/* ---- registrations (backend.c) -------------------------------------------------------- */
+
+struct nx_reg;
+/* The live memory / event registration id of client, or NULL. */
+struct nx_reg *nx_cuda_reg_mem(uint32_t client_id, uint32_t id);
+struct nx_reg *nx_cuda_reg_event(uint32_t client_id, uint32_t id);
+
+#endif

@@ -1,0 +1,434 @@
+/*
+ * exec.c - running a matched device op on the GPU, and completing it when it is done.
+ *
+ * An op runs on one device, its root's (or rank 0's, or the receiver's): a stream from
+ * that device's pool waits for every rank's ready event, buffers on other devices are
+ * copied into scratch memory there (cudaMallocAsync, stream-ordered), the node-local
+ * algorithm of coll_local.c runs through the CUDA adapter bound to the stream, results
+ * go back, and a host function at the end of the stream hands the op to the loop thread
+ * (uv_async), which stores the done words and posts the completions.  Nothing here
+ * waits for the GPU: the loop keeps serving every other rank meanwhile.
+ *
+ * Streams: an op takes a stream with no pending work, so ops never wait for each other
+ * except through the ready events, i.e. in the order the ranks gave them (stream order,
+ * or the caller's own synchronization).  A shared stream would add waits the program
+ * does not have, and with rendezvous send/recv those can close a cycle.  The pool stops
+ * growing at POOL_MAX streams per device; then the least recently used stream is taken.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "client.h"
+#include "coll_local.h"
+#include "cuda_int.h"
+#include "daemon.h"
+#include "mem.h"
+#include "nexar.h"
+#include "registry.h"
+
+#define MAX_DEVICES 64
+#define POOL_MAX 64
+
+struct pool {
+    cudaStream_t s[POOL_MAX];
+    uint64_t last_use[POOL_MAX];
+    int n;
+};
+
+static struct pool pools[MAX_DEVICES];
+static uint64_t use_clock;
+
+/* An op in flight: what its completion needs once the GPU is done. */
+struct ticket {
+    struct ticket *next;
+    size_t nparts;
+    struct nx_dev_part *parts; /* iov tables not kept */
+    struct nx_reg **regs;      /* references held while the GPU uses them */
+    size_t nregs, regs_cap;
+};
+
+static pthread_mutex_t done_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ticket *done_head, **done_tail = &done_head;
+static uv_async_t done_async;
+static bool async_open;
+static uint64_t inflight;
+
+/* ---- streams ------------------------------------------------------------------------- */
+
+static cudaStream_t take_stream(int dev)
+{
+    struct pool *p = &pools[dev];
+    int lru = -1;
+    for (int i = 0; i < p->n; i++) {
+        cudaError_t e = cudaStreamQuery(p->s[i]);
+        if (e == cudaSuccess) {
+            p->last_use[i] = ++use_clock;
+            return p->s[i];
+        }
+        if (e != cudaErrorNotReady)
+            cudaGetLastError();
+        if (lru < 0 || p->last_use[i] < p->last_use[lru])
+            lru = i;
+    }
+    if (p->n < POOL_MAX) {
+        CU_TRY(cudaStreamCreateWithFlags(&p->s[p->n], cudaStreamNonBlocking), fail);
+        p->last_use[p->n] = ++use_clock;
+        return p->s[p->n++];
+    }
+fail:
+    if (lru < 0)
+        return NULL;
+    p->last_use[lru] = ++use_clock;
+    return p->s[lru];
+}
+
+/* ---- completion ------------------------------------------------------------------------ */
+
+static void ticket_free(struct ticket *t)
+{
+    for (size_t i = 0; i < t->nregs; i++)
+        nx_reg_unref(t->regs[i]);
+    free(t->regs);
+    free(t->parts);
+    free(t);
+}
+
+static void ticket_complete(struct ticket *t, uint32_t status, const char *text)
+{
+    for (size_t i = 0; i < t->nparts; i++) {
+        struct nx_client *cl = nx_dev_part_complete(&t->parts[i], status, text);
+        if (cl)
+            cl->pending--;
+    }
+    inflight--;
+    ticket_free(t);
+}
+
+/* Runs on a CUDA driver thread: no CUDA calls, only hand-over to the loop. */
+static void CUDART_CB host_done(void *arg)
+{
+    struct ticket *t = arg;
+    pthread_mutex_lock(&done_mu);
+    t->next = NULL;
+    *done_tail = t;
+    done_tail = &t->next;
+    pthread_mutex_unlock(&done_mu);
+    uv_async_send(&done_async);
+}
+
+static void drain_done(void)
+{
+    pthread_mutex_lock(&done_mu);
+    struct ticket *t = done_head;
+    done_head = NULL;
+    done_tail = &done_head;
+    pthread_mutex_unlock(&done_mu);
+    while (t) {
+        struct ticket *next = t->next;
+        ticket_complete(t, NEXAR_OK, NULL);
+        t = next;
+    }
+}
+
+static void on_done(uv_async_t *h)
+{
+    (void)h;
+    drain_done();
+    nx_clients_flush();
+}
+
+/* ---- resolving buffers ------------------------------------------------------------------- */
+
+static int hold(struct ticket *t, struct nx_reg *r)
+{
+    nx_grow((void **)&t->regs, &t->regs_cap, t->nregs + 1, sizeof(*t->regs));
+    t->regs[t->nregs++] = r;
+    nx_reg_ref(r);
+    return 0;
+}
+
+/* The daemon's pointer for buffer b of part p, its device in *dev; NULL if unknown. */
+static uint8_t *resolve(struct ticket *t, const struct nx_dev_part *p,
+                        const struct nx_dev_buf *b, int *dev)
+{
+    struct nx_reg *r = nx_cuda_reg_mem(p->client_id, b->mem);
+    if (!r)
+        return NULL;
+    hold(t, r);
+    *dev = r->device;
+    return (uint8_t *)r->handle + b->off;
+}
+
+struct exec {
+    const struct nx_dev_job *job;
+    struct ticket *t;
+    int dev;
+    cudaStream_t s;
+    uint32_t es;
+    void **scratch;
+    size_t nscratch, scratch_cap;
+    uint32_t status; /* on failure: the status and text for every rank */
+    char why[200];
+};
+
+static void fail(struct exec *x, uint32_t status, const char *why)
+{
+    if (x->status)
+        return;
+    x->status = status;
+    snprintf(x->why, sizeof(x->why), "%s", why);
+}
+
+static void *scratch_alloc(struct exec *x, uint64_t bytes)
+{
+    void *p = NULL;
+    CU_TRY(cudaMallocAsync(&p, bytes ? bytes : 1, x->s), err);
+    nx_grow((void **)&x->scratch, &x->scratch_cap, x->nscratch + 1, sizeof(*x->scratch));
+    x->scratch[x->nscratch++] = p;
+    return p;
+err:
+    fail(x, NEXAR_ERR_NOMEM, nx_cuda_last_error());
+    return NULL;
+}
+
+static bool copy(struct exec *x, void *dst, const void *src, uint64_t bytes)
+{
+    if (bytes == 0 || dst == src)
+        return true;
+    CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, x->s), err);
+    return true;
+err:
+    fail(x, NEXAR_ERR_INTERNAL, nx_cuda_last_error());
+    return false;
+}
+
+/* The buffer of part p as a pointer on the op's device: itself when it lives there, a
+ * scratch copy otherwise (filled when it is an input).  NULL on failure. */
+static uint8_t *place(struct exec *x, const struct nx_dev_part *p, const struct nx_dev_buf *b,
+                      uint64_t bytes, bool input, uint8_t **mapped)
+{
+    int dev;
+    uint8_t *ptr = resolve(x->t, p, b, &dev);
+    if (!ptr) {
+        fail(x, NEXAR_ERR_INTERNAL, "a device registration vanished before the op ran");
+        return NULL;
+    }
+    *mapped = ptr;
+    if (dev == x->dev)
+        return ptr;
+    uint8_t *sc = scratch_alloc(x, bytes);
+    if (sc && input && !copy(x, sc, ptr, bytes))
+        return NULL;
+    return sc;
+}
+
+/* Bucketed: the rank's iovs gathered into one scratch buffer (and scattered back). */
+static uint8_t *gather_iov(struct exec *x, const struct nx_dev_part *p, bool back,
+                           uint8_t *sc)
+{
+    uint64_t pos = 0;
+    if (!sc && !(sc = scratch_alloc(x, x->job->count * x->es)))
+        return NULL;
+    for (uint32_t i = 0; i < p->rec.niov; i++) {
+        const struct nx_dev_iov *v = &p->iov[i];
+        uint64_t bytes = v->count * x->es;
+        if (bytes == 0)
+            continue;
+        int dev;
+        uint8_t *ptr = resolve(x->t, p, &v->buf, &dev);
+        if (!ptr) {
+            fail(x, NEXAR_ERR_INTERNAL, "a device registration vanished before the op ran");
+            return NULL;
+        }
+        if (!(back ? copy(x, ptr, sc + pos, bytes) : copy(x, sc + pos, ptr, bytes)))
+            return NULL;
+        pos += bytes;
+    }
+    return sc;
+}
+
+static void run_coll(struct exec *x)
+{
+    const struct nx_dev_job *j = x->job;
+    uint32_t P = j->size;
+    struct nx_rank_io *io = nx_xcalloc(P, sizeof(*io));
+    uint8_t **back = nx_xcalloc(P, sizeof(*back)); /* where io[r].out goes afterwards */
+    uint64_t *back_bytes = nx_xcalloc(P, sizeof(*back_bytes));
+    bool bucketed = j->kind == NX_K_ALL_REDUCE_BUCKETED;
+
+    for (uint32_t r = 0; r < P && !x->status; r++) {
+        const struct nx_dev_part *p = &j->parts[r];
+        struct nx_shape sh;
+        nx_kind_shape(j->kind, P, r, j->root, &sh);
+        uint64_t ib = j->count * x->es * sh.in_mul, ob = j->count * x->es * sh.out_mul;
+        uint8_t *mapped = NULL;
+        io[r].in_stride = io[r].out_stride = j->count;
+        if (bucketed) {
+            io[r].in = io[r].out = gather_iov(x, p, false, NULL);
+            continue;
+        }
+        if (sh.in_mul && !(io[r].in = place(x, p, &p->rec.in, ib, true, &mapped)))
+            break;
+        if (!sh.out_mul)
+            continue;
+        bool same = sh.in_mul && p->rec.out.mem == p->rec.in.mem && p->rec.out.off == p->rec.in.off;
+        if (same) {
+            io[r].out = io[r].in; /* in place: one buffer, or one scratch copy of it */
+        } else if (!(io[r].out = place(x, p, &p->rec.out, ob, false, &mapped))) {
+            break;
+        }
+        if (io[r].out != mapped) {
+            back[r] = mapped;
+            back_bytes[r] = ob;
+        }
+    }
+    if (!x->status) {
+        struct nx_chunk_job cj = {
+            .kind = bucketed ? NX_K_ALL_REDUCE : j->kind,
+            .dtype = j->dtype,
+            .redop = j->redop,
+            .root = j->root,
+            .size = P,
+            .n = j->count,
+            .io = io,
+        };
+        void *prev = nx_adapter_cuda.use_stream(x->s);
+        int rv = nx_coll_local_run(&nx_adapter_cuda, &cj);
+        nx_adapter_cuda.use_stream(prev);
+        if (rv == -E2BIG)
+            fail(x, NEXAR_ERR_UNSUPPORTED, "more ranks than the GPU kernels take in one op (32)");
+        else if (rv < 0)
+            fail(x, NEXAR_ERR_INTERNAL, nx_cuda_last_error());
+    }
+    for (uint32_t r = 0; r < P && !x->status; r++) {
+        if (bucketed)
+            gather_iov(x, &j->parts[r], true, io[r].out);
+        else if (back[r])
+            copy(x, back[r], io[r].out, back_bytes[r]);
+    }
+    free(io);
+    free(back);
+    free(back_bytes);
+}
+
+static void run_send(struct exec *x)
+{
+    const struct nx_dev_job *j = x->job;
+    int ds, dd;
+    uint8_t *src = resolve(x->t, &j->parts[0], &j->parts[0].rec.in, &ds);
+    uint8_t *dst = resolve(x->t, &j->parts[1], &j->parts[1].rec.out, &dd);
+    if (!src || !dst)
+        fail(x, NEXAR_ERR_INTERNAL, "a device registration vanished before the op ran");
+    else
+        copy(x, dst, src, j->count * x->es);
+}
+
+/* The device the op runs on: the receiver's, the root's, or rank 0's. */
+static int pick_device(const struct nx_dev_job *j)
+{
+    const struct nx_dev_part *p = &j->parts[j->kind == NX_K_SEND ? 1
+                                            : nx_kind_has_root(j->kind) ? j->root : 0];
+    const struct nx_dev_buf *b = p->rec.in.mem ? &p->rec.in : &p->rec.out;
+    for (uint32_t i = 0; !b->mem && i < p->rec.niov; i++)
+        b = &p->iov[i].buf;
+    struct nx_reg *r = b->mem ? nx_cuda_reg_mem(p->client_id, b->mem) : NULL;
+    return r ? r->device : -1;
+}
+
+void nx_cuda_exec_run(const struct nx_dev_job *job)
+{
+    struct ticket *t = nx_xcalloc(1, sizeof(*t));
+    struct exec x = {.job = job, .t = t, .es = nx_dtype_size(job->dtype)};
+    char text[320];
+    t->nparts = job->size;
+    t->parts = nx_xcalloc(job->size, sizeof(*t->parts));
+    for (uint32_t r = 0; r < job->size; r++) {
+        t->parts[r] = job->parts[r];
+        t->parts[r].iov = NULL;
+    }
+    inflight++;
+    x.dev = pick_device(job);
+    if (x.dev < 0 || x.dev >= MAX_DEVICES || cudaSetDevice(x.dev) != cudaSuccess ||
+        !(x.s = take_stream(x.dev))) {
+        fail(&x, NEXAR_ERR_INTERNAL, "no stream on the op's device");
+        goto done;
+    }
+    for (uint32_t r = 0; r < job->size && !x.status; r++) {
+        uint32_t ev = job->parts[r].rec.ready_event;
+        struct nx_reg *reg = ev ? nx_cuda_reg_event(job->parts[r].client_id, ev) : NULL;
+        if (ev && !reg)
+            fail(&x, NEXAR_ERR_INTERNAL, "a ready event vanished before the op ran");
+        else if (reg && (hold(t, reg), cudaStreamWaitEvent(x.s, reg->handle, 0)) != cudaSuccess)
+            fail(&x, NEXAR_ERR_INTERNAL, "cudaStreamWaitEvent on a rank's ready event failed");
+    }
+    if (!x.status) {
+        if (job->kind == NX_K_SEND)
+            run_send(&x);
+        else
+            run_coll(&x);
+    }
+    if (!x.status) {
+        for (size_t i = 0; i < x.nscratch; i++)
+            cudaFreeAsync(x.scratch[i], x.s);
+        if (cudaLaunchHostFunc(x.s, host_done, t) == cudaSuccess) {
+            free(x.scratch);
+            return;
+        }
+        fail(&x, NEXAR_ERR_INTERNAL, "cudaLaunchHostFunc failed");
+    }
+done:
+    /* Whatever was queued must be over before the mappings and scratch can go. */
+    if (x.s)
+        cudaStreamSynchronize(x.s);
+    for (size_t i = 0; i < x.nscratch; i++)
+        cudaFree(x.scratch[i]);
+    free(x.scratch);
+    cudaGetLastError();
+    snprintf(text, sizeof(text), "%s on device %d: %s", job->what, x.dev, x.why);
+    NX_WARN("cuda", "%s", text);
+    ticket_complete(t, x.status, text);
+}
+
+void nx_cuda_exec_comm_gone(uint32_t comm_id)
+{
+    (void)comm_id; /* streams belong to devices, not communicators */
+}
+
+int nx_cuda_exec_init(void)
+{
+    int rv = uv_async_init(nxd.loop, &done_async, on_done);
+    if (rv < 0)
+        return rv;
+    async_open = true;
+    return 0;
+}
+
+void nx_cuda_exec_stop(void)
+{
+    /* Shutting down: let the queued work finish and complete it, then close the handle
+     * so that the loop can end. */
+    for (int d = 0; d < MAX_DEVICES; d++)
+        for (int i = 0; i < pools[d].n; i++)
+            cudaStreamSynchronize(pools[d].s[i]);
+    drain_done();
+    if (async_open) {
+        uv_close((uv_handle_t *)&done_async, NULL);
+        async_open = false;
+    }
+}
+
+void nx_cuda_exec_fini(void)
+{
+    for (int d = 0; d < MAX_DEVICES; d++) {
+        if (pools[d].n && cudaSetDevice(d) == cudaSuccess)
+            for (int i = 0; i < pools[d].n; i++)
+                cudaStreamDestroy(pools[d].s[i]);
+        pools[d].n = 0;
+    }
+    if (inflight)
+        NX_WARN("cuda", "%llu device ops were still in flight at exit",
+                (unsigned long long)inflight);
+}
