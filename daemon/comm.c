@@ -46,10 +46,10 @@ static void comm_free(struct nx_comm *c)
 {
     nx_sched_fail_all(c);
     nx_p2p_fail_all(c);
-    nx_sched_fini(&c->sched);
-    LIST_REMOVE(c, link);
     if (nx_device)
         nx_device->comm_gone(c->id);
+    nx_sched_fini(&c->sched);
+    LIST_REMOVE(c, link);
     nx_comm_count--;
     free(c->failed_text);
     free(c->ranks);

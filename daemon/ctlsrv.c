@@ -194,10 +194,10 @@ static int on_hello(struct nx_conn *c, const uint8_t *p, uint32_t len)
     r.proto_version = NX_PROTO_VERSION;
     r.daemon_version = NEXAR_VERSION;
     r.daemon_pid = (uint64_t)getpid();
-    if (nx_conn_send(c, NX_MSG_HELLO_REPLY, &r, NULL, 0) < 0) {
-        nx_conn_close(c);
     r.features = nx_device_features();
     r.device_note = nx_device_note;
+    if (nx_conn_send(c, NX_MSG_HELLO_REPLY, &r, NULL, 0) < 0) {
+        nx_conn_close(c);
         return -1;
     }
     return 0;
@@ -225,11 +225,11 @@ static int on_frame(void *arg, const struct nx_frame_hdr *h, const uint8_t *payl
         nexar__join_request__free_unpacked(req, NULL);
         return c->closing ? -1 : 0;
     }
-    if (c->kind == NEXAR__CLIENT_KIND__CLIENT_CTL && h->type == NX_MSG_CTL) {
-        Nexar__CtlRequest *req = nexar__ctl_request__unpack(NULL, h->length, payload);
     if (c->kind == NEXAR__CLIENT_KIND__CLIENT_RANK && c->client &&
         (h->type == NX_MSG_DEV_REGISTER || h->type == NX_MSG_DEV_UNREGISTER))
         return nx_devctl_frame(c, h, payload) < 0 || c->closing ? -1 : 0;
+    if (c->kind == NEXAR__CLIENT_KIND__CLIENT_CTL && h->type == NX_MSG_CTL) {
+        Nexar__CtlRequest *req = nexar__ctl_request__unpack(NULL, h->length, payload);
         if (!req) {
             nx_conn_fail(c, NEXAR_ERR_INVALID, "CTL does not decode");
             return -1;

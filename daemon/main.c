@@ -18,10 +18,10 @@
 #include "notify.h"
 #include "matcher.h"
 #include "workers.h"
-
 #if NX_HAVE_CUDA
 #include "cuda_backend.h"
 #endif
+
 struct nx_daemon nxd;
 
 static uv_signal_t sig_term, sig_int;
@@ -57,12 +57,12 @@ static void on_signal(uv_signal_t *s, int signum)
     uv_signal_stop(&sig_int);
     nx_ctlsrv_fini();
     nx_clients_fini();
-    uv_close((uv_handle_t *)&tick, NULL);
-    uv_close((uv_handle_t *)&sig_term, NULL);
-    uv_close((uv_handle_t *)&sig_int, NULL);
 #if NX_HAVE_CUDA
     nx_cuda_stop();
 #endif
+    uv_close((uv_handle_t *)&tick, NULL);
+    uv_close((uv_handle_t *)&sig_term, NULL);
+    uv_close((uv_handle_t *)&sig_int, NULL);
 }
 
 /* Without --foreground: the classic double-fork-free daemon (setsid + /dev/null). */
@@ -109,9 +109,6 @@ int main(int argc, char **argv)
     nxd.start_time = nx_now();
 
     nx_workers_init(nxd.cfg.workers);
-    rv = nx_ctlsrv_init();
-    if (rv < 0)
-        goto out_ctl;
 #if NX_HAVE_CUDA
     if ((rv = nx_cuda_init()) < 0)
         goto out_ctl;
@@ -138,16 +135,16 @@ out_ctl:
         nx_ctlsrv_fini();
     nx_comms_fini();
     nx_jobs_fini();
+#if NX_HAVE_CUDA
+    if (rv < 0)
+        nx_cuda_stop();
+    nx_cuda_fini();
+#endif
     nx_workers_fini();
     uv_run(nxd.loop, UV_RUN_NOWAIT);
     uv_loop_close(nxd.loop);
     NX_INFO("main", "stopped");
     nx_log_fini();
     nx_config_free(&nxd.cfg);
-#if NX_HAVE_CUDA
-    if (rv < 0)
-        nx_cuda_stop();
-    nx_cuda_fini();
-#endif
     return rv < 0 ? 1 : 0;
 }

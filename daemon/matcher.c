@@ -45,9 +45,9 @@ void nx_sig_format(const struct nx_sqe *e, char *buf, size_t len)
     }
     off += (size_t)snprintf(buf + off, len - off, "count=%" PRIu64 ", %s", e->count,
                             nx_dtype_name(e->dtype));
-    if (off < len && nx_kind_has_redop(e->kind))
     if (off < len && (e->flags & NX_SQE_DEVICE))
         off += (size_t)snprintf(buf + off, len - off, ", device");
+    if (off < len && nx_kind_has_redop(e->kind))
         off += (size_t)snprintf(buf + off, len - off, ", %s", nx_redop_name(e->redop));
     if (off < len && nx_kind_has_root(e->kind))
         off += (size_t)snprintf(buf + off, len - off, ", root=%u", e->peer);
@@ -63,10 +63,10 @@ static bool sig_equal(const struct nx_sqe *a, const struct nx_sqe *b)
         return true;
     if (a->dtype != b->dtype || a->count != b->count)
         return false;
-    if (nx_kind_has_redop(a->kind) && a->redop != b->redop)
     /* One op runs on host buffers everywhere or on device buffers everywhere. */
     if ((a->flags ^ b->flags) & NX_SQE_DEVICE)
         return false;
+    if (nx_kind_has_redop(a->kind) && a->redop != b->redop)
         return false;
     if (nx_kind_has_root(a->kind) && a->peer != b->peer)
         return false;
@@ -85,7 +85,6 @@ static void fail_desc(struct nx_comm *c, struct nx_client *cl, const struct nx_s
     complete(cl, e->user_data, c->failed_status, c->failed_text);
 }
 
-static void op_free(struct nx_comm *c, struct nx_op *op)
 /* A device descriptor that will not run: its done word is set too. */
 static void fail_dev(struct nx_comm *c, struct nx_dev_part *dev)
 {
@@ -94,16 +93,17 @@ static void fail_dev(struct nx_comm *c, struct nx_dev_part *dev)
     free(dev);
 }
 
+static void op_free(struct nx_comm *c, struct nx_op *op)
 {
     TAILQ_REMOVE(&c->sched.ops, op, link);
     for (uint32_t r = 0; r < c->size; r++) {
         free(op->parts[r].q);
-    free(op);
         if (op->parts[r].dev) {
             nx_dev_part_release(op->parts[r].dev);
             free(op->parts[r].dev);
         }
     }
+    free(op);
 }
 
 static struct nx_op *op_find(struct nx_sched *s, uint64_t seq)
@@ -125,9 +125,9 @@ static struct nx_op *op_new(struct nx_comm *c, const struct nx_sqe *e, uint32_t 
     op->chunk_elems = nx_chunk_elems(e->kind, c->size, nx_dtype_size(e->dtype),
                                      nxd.cfg.slot_bytes);
     op->nchunks = nx_chunk_count(e->count, op->chunk_elems);
-    op->started = nx_now();
     if (e->flags & NX_SQE_DEVICE) /* the backend runs the whole op at once */
         op->nchunks = 1;
+    op->started = nx_now();
     /* Keep the list in seq order: ops open in order on each rank, but ranks differ. */
     struct nx_op *it;
     TAILQ_FOREACH(it, &c->sched.ops, link) {
@@ -273,7 +273,6 @@ static void finish_split(struct nx_op *op)
     free(res);
 }
 
-static void run_ready(struct nx_op *op)
 /* Every rank's device descriptor is here: the backend takes the op over. */
 static void run_device(struct nx_op *op)
 {
@@ -305,14 +304,15 @@ static void run_device(struct nx_op *op)
         nxd.stats.bytes_copied += op->sig.count * nx_dtype_size(op->sig.dtype) * c->size;
 }
 
+static void run_ready(struct nx_op *op)
 {
     struct nx_comm *c = op->comm;
-    while (op->next_chunk < op->nchunks && chunk_ready(op)) {
     if ((op->sig.flags & NX_SQE_DEVICE) && op->arrived == c->size) {
         run_device(op);
         op->next_chunk = op->nchunks;
         goto done;
     }
+    while (op->next_chunk < op->nchunks && chunk_ready(op)) {
         exec_chunk(op);
         for (uint32_t r = 0; r < c->size; r++) {
             struct nx_part *p = &op->parts[r];
@@ -339,8 +339,8 @@ static void run_device(struct nx_op *op)
             }
         }
     }
-    for (uint32_t r = 0; r < c->size; r++)
 done:
+    for (uint32_t r = 0; r < c->size; r++)
         c->ranks[r].ops_completed++;
     c->sched.done_seq++;
     nxd.stats.ops_completed++;
@@ -370,15 +370,14 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
     char why[160];
 
     if (!p || !p->client) {
-        if (e->seq != s->next_seq[rank]) {
         struct nx_dev_part *dev = NULL;
+        if (e->seq != s->next_seq[rank]) {
             snprintf(why, sizeof(why), "op sequence %" PRIu64 " on comm %u, expected %" PRIu64,
                      e->seq, c->id, s->next_seq[rank]);
             return nx_client_violation(cl, why);
         }
         if (!(e->flags & NX_SQE_DIRECT) && e->chunk != 0)
             return nx_client_violation(cl, "an op's first descriptor is not chunk 0");
-        s->next_seq[rank]++;
         if (e->flags & NX_SQE_DEVICE) {
             dev = nx_xcalloc(1, sizeof(*dev));
             if (nx_dev_part_load(cl, e, c->size, rank, dev, why, sizeof(why)) < 0) {
@@ -387,6 +386,7 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
                 return nx_client_violation(cl, why);
             }
         }
+        s->next_seq[rank]++;
         if (c->live < c->size) {
             nx_comm_fail(c, NEXAR_ERR_PEER_LOST,
                          "communicator %u can never complete %s seq %" PRIu64
@@ -402,8 +402,8 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
         p = &op->parts[rank];
         p->client = cl;
         p->first = *e;
-        op->arrived++;
         p->dev = dev;
+        op->arrived++;
         if (!(e->flags & NX_SQE_DIRECT))
             push_staged(p, e);
     } else {
@@ -488,6 +488,11 @@ void nx_sched_fail_all(struct nx_comm *c)
             struct nx_part *p = &op->parts[r];
             if (!p->client)
                 continue;
+            if (p->dev) {
+                if (nx_dev_part_complete(p->dev, c->failed_status, c->failed_text))
+                    p->client->pending--;
+                continue;
+            }
             if (part_direct(p)) {
                 complete(p->client, p->first.user_data, c->failed_status, c->failed_text);
                 p->client->pending--;
@@ -512,11 +517,6 @@ static void waiting_ranks(const struct nx_op *op, char *buf, size_t len, bool *n
     *none_arrived = true;
     for (uint32_t r = 0; r < op->comm->size && off < len; r++) {
         const struct nx_part *p = &op->parts[r];
-            if (p->dev) {
-                if (nx_dev_part_complete(p->dev, c->failed_status, c->failed_text))
-                    p->client->pending--;
-                continue;
-            }
         bool waiting = !p->client || (!part_direct(p) && p->q_head == p->q_len);
         if (p->client)
             *none_arrived = false;
