@@ -367,7 +367,7 @@ static void teardown(struct nx_client *cl)
         cl->nmem--;
         nx_comm_leave(m.comm, m.rank, true, who);
     }
-    nx_job_client_gone(cl, lost);
+    nx_job_client_gone(cl);
     if (nx_device)
         nx_device->client_gone(cl);
     if (cl->on_dirty) {

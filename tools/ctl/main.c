@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "certs_cmd.h"
 #include "conn.h"
 #include "ctl.h"
 #include "frame.h"
@@ -37,6 +38,7 @@ static void usage(FILE *f)
                "Inspects a running nexard.\n\nCommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+    nxc_certs_usage(f);
     fprintf(f,
 "\nOptions:\n"
 "  -s, --socket PATH  the daemon's socket (default $NEXAR_SOCKET, else\n"
@@ -115,6 +117,8 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     nxt_progname = "nexarctl";
+    if (nxc_is_certs(argc, argv))
+        return nxc_certs_main(argc, argv);
     const char *socket_opt = NULL;
     bool json = false;
     double timeout_s = 5;
