@@ -113,6 +113,9 @@ int main(int argc, char **argv)
     if ((rv = nx_cuda_init()) < 0)
         goto out_ctl;
 #endif
+    rv = nx_ctlsrv_init();
+    if (rv < 0)
+        goto out_ctl;
     uv_timer_init(nxd.loop, &tick);
     uv_timer_start(&tick, on_tick, 100, 100);
     uv_signal_init(nxd.loop, &sig_term);

@@ -459,6 +459,7 @@ void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
             return fail_dev(c, dev);
         }
         return fail_desc(c, cl, e);
+    }
 
     switch (e->kind) {
     case NX_K_COMM_ABORT: {
