@@ -36,6 +36,7 @@
 #define NX_QSCID_LEN 16          /* our connection IDs: routing needs one fixed length */
 #define NX_QPRE_LEN 12           /* stream preamble: magic "nxq1" + channel (BE64) */
 #define NX_QREC_HDR 4            /* record header: payload length (BE32) */
+#define NX_QSWITCH 0xffffffffu   /* a "length" that says: the stream now carries channel ... */
 #define NX_QMAGIC "nxq1"
 #define NX_QTX_SLOTS 32          /* sendmmsg entries per flush */
 #define NX_QTX_SLOT_CAP 65000    /* bytes per GSO super-datagram (kernel caps at 64 KiB) */
@@ -161,21 +162,23 @@ struct nx_qchan {
     struct nx_qpeer *peer;
     uint64_t channel;
     int64_t stream_id;        /* -1: none on the current connection */
-    uint8_t pre[NX_QPRE_LEN];
+    uint64_t pre_off;         /* stream offset of pre: 0, or where we took the stream over */
+    uint8_t pre[NX_QPRE_LEN]; /* preamble, or the switch record (NX_QSWITCH, channel) */
     struct nx_qmsg *head, *tail;
     struct nx_qmsg *wmsg;     /* first message not wholly given to ngtcp2 */
     size_t woff;              /* bytes of wmsg given */
     uint64_t wstream;         /* stream offset given to ngtcp2 */
     uint64_t head_off;        /* stream offset where head starts */
-    int in_ready, in_open, blocked;
+    int in_ready, in_open, in_idle, blocked;
     struct nx_qchan *rnext, *rprev; /* ready ring / open queue links */
+    struct nx_qchan *inext, *iprev; /* idle list: a stream, nothing unacknowledged */
 };
 
 struct nx_qrstream {
     struct nx_qrstream *next, *prev;
     int64_t id;
     uint64_t channel;
-    int state;                /* 0 preamble, 1 length, 2 body */
+    int state;                /* 0 preamble, 1 length, 2 body, 3 switch */
     uint8_t hdr[NX_QPRE_LEN];
     size_t hdr_have;
     uint32_t msglen;
@@ -276,6 +279,7 @@ struct nx_qpeer {
     struct nx_qmap chans;         /* channel -> nx_qchan */
     struct nx_qchan *ready;       /* ring of channels with unsent, unblocked data */
     struct nx_qchan *open_head, *open_tail; /* channels waiting for a stream */
+    struct nx_qchan *idle_head, *idle_tail; /* least recently idle first */
     struct nx_qpeer *notify_next;
     int in_notify;
     int dial_pending;             /* send() asked for a dial; the idle handle makes it */

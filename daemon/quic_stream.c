@@ -14,9 +14,17 @@
  *
  * Channels with unsent data sit in a ring on the peer; each packet starts with the next
  * channel of the ring and may coalesce several (WRITE_MORE), so no channel waits behind
- * another's large message.  The receive side parses records incrementally; a record that
- * arrives whole in one callback is delivered without a copy.  Flow-control credit is given
- * back as soon as bytes are consumed (copied or delivered).
+ * another's large message.
+ *
+ * Streams are lanes that never close.  The peer bounds how many we may open (its
+ * max_streams); past that, a channel waiting for a stream takes over the lane of the
+ * channel idle the longest (everything it sent acknowledged) by writing a switch record,
+ *
+ *     NX_QSWITCH (u32) | channel (u64, big endian)
+ *
+ * after which the stream carries the new channel.  Nothing of the old channel can be
+ * overtaken: all of it was delivered before the switch.  (Closing streams instead would
+ * hit an ngtcp2 0.12 bug: a peer-opened unidirectional stream never closes, issue #662.)
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -92,7 +100,37 @@ static void open_add(struct nx_qpeer *p, struct nx_qchan *ch)
 
 static int has_unsent(const struct nx_qchan *ch)
 {
-    return ch->wmsg != NULL || (ch->head && ch->wstream < NX_QPRE_LEN);
+    return ch->wmsg != NULL || (ch->head && ch->wstream < ch->pre_off + NX_QPRE_LEN);
+}
+
+static void idle_add(struct nx_qpeer *p, struct nx_qchan *ch)
+{
+    if (ch->in_idle)
+        return;
+    ch->in_idle = 1;
+    ch->inext = NULL;
+    ch->iprev = p->idle_tail;
+    if (p->idle_tail)
+        p->idle_tail->inext = ch;
+    else
+        p->idle_head = ch;
+    p->idle_tail = ch;
+}
+
+static void idle_del(struct nx_qpeer *p, struct nx_qchan *ch)
+{
+    if (!ch->in_idle)
+        return;
+    ch->in_idle = 0;
+    if (ch->iprev)
+        ch->iprev->inext = ch->inext;
+    else
+        p->idle_head = ch->inext;
+    if (ch->inext)
+        ch->inext->iprev = ch->iprev;
+    else
+        p->idle_tail = ch->iprev;
+    ch->inext = ch->iprev = NULL;
 }
 
 /* Puts a channel with data where the writer will find it. */
@@ -153,6 +191,7 @@ int nx_qstream_send(struct nx_qpeer *p, uint64_t channel, const struct iovec *io
             memcpy(m->data + off, iov[i].iov_base, iov[i].iov_len);
         off += iov[i].iov_len;
     }
+    idle_del(p, ch);
     if (ch->tail)
         ch->tail->next = m;
     else
@@ -166,6 +205,38 @@ int nx_qstream_send(struct nx_qpeer *p, uint64_t channel, const struct iovec *io
     p->bytes_sent += total;
     p->msgs_sent++;
     chan_kick(p, ch);
+    return 0;
+}
+
+/* ---- lanes ---- */
+
+static void chan_free(struct nx_qpeer *p, struct nx_qchan *ch)
+{
+    uint8_t key[8];
+    put_be64(key, ch->channel);
+    nx_qmap_del(&p->chans, key, sizeof(key));
+    free(ch);
+}
+
+/* Hands the stream of the longest-idle channel to ch; 0, or -1 when none is idle. */
+static int take_lane(struct nx_qconn *c, struct nx_qchan *ch)
+{
+    struct nx_qpeer *p = c->peer;
+    struct nx_qchan *from = p->idle_head;
+    if (!from)
+        return -1;
+    idle_del(p, from);
+    ch->stream_id = from->stream_id;
+    ch->pre_off = from->wstream; /* == everything it sent, all acknowledged */
+    ch->wstream = ch->pre_off;
+    ch->head_off = ch->pre_off + NX_QPRE_LEN;
+    memset(ch->pre, 0xff, 4); /* NX_QSWITCH */
+    put_be64(ch->pre + 4, ch->channel);
+    ngtcp2_conn_set_stream_user_data(c->conn, ch->stream_id, ch);
+    NX_DEBUG("quic", "%s: channel %llu takes stream %lld over from idle channel %llu",
+             p->base.addr, (unsigned long long)ch->channel, (long long)ch->stream_id,
+             (unsigned long long)from->channel);
+    chan_free(p, from); /* it had nothing queued; a later message makes a new one */
     return 0;
 }
 
@@ -186,17 +257,18 @@ void nx_qstream_open_pending(struct nx_qconn *c)
         struct nx_qchan *ch = p->open_head;
         int64_t sid;
         int rv = ngtcp2_conn_open_uni_stream(c->conn, &sid, ch);
-        if (rv != 0) {
+        if (rv == 0) {
+            ch->stream_id = sid;
+        } else if (rv != NGTCP2_ERR_STREAM_ID_BLOCKED || take_lane(c, ch) != 0) {
             if (rv != NGTCP2_ERR_STREAM_ID_BLOCKED)
                 NX_WARN("quic", "%s: open stream: %s", p->base.addr, ngtcp2_strerror(rv));
-            return; /* extend_max_local_streams_uni will bring us back */
+            return; /* a MAX_STREAMS or an idle channel will bring us back */
         }
         p->open_head = ch->rnext;
         if (!p->open_head)
             p->open_tail = NULL;
         ch->in_open = 0;
         ch->rnext = NULL;
-        ch->stream_id = sid;
         ch->blocked = 0;
         ready_add(p, ch);
     }
@@ -205,9 +277,10 @@ void nx_qstream_open_pending(struct nx_qconn *c)
 static size_t build_vec(const struct nx_qchan *ch, ngtcp2_vec *v)
 {
     size_t n = 0;
-    if (ch->wstream < NX_QPRE_LEN) {
-        v[n].base = (uint8_t *)ch->pre + ch->wstream;
-        v[n++].len = NX_QPRE_LEN - ch->wstream;
+    uint64_t in_pre = ch->wstream - ch->pre_off;
+    if (in_pre < NX_QPRE_LEN) {
+        v[n].base = (uint8_t *)ch->pre + in_pre;
+        v[n++].len = NX_QPRE_LEN - in_pre;
     }
     size_t off = ch->woff;
     for (struct nx_qmsg *m = ch->wmsg; m && n < NX_QVEC_MAX; m = m->next, off = 0) {
@@ -219,10 +292,10 @@ static size_t build_vec(const struct nx_qchan *ch, ngtcp2_vec *v)
 
 static void consume(struct nx_qpeer *p, struct nx_qchan *ch, size_t n)
 {
-    uint64_t w = ch->wstream;
+    uint64_t in_pre = ch->wstream - ch->pre_off;
     ch->wstream += n;
-    if (w < NX_QPRE_LEN) {
-        size_t t = NX_QPRE_LEN - w < n ? (size_t)(NX_QPRE_LEN - w) : n;
+    if (in_pre < NX_QPRE_LEN) {
+        size_t t = NX_QPRE_LEN - in_pre < n ? (size_t)(NX_QPRE_LEN - in_pre) : n;
         n -= t;
     }
     while (n > 0 && ch->wmsg) {
@@ -300,6 +373,11 @@ int nx_qstream_on_acked(struct nx_qconn *c, struct nx_qchan *ch, uint64_t offset
         if (tok && q->base.cb.on_sent)
             q->base.cb.on_sent(q->base.cb.arg, &p->base, tok);
     }
+    if (!ch->head && ch->stream_id >= 0 && !p->forget_req && !p->close_req) {
+        idle_add(p, ch);
+        if (p->open_head) /* a channel waits for a stream: it can have this one */
+            nx_quic_schedule_flush(c);
+    }
     return 0;
 }
 
@@ -337,14 +415,19 @@ static void body_reserve(struct nx_qrstream *rs, size_t need)
 static int parse(struct nx_qconn *c, struct nx_qrstream *rs, const uint8_t *d, size_t len)
 {
     while (len > 0) {
-        if (rs->state < 2) {
-            size_t want = rs->state == 0 ? NX_QPRE_LEN : NX_QREC_HDR;
+        if (rs->state != 2) {
+            size_t want = rs->state == 0 ? NX_QPRE_LEN : rs->state == 3 ? 8 : NX_QREC_HDR;
             size_t t = want - rs->hdr_have < len ? want - rs->hdr_have : len;
             memcpy(rs->hdr + rs->hdr_have, d, t);
             rs->hdr_have += t, d += t, len -= t;
             if (rs->hdr_have < want)
                 return 0;
             rs->hdr_have = 0;
+            if (rs->state == 3) { /* the stream carries another channel from here */
+                rs->channel = get_be64(rs->hdr);
+                rs->state = 1;
+                continue;
+            }
             if (rs->state == 0) {
                 if (memcmp(rs->hdr, NX_QMAGIC, 4) != 0)
                     return rs_fail(c, "bad stream preamble");
@@ -354,6 +437,10 @@ static int parse(struct nx_qconn *c, struct nx_qrstream *rs, const uint8_t *d, s
             }
             rs->msglen = (uint32_t)rs->hdr[0] << 24 | (uint32_t)rs->hdr[1] << 16 |
                          (uint32_t)rs->hdr[2] << 8 | rs->hdr[3];
+            if (rs->msglen == NX_QSWITCH) {
+                rs->state = 3;
+                continue;
+            }
             if (rs->msglen > NX_TMSG_MAX)
                 return rs_fail(c, "record longer than NX_TMSG_MAX");
             rs->have = 0;
@@ -410,7 +497,7 @@ int nx_qstream_on_recv(struct nx_qconn *c, uint32_t flags, int64_t id, const uin
     int rv = parse(c, rs, data, datalen);
     if (rv != 0 || c->fail)
         return rv;
-    if ((flags & NGTCP2_STREAM_DATA_FLAG_FIN) && (rs->state == 2 || rs->hdr_have))
+    if ((flags & NGTCP2_STREAM_DATA_FLAG_FIN) && (rs->state != 1 || rs->hdr_have))
         return rs_fail(c, "stream ended inside a record");
     /* Consumed: the bytes are delivered or copied, so the window may move on. */
     ngtcp2_conn_extend_max_stream_offset(c->conn, id, datalen);
@@ -437,8 +524,8 @@ static void unbind_one(void *val, void *arg)
     struct nx_qchan *ch = val;
     (void)arg;
     ch->stream_id = -1;
-    ch->blocked = ch->in_ready = ch->in_open = 0;
-    ch->rnext = ch->rprev = NULL;
+    ch->blocked = ch->in_ready = ch->in_open = ch->in_idle = 0;
+    ch->rnext = ch->rprev = ch->inext = ch->iprev = NULL;
 }
 
 void nx_qstream_unbind(struct nx_qpeer *p)
@@ -446,6 +533,7 @@ void nx_qstream_unbind(struct nx_qpeer *p)
     nx_qmap_each(&p->chans, unbind_one, NULL);
     p->ready = NULL;
     p->open_head = p->open_tail = NULL;
+    p->idle_head = p->idle_tail = NULL;
 }
 
 static void free_one(void *val, void *arg)

@@ -9,6 +9,7 @@
  *   simopen   both sides dial at once: one connection, every message exactly once
  *   mesh      4 endpoints all-to-all
  *   close     close_peer: the other side sees LOST with our reason; sends fail after
+ *   streams   16 channels through a peer that allows 3 streams at a time
  */
 #include <errno.h>
 #include <signal.h>
@@ -22,7 +23,8 @@
 #include "qh.h"
 
 #define MAXEP 5
-#define NCH 4
+#define NCH 4   /* channels of the bulk test */
+#define MAXCH 16
 #define MAXMSG (1u << 20)
 
 struct ep {
@@ -31,7 +33,7 @@ struct ep {
     int ups, losts;
     char reason[160];
     uint64_t msgs, bytes, bad;
-    uint64_t next_seq[MAXEP][NCH];
+    uint64_t next_seq[MAXEP][MAXCH];
     uint64_t acked, acked_bytes;
     /* bulk sender */
     struct nx_tpeer *to;
@@ -58,7 +60,7 @@ static void on_message(void *arg, struct nx_tpeer *p, uint64_t ch, const void *d
     int from = idx_of(p->addr);
     e->msgs++;
     e->bytes += len;
-    if (from < 0 || ch >= NCH) {
+    if (from < 0 || ch >= MAXCH) {
         e->bad++;
         return;
     }
@@ -550,6 +552,55 @@ static int test_close(void)
     return 0;
 }
 
+/* ---- streams: more channels than the peer lets us open streams ---- */
+
+struct seq_wait {
+    struct ep *e;
+    int from, nch;
+    uint64_t per;
+};
+
+static int seq_reached(void *arg)
+{
+    struct seq_wait *w = arg;
+    for (int ch = 0; ch < w->nch; ch++)
+        if (w->e->next_seq[w->from][ch] < w->per)
+            return 0;
+    return 1;
+}
+
+static int test_streams(void)
+{
+    struct nx_quic_conf c;
+    struct ep *a = ep_node("127.0.0.1:0", 0);
+    qh_conf(&c, "127.0.0.1:0", 1);
+    c.max_streams = 3;
+    struct ep *b = ep_new(&c);
+    if (!a || !b)
+        return 1;
+    struct nx_tpeer *pb = peer_of(a, b);
+    /* Round 1: everything queued at once, 16 channels x 5 messages. */
+    for (int seq = 0; seq < 5; seq++)
+        for (unsigned ch = 0; ch < MAXCH; ch++)
+            QH_CHECK(send_msg(a, pb, ch, (uint64_t)seq, 0) == 0);
+    struct seq_wait w = {b, 0, MAXCH, 5};
+    QH_CHECK(qh_run_until(loop, seq_reached, &w, 20000));
+    /* Round 2: the same channels again, after their streams were recycled. */
+    for (int seq = 5; seq < 8; seq++)
+        for (unsigned ch = 0; ch < MAXCH; ch++)
+            QH_CHECK(send_msg(a, pb, ch, (uint64_t)seq, 0) == 0);
+    w.per = 8;
+    QH_CHECK(qh_run_until(loop, seq_reached, &w, 20000));
+    struct nx_tpeer_stats st;
+    a->t->ops->stats(pb, &st);
+    printf("16 channels through 3 streams: %llu messages delivered in order, %u streams open\n",
+           (unsigned long long)b->msgs, st.streams_open);
+    QH_CHECK(b->msgs == 8 * MAXCH && b->bad == 0 && a->losts == 0 && b->losts == 0);
+    QH_CHECK(st.streams_open <= 3);
+    eps_free();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "bulk";
@@ -584,6 +635,8 @@ int main(int argc, char **argv)
         rv = test_mesh();
     } else if (!strcmp(what, "close")) {
         rv = test_close();
+    } else if (!strcmp(what, "streams")) {
+        rv = test_streams();
     } else {
         fprintf(stderr, "unknown subtest %s\n", what);
         rv = 2;
