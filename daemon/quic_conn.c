@@ -276,6 +276,8 @@ static void fill_params(struct nx_quic *q, ngtcp2_transport_params *p)
     p->initial_max_streams_bidi = 0;
     p->max_idle_timeout = (ngtcp2_duration)cf->idle_timeout_ms * NGTCP2_MILLISECONDS;
     p->active_connection_id_limit = 4;
+    /* A daemon is known by its address: one that moves is another peer. */
+    p->disable_active_migration = 1;
 }
 
 static struct nx_qconn *conn_alloc(struct nx_qpeer *p, int server)
@@ -628,11 +630,17 @@ static void timer_cb(uv_timer_t *t)
     if (rv != 0) {
         struct close_plan cp = {CLOSE_NONE, 0, 0};
         double quiet = (double)(now - c->last_rx) / NGTCP2_SECONDS;
-        if (rv == NGTCP2_ERR_IDLE_CLOSE)
+        double age = (double)(now - c->started) / NGTCP2_SECONDS;
+        /* Before the handshake is done, idle and handshake expiry mean the same thing. */
+        if ((rv == NGTCP2_ERR_IDLE_CLOSE || rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT) &&
+            !c->confirmed && !c->pkts_recv)
+            nx_qconn_fail(c, "handshake timeout after %.1f s (no answer from %s)", age,
+                          c->peer->base.addr);
+        else if (rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT ||
+                 (rv == NGTCP2_ERR_IDLE_CLOSE && !c->confirmed))
+            nx_qconn_fail(c, "handshake timeout after %.1f s (handshake not completed)", age);
+        else if (rv == NGTCP2_ERR_IDLE_CLOSE)
             nx_qconn_fail(c, "idle timeout after %.1f s (nothing heard from the peer)", quiet);
-        else if (rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT)
-            nx_qconn_fail(c, "handshake timeout after %.1f s (no answer from %s)",
-                          (double)(now - c->started) / NGTCP2_SECONDS, c->peer->base.addr);
         else {
             cp.how = CLOSE_TRANSPORT;
             cp.liberr = rv;

@@ -10,7 +10,9 @@
  *   mesh      4 endpoints all-to-all
  *   close     close_peer: the other side sees LOST with our reason; sends fail after
  *   streams   16 channels through a peer that allows 3 streams at a time
+ *   unreach   nobody at the address: LOST with a handshake timeout
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -601,6 +603,37 @@ static int test_streams(void)
     return 0;
 }
 
+/* ---- unreachable ---- */
+
+static int test_unreach(void)
+{
+    struct ep *a = ep_node("127.0.0.1:0", 0);
+    int fd = socket(AF_INET, SOCK_DGRAM, 0); /* a port that surely has no QUIC behind it */
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    if (!a || fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0)
+        return 1;
+    char addr[64], err[128];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(sa.sin_port));
+    struct nx_tpeer *p = a->t->ops->peer(a->t, addr, err, sizeof(err));
+    QH_CHECK(p && send_msg(a, p, 0, 0, 1) == 0);
+    double t0 = qh_now();
+    QH_CHECK(qh_run_until(loop, has_lost, a, 8000));
+    printf("nobody at %s: LOST after %.1f s: \"%s\"\n", addr, qh_now() - t0, a->reason);
+    QH_CHECK(strstr(a->reason, "handshake timeout") != NULL);
+    QH_CHECK(a->acked == 0);
+    close(fd);
+    /* Bad addresses are refused at once. */
+    QH_CHECK(a->t->ops->peer(a->t, "127.0.0.1", err, sizeof(err)) == NULL);
+    QH_CHECK(a->t->ops->peer(a->t, "::1:7000", err, sizeof(err)) == NULL);
+    QH_CHECK(a->t->ops->peer(a->t, "127.0.0.1:99999", err, sizeof(err)) == NULL);
+    QH_CHECK(a->t->ops->peer(a->t, "[::1]:7000", err, sizeof(err)) == NULL); /* v4 endpoint */
+    printf("bad address: \"%s\"\n", err);
+    eps_free();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "bulk";
@@ -637,6 +670,8 @@ int main(int argc, char **argv)
         rv = test_close();
     } else if (!strcmp(what, "streams")) {
         rv = test_streams();
+    } else if (!strcmp(what, "unreach")) {
+        rv = test_unreach();
     } else {
         fprintf(stderr, "unknown subtest %s\n", what);
         rv = 2;
