@@ -354,7 +354,8 @@ static void teardown(struct nx_client *cl)
     nx_client_name(cl, who, sizeof(who));
     /* A rank that freed its communicators (nexar_finalize does) simply left; one that
      * still belongs to some was lost, and they fail. */
-    if (cl->nmem > 0 || cl->violated) {
+    bool lost = cl->nmem > 0 || cl->violated;
+    if (lost) {
         nxd.stats.clients_dropped++;
         nx_log(nxd.stopping ? NX_LOG_DEBUG : NX_LOG_INFO, "client", "%s lost: %s", who,
                cl->drop_why);
@@ -367,7 +368,7 @@ static void teardown(struct nx_client *cl)
         cl->nmem--;
         nx_comm_leave(m.comm, m.rank, true, who);
     }
-    nx_job_client_gone(cl);
+    nx_job_client_gone(cl, lost);
     if (nx_device)
         nx_device->client_gone(cl);
     if (cl->on_dirty) {

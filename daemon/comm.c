@@ -29,6 +29,8 @@ struct nx_comm *nx_comm_new(struct nx_job *job, uint32_t size, struct nx_client 
     c->size = size;
     c->live = size;
     c->timeout_ms = timeout_ms;
+    c->nodes = 1;
+    c->span_size = size;
     c->ranks = nx_xcalloc(size, sizeof(*c->ranks));
     for (uint32_t r = 0; r < size; r++) {
         c->ranks[r].client = clients[r];
@@ -52,8 +54,19 @@ static void comm_free(struct nx_comm *c)
     LIST_REMOVE(c, link);
     nx_comm_count--;
     free(c->failed_text);
+    free(c->span_rank);
     free(c->ranks);
     free(c);
+}
+
+void nx_comm_span(struct nx_comm *c, uint32_t nodes, uint32_t span_size,
+                  const uint32_t *span_rank)
+{
+    c->nodes = nodes;
+    c->span_size = span_size;
+    free(c->span_rank);
+    c->span_rank = nx_xcalloc(c->size, sizeof(*c->span_rank));
+    memcpy(c->span_rank, span_rank, c->size * sizeof(*c->span_rank));
 }
 
 void nx_comm_fail(struct nx_comm *c, uint32_t status, const char *fmt, ...)

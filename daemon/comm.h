@@ -34,6 +34,12 @@ struct nx_comm {
     char *failed_text;
     struct nx_sched sched;
     struct nx_p2p p2p;
+    /* A communicator spanning nodes (a multi-node job's world) holds only this node's
+     * ranks: ranks[i] is rank span_rank[i] of span_size as the ranks see it.  On one
+     * node nodes is 1, span_size is size and span_rank NULL (the identity). */
+    uint32_t nodes;
+    uint32_t span_size;
+    uint32_t *span_rank;
     LIST_ENTRY(nx_comm) link;
 };
 
@@ -44,6 +50,22 @@ extern uint32_t nx_comm_count;
 /* New communicator over clients[0..size) (rank order) of job. */
 struct nx_comm *nx_comm_new(struct nx_job *job, uint32_t size, struct nx_client *const *clients,
                             const uint32_t *world_ranks, uint32_t timeout_ms);
+
+/* Makes c one spanning `nodes` nodes, of span_size ranks, whose local ranks are
+ * span_rank[0..c->size) as the ranks see them. */
+void nx_comm_span(struct nx_comm *c, uint32_t nodes, uint32_t span_size,
+                  const uint32_t *span_rank);
+
+/* The size and rank as the ranks see them (differs from size / local index only on a
+ * communicator spanning nodes). */
+static inline uint32_t nx_comm_span_size(const struct nx_comm *c)
+{
+    return c->span_size;
+}
+static inline uint32_t nx_comm_span_rank(const struct nx_comm *c, uint32_t r)
+{
+    return c->span_rank ? c->span_rank[r] : r;
+}
 
 /* Fails comm (first failure wins): completes everything pending with status/text. */
 void nx_comm_fail(struct nx_comm *comm, uint32_t status, const char *fmt, ...)

@@ -11,12 +11,15 @@
 #include "client.h"
 #include "coll_local.h"
 #include "comm.h"
+#include "ctl_peers.h"
 #include "ctlsrv.h"
 #include "daemon.h"
 #include "job.h"
 #include "mem.h"
 #include "nexar.h"
 #include "nexar.pb-c.h"
+#include "peertest.h"
+#include "rendezvous.h"
 
 /* Everything allocated for one reply, freed together after sending. */
 struct arena {
@@ -118,6 +121,20 @@ static void fill_jobs(struct arena *a, Nexar__CtlReply *rep)
                 rank_info(a, r, r, cl, cl ? cl->ops_submitted : 0, cl ? cl->ops_completed : 0);
             if (cl)
                 ji->ranks[ji->n_ranks - 1]->bytes_in = cl->bytes_in;
+            else if (j->net && j->net->formed)
+                ji->ranks[ji->n_ranks - 1]->state = "remote";
+        }
+        if (j->net) {
+            const struct nx_jobnet *net = j->net;
+            ji->coord = (char *)net->coord;
+            if (net->formed) {
+                ji->nodes = alloc(a, net->nnodes, sizeof(*ji->nodes));
+                for (uint32_t i = 0; i < net->nnodes; i++)
+                    ji->nodes[ji->n_nodes++] = (char *)net->nodes[i];
+                ji->rank_node = net->rank_node;
+                ji->n_rank_node = j->world_size;
+                ji->node = net->node;
+            }
         }
         rep->jobs[rep->n_jobs++] = ji;
     }
@@ -132,7 +149,7 @@ static void fill_comms(struct arena *a, Nexar__CtlReply *rep)
         nexar__comm_info__init(ci);
         ci->id = c->id;
         ci->job = c->job ? c->job->name : "";
-        ci->size = c->size;
+        ci->size = nx_comm_span_size(c);
         ci->state = c->failed_status
                         ? keep(a, nx_xasprintf("failed: %s", c->failed_text))
                         : "ok";
@@ -140,7 +157,7 @@ static void fill_comms(struct arena *a, Nexar__CtlReply *rep)
         ci->ranks = alloc(a, c->size, sizeof(*ci->ranks));
         for (uint32_t r = 0; r < c->size; r++)
             ci->ranks[ci->n_ranks++] =
-                rank_info(a, r, c->ranks[r].world_rank, c->ranks[r].client,
+                rank_info(a, nx_comm_span_rank(c, r), c->ranks[r].world_rank, c->ranks[r].client,
                           c->ranks[r].ops_submitted, c->ranks[r].ops_completed);
         rep->comms[rep->n_comms++] = ci;
     }
@@ -213,6 +230,8 @@ void nx_ctl_info_reply(struct nx_conn *c, const Nexar__CtlRequest *req)
     case NEXAR__CTL_COMMAND__CTL_COMMS: fill_comms(&a, &rep); break;
     case NEXAR__CTL_COMMAND__CTL_OPS: fill_ops(&a, &rep); break;
     case NEXAR__CTL_COMMAND__CTL_STATS: fill_stats(&a, &rep); break;
+    case NEXAR__CTL_COMMAND__CTL_PEERS: return nx_ctl_peers_reply(c);
+    case NEXAR__CTL_COMMAND__CTL_PEER_TEST: return nx_peertest_start(c, req->peer_test);
     default:
         rep.status = NEXAR_ERR_INVALID;
         rep.error = "unknown command";

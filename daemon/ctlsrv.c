@@ -132,6 +132,8 @@ void nx_conn_close(struct nx_conn *c)
     if (c->closing)
         return;
     c->closing = 1;
+    if (c->on_close)
+        c->on_close(c);
     if (c->client) {
         struct nx_client *cl = c->client;
         c->client = NULL;

@@ -26,6 +26,10 @@ struct nx_conn {
     struct nx_client *client; /* set once JOIN created a client */
     int closing;
     double accepted;
+    /* Called once when the connection closes, for a module whose reply is still due
+     * (a peer test); it must not send on c. */
+    void (*on_close)(struct nx_conn *c);
+    void *close_arg;
     LIST_ENTRY(nx_conn) link;
 };
 

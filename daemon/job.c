@@ -16,6 +16,7 @@
 #include "mem.h"
 #include "nexar.h"
 #include "nexar.pb-c.h"
+#include "rendezvous.h"
 
 struct nx_job_list nx_jobs = LIST_HEAD_INITIALIZER(nx_jobs);
 
@@ -30,7 +31,7 @@ const char *nx_job_state_name(enum nx_job_state s)
     }
 }
 
-static struct nx_job *find(const char *name)
+struct nx_job *nx_job_find(const char *name)
 {
     struct nx_job *j;
     LIST_FOREACH(j, &nx_jobs, link)
@@ -53,6 +54,7 @@ static bool name_ok(const char *s)
 static void job_free(struct nx_job *j)
 {
     LIST_REMOVE(j, link);
+    nx_rdv_job_fini(j);
     free(j->ranks);
     free(j->name);
     free(j);
@@ -77,27 +79,39 @@ static void list_ranks(const struct nx_job *j, bool want, char *buf, size_t len)
         snprintf(buf + off, len - off, " and %u more", total - shown);
 }
 
-static void form(struct nx_job *j)
+void nx_job_form(struct nx_job *j)
 {
-    uint32_t *wr = nx_xcalloc(j->world_size, sizeof(*wr));
-    for (uint32_t r = 0; r < j->world_size; r++)
-        wr[r] = r;
-    j->world = nx_comm_new(j, j->world_size, j->ranks, wr, j->timeout_ms);
-    free(wr);
+    /* This node's ranks, in world order; on one node that is every rank. */
+    struct nx_client **cls = nx_xcalloc(j->joined, sizeof(*cls));
+    uint32_t *wr = nx_xcalloc(j->joined, sizeof(*wr));
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < j->world_size && n < j->joined; r++)
+        if (j->ranks[r]) {
+            cls[n] = j->ranks[r];
+            wr[n++] = r;
+        }
+    uint32_t nodes = nx_rdv_nodes(j);
+    j->world = nx_comm_new(j, n, cls, wr, j->timeout_ms);
+    if (j->net)
+        nx_comm_span(j->world, nodes, j->world_size, wr);
     j->state = NX_JOB_RUNNING;
-    NX_INFO("job", "job \"%s\" formed: %u ranks, world comm %u", j->name, j->world_size,
-            j->world->id);
+    NX_INFO("job", "job \"%s\" formed: %u ranks (%u here, %u node%s), world comm %u", j->name,
+            j->world_size, n, nodes, nodes == 1 ? "" : "s", j->world->id);
 
-    for (uint32_t r = 0; r < j->world_size; r++) {
-        struct nx_client *cl = j->ranks[r];
+    for (uint32_t i = 0; i < n; i++) {
+        struct nx_client *cl = cls[i];
         Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
         rep.status = NEXAR_OK;
         rep.client_id = cl->id;
         rep.world_comm = j->world->id;
-        rep.rank = r;
+        rep.rank = wr[i];
         rep.size = j->world_size;
         rep.segment_bytes = cl->seg.bytes;
         rep.timeout_ms = j->timeout_ms;
+        rep.nodes = nodes;
+        rep.node = j->net && j->net->formed ? j->net->node : 0;
+        rep.local_size = n;
+        rep.local_rank = i;
         int fds[3] = {cl->seg.memfd, cl->sq_efd, cl->cq_efd};
         if (!cl->conn || nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, fds, 3) < 0 ||
             nx_client_start(cl) < 0) {
@@ -108,6 +122,8 @@ static void form(struct nx_job *j)
         close(cl->seg.memfd);
         cl->seg.memfd = -1;
     }
+    free(cls);
+    free(wr);
 }
 
 static void refuse(struct nx_conn *conn, uint32_t status, const char *fmt, ...)
@@ -139,12 +155,24 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
         return refuse(conn, NEXAR_ERR_INVALID, "rank %u out of range for world size %u",
                       req->rank, req->world_size);
 
-    struct nx_job *j = find(req->job);
+    char coord[NX_ADDR_MAX], msg[512];
+    uint32_t st = nx_rdv_check_coord(req->coord, req->coord_guessed, coord, sizeof(coord), msg,
+                                     sizeof(msg));
+    if (st)
+        return refuse(conn, st, "%s", msg);
+
+    struct nx_job *j = nx_job_find(req->job);
     if (j) {
         if (j->state != NX_JOB_FORMING)
             return refuse(conn, NEXAR_ERR_INVALID,
                           "job \"%s\" is %s; ranks cannot join it again (use a new NEXAR_JOB)",
                           j->name, nx_job_state_name(j->state));
+        const char *had = j->net ? j->net->coord : "";
+        if (strcmp(had, coord))
+            return refuse(conn, NEXAR_ERR_MISMATCH,
+                          "rank %u of job \"%s\" names coordinator \"%s\", but the job's other "
+                          "ranks here named \"%s\" (NEXAR_COORD)",
+                          req->rank, j->name, req->coord ? req->coord : "", had);
         if (j->world_size != req->world_size)
             return refuse(conn, NEXAR_ERR_MISMATCH,
                           "rank %u says job \"%s\" has %u ranks, but it was created with %u",
@@ -172,7 +200,12 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
         j->state = NX_JOB_FORMING;
         j->ranks = nx_xcalloc(req->world_size, sizeof(*j->ranks));
         j->timeout_ms = req->timeout_ms ? req->timeout_ms : nxd.cfg.op_timeout_s * 1000u;
-        j->deadline = nx_now() + j->timeout_ms / 1000.0;
+        j->formation_ms = j->timeout_ms;
+        if (coord[0]) {
+            nx_rdv_job_init(j, coord);
+            j->formation_ms = nx_rdv_formation_ms(req->timeout_ms);
+        }
+        j->deadline = nx_now() + j->formation_ms / 1000.0;
         LIST_INSERT_HEAD(&nx_jobs, j, link);
     } else if (req->timeout_ms && req->timeout_ms < j->timeout_ms) {
         j->timeout_ms = req->timeout_ms;
@@ -185,15 +218,64 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
     j->live++;
     NX_DEBUG("job", "rank %u of job \"%s\" joined (pid %d, %u/%u)", req->rank, j->name,
              (int)conn->pid, j->joined, j->world_size);
-    if (j->joined == j->world_size)
-        form(j);
+    if (j->net)
+        nx_rdv_rank_joined(j, req->rank, conn->uid, req->timeout_ms);
+    else if (j->joined == j->world_size)
+        nx_job_form(j);
 }
 
-void nx_job_client_gone(struct nx_client *cl)
+/* Answers each waiting rank of a forming job with status and drops it. */
+static void fail_forming(struct nx_job *j, uint32_t status, const char *msg, const char *why)
+{
+    j->state = NX_JOB_FAILED;
+    for (uint32_t r = 0; r < j->world_size; r++) {
+        struct nx_client *cl = j->ranks[r];
+        if (!cl || !cl->conn || cl->dead)
+            continue;
+        Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
+        rep.status = status;
+        rep.error = (char *)msg;
+        nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, NULL, 0);
+        nx_client_drop(cl, why);
+    }
+}
+
+void nx_job_fail(struct nx_job *j, uint32_t status, const char *msg)
+{
+    if (j->state == NX_JOB_FAILED)
+        return;
+    if (j->state == NX_JOB_FORMING) {
+        NX_WARN("job", "%s", msg);
+        return fail_forming(j, status, msg, "its job failed to form");
+    }
+    j->state = NX_JOB_FAILED;
+    struct nx_comm *c;
+    LIST_FOREACH(c, &nx_comms, link)
+        if (c->job == j)
+            nx_comm_fail(c, status, "%s", msg);
+}
+
+void nx_job_refuse_rank(struct nx_job *j, uint32_t rank, uint32_t status, const char *msg)
+{
+    struct nx_client *cl = j->ranks[rank];
+    if (j->state != NX_JOB_FORMING || !cl || !cl->conn || cl->dead)
+        return;
+    Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
+    rep.status = status;
+    rep.error = (char *)msg;
+    nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, NULL, 0);
+    nx_client_drop(cl, "the job's coordinator refused it");
+}
+
+void nx_job_client_gone(struct nx_client *cl, bool lost)
 {
     struct nx_job *j = cl->job;
     if (!j)
         return;
+    if (j->net) {
+        char who[160];
+        nx_rdv_rank_left(j, cl->world_rank, lost, nx_client_name(cl, who, sizeof(who)));
+    }
     cl->job = NULL;
     if (j->ranks[cl->world_rank] == cl)
         j->ranks[cl->world_rank] = NULL;
@@ -210,30 +292,29 @@ void nx_jobs_tick(double now)
     struct nx_job *j, *tmp;
     for (j = LIST_FIRST(&nx_jobs); j; j = tmp) {
         tmp = LIST_NEXT(j, link);
-        if (j->state != NX_JOB_FORMING || now < j->deadline)
+        /* A multi-node job's coordinator decides (and names the missing ranks); our own
+         * deadline, a little later, covers a coordinator that went silent. */
+        double deadline = j->deadline + (j->net ? NX_RDV_GRACE_S : 0);
+        if (j->state != NX_JOB_FORMING || now < deadline)
             continue;
         char missing[256], present[256];
         list_ranks(j, false, missing, sizeof(missing));
         list_ranks(j, true, present, sizeof(present));
         char msg[768];
-        snprintf(msg, sizeof(msg),
-                 "job \"%s\" did not form within %.0f s: rank(s) %s of %u never joined "
-                 "(joined: %s)",
-                 j->name, j->timeout_ms / 1000.0, missing, j->world_size, present);
+        if (j->net)
+            snprintf(msg, sizeof(msg),
+                     "job \"%s\" did not form within %.0f s: no rank table from its "
+                     "coordinator %s (rank(s) %s of %u joined at this node)",
+                     j->name, j->formation_ms / 1000.0, j->net->coord, present, j->world_size);
+        else
+            snprintf(msg, sizeof(msg),
+                     "job \"%s\" did not form within %.0f s: rank(s) %s of %u never joined "
+                     "(joined: %s)",
+                     j->name, j->formation_ms / 1000.0, missing, j->world_size, present);
         NX_WARN("job", "%s", msg);
         nxd.stats.timeouts++;
-        j->state = NX_JOB_FAILED;
         j->live++; /* keep j alive while its clients go */
-        for (uint32_t r = 0; r < j->world_size; r++) {
-            struct nx_client *cl = j->ranks[r];
-            if (!cl || !cl->conn)
-                continue;
-            Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
-            rep.status = NEXAR_ERR_TIMEOUT;
-            rep.error = msg;
-            nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, NULL, 0);
-            nx_client_drop(cl, "job did not form in time");
-        }
+        fail_forming(j, NEXAR_ERR_TIMEOUT, msg, "job did not form in time");
         nx_clients_flush();
         if (--j->live == 0)
             job_free(j);

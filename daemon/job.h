@@ -5,10 +5,14 @@
  * join replies go out together once all world_size ranks are attached; a job that
  * does not form within the timeout fails every waiting rank with NEXAR_ERR_TIMEOUT,
  * naming the ranks that never came.  The job goes away with its last rank.
+ *
+ * A job whose ranks name a coordinator (NEXAR_COORD) may span nodes: this record is
+ * then this node's part of it, and rendezvous.h decides when it forms (net != NULL).
  */
 #ifndef NX_JOB_H
 #define NX_JOB_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/queue.h>
 #include <sys/types.h>
@@ -16,6 +20,7 @@
 struct nx_conn;
 struct nx_client;
 struct nx_comm;
+struct nx_jobnet;
 struct Nexar__JoinRequest;
 
 enum nx_job_state { NX_JOB_FORMING, NX_JOB_RUNNING, NX_JOB_FAILED };
@@ -29,8 +34,10 @@ struct nx_job {
     uint32_t live;   /* clients still alive */
     struct nx_client **ranks; /* by world rank */
     uint32_t timeout_ms;
+    uint32_t formation_ms;
     double deadline; /* formation */
     struct nx_comm *world;
+    struct nx_jobnet *net; /* multi-node part (rendezvous.h); NULL: a local job */
     LIST_ENTRY(nx_job) link;
 };
 
@@ -40,8 +47,21 @@ extern struct nx_job_list nx_jobs;
 /* Handles a JOIN from conn: replies (now or at formation) or fails the connection. */
 void nx_job_join(struct nx_conn *conn, const struct Nexar__JoinRequest *req);
 
-/* The client left (died or was dropped). */
-void nx_job_client_gone(struct nx_client *cl);
+/* The client left: lost (it still belonged to communicators) or finished. */
+void nx_job_client_gone(struct nx_client *cl, bool lost);
+
+struct nx_job *nx_job_find(const char *name);
+
+/* Forms the job from its attached ranks (all of them, or this node's part of a
+ * multi-node job): world communicator, join replies. */
+void nx_job_form(struct nx_job *j);
+
+/* Fails the job with status and msg: a forming job refuses its waiting ranks (join
+ * replies with the error), a running one fails every communicator.  Once. */
+void nx_job_fail(struct nx_job *j, uint32_t status, const char *msg);
+
+/* Refuses one waiting rank of a forming job (the coordinator turned it down). */
+void nx_job_refuse_rank(struct nx_job *j, uint32_t rank, uint32_t status, const char *msg);
 
 /* Formation deadlines; called from the daemon's tick. */
 void nx_jobs_tick(double now);

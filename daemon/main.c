@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "cluster.h"
 #include "comm.h"
 #include "config.h"
 #include "ctlsrv.h"
@@ -41,6 +42,7 @@ static void on_tick(uv_timer_t *t)
     double now = nx_now();
     nx_ctlsrv_tick(now);
     nx_jobs_tick(now);
+    nx_cluster_tick(now);
     nx_sched_tick(now);
     nx_clients_flush();
 }
@@ -55,6 +57,7 @@ static void on_signal(uv_signal_t *s, int signum)
     uv_timer_stop(&tick);
     uv_signal_stop(&sig_term);
     uv_signal_stop(&sig_int);
+    nx_cluster_fini();
     nx_ctlsrv_fini();
     nx_clients_fini();
 #if NX_HAVE_CUDA
@@ -114,6 +117,9 @@ int main(int argc, char **argv)
         goto out_ctl;
 #endif
     rv = nx_ctlsrv_init();
+    if (rv < 0)
+        goto out_ctl;
+    rv = nx_cluster_init();
     if (rv < 0)
         goto out_ctl;
     uv_timer_init(nxd.loop, &tick);

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "mem.h"
 #include "nexar.h"
+#include "rendezvous.h"
 
 void nx_sched_init(struct nx_sched *s, uint32_t size)
 {
@@ -422,6 +423,23 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
     run_ready(op);
 }
 
+/*
+ * CROSS-NODE OPS ARE NOT BUILT YET.  A communicator spanning nodes (a multi-node job's
+ * world) has no inter-node algorithm behind it: every collective, split and send/recv
+ * on it ends here at once with NEXAR_ERR_UNSUPPORTED, without touching the sequence
+ * bookkeeping, so free and abort keep working.  The inter-node algorithms replace this.
+ */
+static void refuse_spanning(struct nx_comm *c, struct nx_client *cl, const struct nx_sqe *e)
+{
+    char text[256];
+    snprintf(text, sizeof(text),
+             "%s on communicator %u (job \"%s\") spans %u nodes: cross-node collectives and "
+             "point-to-point are not implemented yet (this nexard runs ops among the ranks "
+             "of one node only)",
+             nx_kind_name(e->kind), c->id, c->job ? c->job->name : "?", c->nodes);
+    complete(cl, e->user_data, NEXAR_ERR_UNSUPPORTED, text);
+}
+
 void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
 {
     struct nx_member *m = nx_client_member(cl, e->comm_id);
@@ -436,8 +454,8 @@ void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
     struct nx_sqe_limits lim = {
         .arena_bytes = cl->seg.hdr.arena_bytes,
         .slot_bytes = cl->seg.hdr.slot_bytes,
-        .comm_size = c->size,
-        .comm_rank = rank,
+        .comm_size = nx_comm_span_size(c),
+        .comm_rank = nx_comm_span_rank(c, rank),
     };
     const char *reason = NULL;
     if (nx_sqe_validate(e, &lim, &reason) < 0) {
@@ -461,11 +479,16 @@ void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
         return fail_desc(c, cl, e);
     }
 
+    if (c->nodes > 1 && e->kind != NX_K_COMM_FREE && e->kind != NX_K_COMM_ABORT)
+        return refuse_spanning(c, cl, e);
+
     switch (e->kind) {
     case NX_K_COMM_ABORT: {
         char who[160];
         nx_comm_fail(c, NEXAR_ERR_ABORTED, "communicator %u aborted by %s", c->id,
                      nx_client_name(cl, who, sizeof(who)));
+        if (c->nodes > 1)
+            nx_rdv_comm_aborted(c, c->failed_text);
         return complete(cl, e->user_data, NEXAR_OK, NULL);
     }
     case NX_K_COMM_FREE: {

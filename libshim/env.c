@@ -129,12 +129,15 @@ static nexar_status_t read_misc(struct nx_env *e, const struct nx_env_source *sr
     const char *v = env("NEXAR_COORD");
     int n = 0;
     e->coord[0] = '\0';
-    if (v)
+    e->coord_guessed = false;
+    if (v) {
         n = snprintf(e->coord, sizeof(e->coord), "%s", v);
-    else if (src && strcmp(src->name, "torchrun") == 0 && env("MASTER_ADDR") &&
-             env("MASTER_PORT"))
+    } else if (src && strcmp(src->name, "torchrun") == 0 && env("MASTER_ADDR") &&
+               env("MASTER_PORT")) {
         n = snprintf(e->coord, sizeof(e->coord), "%s:%s", env("MASTER_ADDR"),
                      env("MASTER_PORT"));
+        e->coord_guessed = true;
+    }
     if (n < 0 || (size_t)n >= sizeof(e->coord))
         return nx_fail(NEXAR_ERR_INVALID, "nexar_init: NEXAR_COORD is too long");
 

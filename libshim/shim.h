@@ -77,6 +77,7 @@ struct nx_env {
     const char *source; /* "NEXAR_*", "torchrun", "Open MPI", "Slurm" or "default" */
     char job[256];
     char coord[256];
+    bool coord_guessed; /* coord is torchrun's MASTER_ADDR:MASTER_PORT, not NEXAR_COORD */
     char socket[108]; /* sizeof(sun_path) */
 };
 

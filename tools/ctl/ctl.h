@@ -7,10 +7,12 @@
  *   status.c  status, stats
  *   jobs.c    jobs, comms (with their ranks)
  *   ops.c     ops in flight and the ranks each one waits for
+ *   peers.c   peers (other daemons) and peer-test
  */
 #ifndef NXC_CTL_H
 #define NXC_CTL_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "json.h"
@@ -34,6 +36,13 @@ void nxc_comms_human(FILE *f, const Nexar__CtlReply *r);
 void nxc_comms_json(struct nxc_json *j, const Nexar__CtlReply *r);
 void nxc_ops_human(FILE *f, const Nexar__CtlReply *r);
 void nxc_ops_json(struct nxc_json *j, const Nexar__CtlReply *r);
+
+void nxc_peers_human(FILE *f, const Nexar__CtlReply *r);
+void nxc_peers_json(struct nxc_json *j, const Nexar__CtlReply *r);
+/* peer-test parses its own command line (it has options of its own): main() hands it
+ * argv when the command is peer-test, and exits with what it returns. */
+bool nxc_is_peer_test(int argc, char **argv);
+int nxc_peer_test_main(int argc, char **argv);
 
 /* Shared by jobs.c and ops.c: a RankInfo as JSON members of an open object. */
 void nxc_rank_json(struct nxc_json *j, const Nexar__RankInfo *ri);

@@ -1,6 +1,8 @@
 /*
  * jobs.c - `nexarctl jobs` and `nexarctl comms`: what the daemon serves, rank by rank.
  */
+#include <stdlib.h>
+
 #include "ctl.h"
 #include "util.h"
 
@@ -55,6 +57,25 @@ static void ranks_human(FILE *f, Nexar__RankInfo *const *v, size_t n, bool comm)
     nxc_table_free(&t);
 }
 
+/* A multi-node job's node table: one line per node with its ranks. */
+static void nodes_human(FILE *f, const Nexar__JobInfo *job)
+{
+    if (job->coord && *job->coord)
+        fprintf(f, "  coordinator %s%s\n", job->coord,
+                job->n_nodes ? "" : "; waiting for the rank table");
+    uint32_t *ranks = nxt_xcalloc(job->n_rank_node + 1, sizeof(*ranks));
+    for (size_t i = 0; i < job->n_nodes; i++) {
+        size_t n = 0;
+        for (size_t r = 0; r < job->n_rank_node; r++)
+            if (job->rank_node[r] == i)
+                ranks[n++] = (uint32_t)r;
+        char b[256];
+        fprintf(f, "  node %zu %s: rank%s %s%s\n", i, str(job->nodes[i]), n == 1 ? "" : "s",
+                nxc_fmt_ranks(ranks, n, b, sizeof(b)), i == job->node ? " (this nexard)" : "");
+    }
+    free(ranks);
+}
+
 void nxc_jobs_human(FILE *f, const Nexar__CtlReply *r)
 {
     if (r->n_jobs == 0) {
@@ -65,6 +86,7 @@ void nxc_jobs_human(FILE *f, const Nexar__CtlReply *r)
         const Nexar__JobInfo *job = r->jobs[i];
         fprintf(f, "%sjob %s: %s, %u/%u ranks joined, uid %u\n", i ? "\n" : "",
                 str(job->job), str(job->state), job->joined, job->world_size, job->uid);
+        nodes_human(f, job);
         ranks_human(f, job->ranks, job->n_ranks, false);
     }
 }
@@ -80,6 +102,17 @@ void nxc_jobs_json(struct nxc_json *j, const Nexar__CtlReply *r)
         nxc_json_u64(j, "world_size", job->world_size);
         nxc_json_u64(j, "joined", job->joined);
         nxc_json_u64(j, "uid", job->uid);
+        nxc_json_str(j, "coord", job->coord && *job->coord ? job->coord : NULL);
+        nxc_json_arr_begin(j, "nodes");
+        for (size_t k = 0; k < job->n_nodes; k++)
+            nxc_json_str(j, NULL, job->nodes[k]);
+        nxc_json_arr_end(j);
+        nxc_json_arr_begin(j, "rank_node");
+        for (size_t k = 0; k < job->n_rank_node; k++)
+            nxc_json_u64(j, NULL, job->rank_node[k]);
+        nxc_json_arr_end(j);
+        if (job->n_nodes)
+            nxc_json_u64(j, "node", job->node);
         ranks_json(j, job->ranks, job->n_ranks);
         nxc_json_obj_end(j);
     }

@@ -29,6 +29,9 @@ static const struct nxc_command commands[] = {
      nxc_ops_human, nxc_ops_json},
     {"stats", NEXAR__CTL_COMMAND__CTL_STATS, "counters since the daemon started",
      nxc_stats_human, nxc_stats_json},
+    {"peers", NEXAR__CTL_COMMAND__CTL_PEERS,
+     "other daemons: state, RTT, window, traffic, losses, cipher", nxc_peers_human,
+     nxc_peers_json},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -38,6 +41,9 @@ static void usage(FILE *f)
                "Inspects a running nexard.\n\nCommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "  peer-test ADDR [--bytes N] [--streams K] [--msg-bytes M]\n"
+               "           send N bytes (default 256M) to the daemon at ADDR over K streams\n"
+               "           (default 1) and have it verify every byte\n");
     nxc_certs_usage(f);
     fprintf(f,
 "\nOptions:\n"
@@ -117,6 +123,8 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     nxt_progname = "nexarctl";
+    if (nxc_is_peer_test(argc, argv))
+        return nxc_peer_test_main(argc, argv);
     if (nxc_is_certs(argc, argv))
         return nxc_certs_main(argc, argv);
     const char *socket_opt = NULL;

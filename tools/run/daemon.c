@@ -131,7 +131,7 @@ static void exec_daemon(const struct run_opts *o, const char *bin, struct run_da
             dup2(log, STDERR_FILENO);
         }
     }
-    char **argv = nxt_xcalloc((size_t)o->n_daemon_args + 8, sizeof(char *));
+    char **argv = nxt_xcalloc((size_t)o->n_daemon_args + 16, sizeof(char *));
     int i = 0;
     argv[i++] = (char *)bin;
     argv[i++] = "--foreground";
@@ -139,6 +139,17 @@ static void exec_daemon(const struct run_opts *o, const char *bin, struct run_da
     argv[i++] = d->socket;
     argv[i++] = "--runtime-dir";
     argv[i++] = d->dir;
+    if (d->tls_cert) {
+        /* Port 0: the kernel picks a free one, and nexar-run asks which. */
+        argv[i++] = "--listen";
+        argv[i++] = "127.0.0.1:0";
+        argv[i++] = "--tls-ca";
+        argv[i++] = d->tls_ca;
+        argv[i++] = "--tls-cert";
+        argv[i++] = d->tls_cert;
+        argv[i++] = "--tls-key";
+        argv[i++] = d->tls_key;
+    }
     for (int k = 0; k < o->n_daemon_args; k++)
         argv[i++] = o->daemon_args[k];
     execv(bin, argv);
@@ -290,6 +301,16 @@ int run_daemon_attach(const struct run_opts *o, struct run_daemon *d, int sigfd)
     return start_private(o, d, sigfd);
 }
 
+int run_daemon_start_node(const struct run_opts *o, struct run_daemon *d, int sigfd)
+{
+    int code = start_private(o, d, sigfd);
+    if (!code)
+        code = run_nodes_address(d);
+    if (!code && o->verbose)
+        nxt_warn("simulated node at %s: nexard %s", d->addr, d->socket);
+    return code;
+}
+
 bool run_daemon_reaped(const struct run_opts *o, struct run_daemon *d, pid_t pid,
                        int status)
 {
@@ -331,5 +352,10 @@ void run_daemon_detach(const struct run_opts *o, struct run_daemon *d)
     free(d->socket);
     free(d->dir);
     free(d->log);
+    free(d->tls_ca);
+    free(d->tls_cert);
+    free(d->tls_key);
+    free(d->addr);
     d->socket = d->dir = d->log = NULL;
+    d->tls_ca = d->tls_cert = d->tls_key = d->addr = NULL;
 }

@@ -57,9 +57,17 @@ int main(int argc, char **argv)
     char *job = o.job ? nxt_xstrdup(o.job)
                       : nxt_xasprintf("run-%d-%lld", (int)getpid(), (long long)time(NULL));
 
-    /* One daemon per (simulated) node; o.nodes is 1 until --nodes exists. */
+    /* One daemon per (simulated) node. */
     struct run_daemon *daemons = nxt_xcalloc((size_t)o.nodes, sizeof(*daemons));
-    int code = run_daemon_attach(&o, &daemons[0], sigfd);
+    char *certdir = NULL;
+    int code;
+    if (o.nodes == 1) {
+        code = run_daemon_attach(&o, &daemons[0], sigfd);
+    } else {
+        code = run_nodes_certs(&o, daemons, &certdir);
+        for (int i = 0; i < o.nodes && !code; i++)
+            code = run_daemon_start_node(&o, &daemons[i], sigfd);
+    }
     if (code)
         goto out_daemons;
 
@@ -72,6 +80,7 @@ int main(int argc, char **argv)
 out_daemons:
     for (int i = 0; i < o.nodes; i++)
         run_daemon_detach(&o, &daemons[i]);
+    run_nodes_cleanup(&o, certdir);
     free(daemons);
     free(job);
     free(o.daemon_args);

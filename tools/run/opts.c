@@ -21,6 +21,7 @@ enum {
     OPT_DAEMON_ARG,
     OPT_KEEP_DAEMON,
     OPT_VERSION,
+    OPT_NODES,
 };
 
 static void usage(FILE *f)
@@ -30,6 +31,9 @@ static void usage(FILE *f)
 "Starts N ranks of PROGRAM on this machine as one nexar job.\n"
 "\n"
 "  -n, --np N            number of ranks (default 1)\n"
+"      --nodes K         simulate K nodes: K private nexards on 127.0.0.1, each with\n"
+"                        its own socket, port and certificate (one CA made for the\n"
+"                        run); ranks go to them in blocks, node 0 coordinates\n"
 "      --socket PATH     nexard socket (default $NEXAR_SOCKET, else\n"
 "                        /run/nexar/nexard.sock); when no daemon answers there, a\n"
 "                        private nexard is started in a temporary directory\n"
@@ -47,7 +51,7 @@ static void usage(FILE *f)
 "      --version\n"
 "\n"
 "Every rank gets NEXAR_RANK, NEXAR_WORLD_SIZE, NEXAR_LOCAL_RANK, NEXAR_JOB,\n"
-"NEXAR_SOCKET and, with --timeout, NEXAR_TIMEOUT.  SIGINT, SIGTERM and SIGHUP are\n"
+"NEXAR_SOCKET, with --timeout NEXAR_TIMEOUT, and with --nodes NEXAR_COORD.  SIGINT, SIGTERM and SIGHUP are\n"
 "forwarded to the ranks; a second one kills them.\n"
 "\n"
 "Exit status: 0 when every rank exited 0; else the first failing rank's status\n"
@@ -66,6 +70,7 @@ void run_opts_parse(struct run_opts *o, int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"np", required_argument, NULL, 'n'},
+        {"nodes", required_argument, NULL, OPT_NODES},
         {"socket", required_argument, NULL, OPT_SOCKET},
         {"job", required_argument, NULL, OPT_JOB},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -95,6 +100,11 @@ void run_opts_parse(struct run_opts *o, int argc, char **argv)
             if (nxt_parse_long(optarg, 1, 65536, &v) < 0)
                 bad("-n expects a rank count from 1 to 65536", optarg);
             o->nranks = (int)v;
+            break;
+        case OPT_NODES:
+            if (nxt_parse_long(optarg, 1, 256, &v) < 0)
+                bad("--nodes expects a node count from 1 to 256", optarg);
+            o->nodes = (int)v;
             break;
         case OPT_SOCKET: o->socket = optarg; break;
         case OPT_JOB:
@@ -127,5 +137,9 @@ void run_opts_parse(struct run_opts *o, int argc, char **argv)
         bad("no program to run", NULL);
     if (o->quiet && o->verbose)
         bad("--quiet and --verbose exclude each other", NULL);
+    if (o->nodes > o->nranks)
+        bad("--nodes needs at least one rank per node (-n >= --nodes)", NULL);
+    if (o->nodes > 1 && o->socket)
+        bad("--nodes starts private daemons; --socket does not apply", NULL);
     o->argv = argv + optind;
 }

@@ -56,7 +56,7 @@ static void set_env_int(const char *name, long v)
 
 /* In the child: environment, signals, stdin, then exec.  Never returns. */
 static void exec_rank(const struct run_opts *o, const char *job, const struct run_daemon *d,
-                      const struct run_rank *r, pid_t parent)
+                      const char *coord, const struct run_rank *r, pid_t parent)
 {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent)
@@ -68,6 +68,8 @@ static void exec_rank(const struct run_opts *o, const char *job, const struct ru
     set_env_int("NEXAR_LOCAL_RANK", r->local_rank);
     setenv("NEXAR_JOB", job, 1);
     setenv("NEXAR_SOCKET", d->socket, 1);
+    if (o->nodes > 1)
+        setenv("NEXAR_COORD", coord, 1);
     if (o->timeout)
         setenv("NEXAR_TIMEOUT", o->timeout, 1);
 
@@ -89,17 +91,18 @@ static void exec_rank(const struct run_opts *o, const char *job, const struct ru
 int run_ranks_start(const struct run_opts *o, const char *job, const struct run_daemon *d,
                     struct run_rank *ranks)
 {
-    int per_node = (o->nranks + o->nodes - 1) / o->nodes;
     pid_t parent = getpid();
     fflush(NULL); /* nothing buffered may be written twice */
     for (int i = 0; i < o->nranks; i++) {
         struct run_rank *r = &ranks[i];
         r->rank = i;
-        r->node = i / per_node;
-        r->local_rank = i % per_node;
+        r->node = (int)((long long)i * o->nodes / o->nranks);
+        /* The first rank of node k is the smallest i with i * nodes / nranks == k. */
+        int first = (int)(((long long)r->node * o->nranks + o->nodes - 1) / o->nodes);
+        r->local_rank = i - first;
         pid_t pid = fork();
         if (pid == 0)
-            exec_rank(o, job, &d[r->node], r, parent);
+            exec_rank(o, job, &d[r->node], d[0].addr, r, parent);
         if (pid < 0) {
             nxt_warn("fork for rank %d: %s", i, strerror(errno));
             for (int k = 0; k < i; k++)

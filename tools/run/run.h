@@ -6,16 +6,17 @@
  * the ranks with the NEXAR_* environment, supervise them until all have exited,
  * stop the private daemon.
  *
- * Multi-node simulation (--nodes K) will give every simulated node its own
- * private daemon: the daemon handling already works on a struct run_daemon
- * per node and every rank records its node, so that flag only has to fill
- * more of them and pass NEXAR_COORD.
+ * Multi-node simulation (--nodes K) gives every simulated node its own private
+ * daemon with a QUIC endpoint on 127.0.0.1 and a certificate from a CA made for
+ * the run (nodes.c); the ranks are spread over them in blocks and all name node
+ * 0's daemon as their coordinator (NEXAR_COORD).
  *
  * Modules:
  *   opts.c       command line
  *   daemon.c     probe, find, start and stop nexard
  *   ranks.c      fork/exec the ranks with their environment
  *   supervise.c  signals, failures, the grace period, the exit status
+ *   nodes.c      --nodes: certificates and the daemons' network addresses
  */
 #ifndef NXR_RUN_H
 #define NXR_RUN_H
@@ -32,7 +33,7 @@
 
 struct run_opts {
     int nranks;          /* -n, default 1 */
-    int nodes;           /* simulated nodes; 1 until --nodes exists */
+    int nodes;           /* --nodes: simulated nodes (private daemons), default 1 */
     const char *socket;  /* --socket; NULL: $NEXAR_SOCKET, then the default */
     const char *job;     /* --job; NULL: "run-<pid>-<time>" */
     const char *timeout; /* --timeout, passed on verbatim as NEXAR_TIMEOUT */
@@ -61,6 +62,9 @@ struct run_daemon {
     char *log;    /* DIR/nexard.log, where a private daemon's output goes */
     pid_t pid;    /* > 0 while a private daemon we started has not been reaped */
     int status;   /* its wait status once reaped */
+    /* --nodes: its network (NULL on one node). */
+    char *tls_ca, *tls_cert, *tls_key;
+    char *addr;   /* the address it listens at, as it reports it */
 };
 
 /*
@@ -71,13 +75,30 @@ struct run_daemon {
  */
 int run_daemon_attach(const struct run_opts *o, struct run_daemon *d, int sigfd);
 
-/* The supervisor reaped pid: returns true when it was d's daemon (and records it). */
+/* --nodes: starts d's private daemon with its network (d->tls_* set) and learns its
+ * address.  0, or the exit status nexar-run should end with. */
+int run_daemon_start_node(const struct run_opts *o, struct run_daemon *d, int sigfd);
+
+/* The supervisor reaped pid: returns true when it was one of the o->nodes daemons in
+ * d (and records it). */
 bool run_daemon_reaped(const struct run_opts *o, struct run_daemon *d, pid_t pid,
                        int status);
 
 /* Stops a private daemon (SIGTERM, then SIGKILL after 5 s) and removes its
  * directory, or leaves both in place for --keep-daemon.  No-op for a shared one. */
 void run_daemon_detach(const struct run_opts *o, struct run_daemon *d);
+
+/* ---- simulated nodes (nodes.c) ---------------------------------------------- */
+
+/* Makes a CA and o->nodes node certificates in a new directory (*certdir, malloc'd)
+ * and points d[0..nodes) at them.  0, or the exit status after printing why. */
+int run_nodes_certs(const struct run_opts *o, struct run_daemon *d, char **certdir);
+
+/* Asks d's daemon the address it listens at (d->addr).  0 or an exit status. */
+int run_nodes_address(struct run_daemon *d);
+
+/* Removes the certificate directory (kept with --keep-daemon) and frees certdir. */
+void run_nodes_cleanup(const struct run_opts *o, char *certdir);
 
 /* ---- ranks (ranks.c) -------------------------------------------------------- */
 
@@ -95,8 +116,9 @@ void run_resolve_program(const struct run_opts *o);
 
 /*
  * Starts every rank: NEXAR_RANK, NEXAR_WORLD_SIZE, NEXAR_LOCAL_RANK, NEXAR_JOB,
- * NEXAR_SOCKET and NEXAR_TIMEOUT (when given) in the environment, stdin only
- * for rank 0.  d is indexed by node.  Returns 0, or NXR_EXIT_OSERR after killing
+ * NEXAR_SOCKET, NEXAR_TIMEOUT (when given) and with --nodes NEXAR_COORD in the
+ * environment, stdin only for rank 0.  d is indexed by node; rank i runs on node
+ * i * nodes / nranks (blocks that differ by at most one rank).  Returns 0, or NXR_EXIT_OSERR after killing
  * the ranks already started.
  */
 int run_ranks_start(const struct run_opts *o, const char *job, const struct run_daemon *d,

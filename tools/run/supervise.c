@@ -85,7 +85,9 @@ static void reap(struct sup *s)
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         struct run_rank *r = rank_of(s, pid);
         if (!r) {
-            run_daemon_reaped(s->o, s->d, pid, status);
+            for (int k = 0; k < s->o->nodes; k++)
+                if (run_daemon_reaped(s->o, &s->d[k], pid, status))
+                    break;
             continue;
         }
         r->exited = true;

@@ -1,0 +1,100 @@
+/* ctl_peers.c - see ctl_peers.h. */
+#include "ctl_peers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "ctlsrv.h"
+#include "daemon.h"
+#include "job.h"
+#include "mem.h"
+#include "nexar.h"
+#include "nexar.pb-c.h"
+#include "rendezvous.h"
+
+struct walk {
+    Nexar__CtlReply *rep;
+    size_t cap;
+    double now;
+};
+
+/* Names of the multi-node jobs whose table has addr (pointers into the jobs). */
+static void jobs_of(Nexar__PeerInfo *pi, const char *addr)
+{
+    struct nx_job *j;
+    size_t n = 0;
+    LIST_FOREACH(j, &nx_jobs, link)
+        n += j->net != NULL;
+    if (!n)
+        return;
+    pi->jobs = nx_xcalloc(n, sizeof(*pi->jobs));
+    LIST_FOREACH(j, &nx_jobs, link) {
+        const struct nx_jobnet *net = j->net;
+        if (!net)
+            continue;
+        bool in = !net->formed && !strcmp(net->coord, addr);
+        for (uint32_t i = 0; i < net->nnodes && !in; i++)
+            in = !strcmp(net->nodes[i], addr);
+        if (in)
+            pi->jobs[pi->n_jobs++] = j->name;
+    }
+}
+
+static void one_peer(struct nx_tpeer *p, void *arg)
+{
+    struct walk *w = arg;
+    struct nx_transport *t = nx_cluster_transport();
+    struct nx_tpeer_stats s;
+    t->ops->stats(p, &s);
+    const struct nx_node *node = p->user;
+
+    Nexar__PeerInfo *pi = nx_xcalloc(1, sizeof(*pi));
+    nexar__peer_info__init(pi);
+    pi->addr = nx_xstrdup(p->addr);
+    pi->state = (char *)nx_tpeer_state_name(s.state);
+    pi->inbound = s.inbound;
+    pi->rtt_ms = s.rtt_ms;
+    pi->min_rtt_ms = s.min_rtt_ms;
+    pi->rttvar_ms = s.rttvar_ms;
+    pi->cwnd = s.cwnd;
+    pi->bytes_sent = s.bytes_sent;
+    pi->bytes_recv = s.bytes_recv;
+    pi->pkts_sent = s.pkts_sent;
+    pi->pkts_recv = s.pkts_recv;
+    pi->pkts_lost = s.pkts_lost;
+    pi->msgs_sent = s.msgs_sent;
+    pi->msgs_recv = s.msgs_recv;
+    pi->queued_bytes = s.queued_bytes;
+    pi->streams_open = s.streams_open;
+    pi->cipher = nx_xstrdup(s.cipher);
+    pi->reason = nx_xstrdup(s.state == NX_TPEER_LOST && node && node->reason[0] ? node->reason
+                                                                                 : s.reason);
+    if (node) {
+        pi->since_s = w->now - node->since;
+        pi->version = node->version;
+    }
+    jobs_of(pi, p->addr);
+    nx_grow((void **)&w->rep->peers, &w->cap, w->rep->n_peers + 1, sizeof(*w->rep->peers));
+    w->rep->peers[w->rep->n_peers++] = pi;
+}
+
+void nx_ctl_peers_reply(struct nx_conn *c)
+{
+    Nexar__CtlReply rep = NEXAR__CTL_REPLY__INIT;
+    struct walk w = {.rep = &rep, .now = nx_now()};
+    struct nx_transport *t = nx_cluster_transport();
+    rep.listen = (char *)nx_cluster_addr();
+    if (t)
+        t->ops->each_peer(t, one_peer, &w);
+    if (nx_conn_send(c, NX_MSG_CTL_REPLY, &rep, NULL, 0) < 0)
+        nx_conn_close(c);
+    for (size_t i = 0; i < rep.n_peers; i++) {
+        free(rep.peers[i]->addr);
+        free(rep.peers[i]->cipher);
+        free(rep.peers[i]->reason);
+        free(rep.peers[i]->jobs);
+        free(rep.peers[i]);
+    }
+    free(rep.peers);
+}

@@ -1,0 +1,182 @@
+/* netaddr.c - see netaddr.h. */
+#include "netaddr.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+int nx_addr_split(const char *s, bool port_zero_ok, char *host, size_t hostlen,
+                  uint16_t *port)
+{
+    if (!s)
+        return -EINVAL;
+    size_t n = strnlen(s, NX_ADDR_MAX);
+    if (n == 0 || n >= NX_ADDR_MAX)
+        return -EINVAL;
+    const char *h = s, *colon;
+    size_t hl;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':')
+            return -EINVAL;
+        h = s + 1;
+        hl = (size_t)(close - h);
+        colon = close + 1;
+        /* Only a v6 literal goes in brackets. */
+        if (hl == 0 || memchr(h, ':', hl) == NULL)
+            return -EINVAL;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon)
+            return -EINVAL;
+        hl = (size_t)(colon - s);
+        /* An unbracketed host with a colon is an ambiguous v6 literal. */
+        if (hl == 0 || memchr(s, ':', hl) != NULL)
+            return -EINVAL;
+    }
+    for (size_t i = 0; i < hl; i++) {
+        unsigned char c = (unsigned char)h[i];
+        if (c <= 0x20 || c >= 0x7f || c == '/' || c == '@' || c == '[' || c == ']')
+            return -EINVAL;
+    }
+    const char *p = colon + 1;
+    if (*p == '\0' || strlen(p) > 5)
+        return -EINVAL;
+    unsigned long v = 0;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -EINVAL;
+        v = v * 10 + (unsigned long)(*p - '0');
+    }
+    if (v > 65535 || (v == 0 && !port_zero_ok))
+        return -EINVAL;
+    if (host) {
+        if (hl >= hostlen)
+            return -EINVAL;
+        memcpy(host, h, hl);
+        host[hl] = '\0';
+    }
+    if (port)
+        *port = (uint16_t)v;
+    return 0;
+}
+
+static void format_sa(const struct sockaddr *sa, uint16_t port, char *out, size_t outlen)
+{
+    char buf[INET6_ADDRSTRLEN];
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+            inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], buf, sizeof(buf));
+            snprintf(out, outlen, "%s:%u", buf, port);
+        } else {
+            inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof(buf));
+            snprintf(out, outlen, "[%s]:%u", buf, port);
+        }
+    } else {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, sizeof(buf));
+        snprintf(out, outlen, "%s:%u", buf, port);
+    }
+}
+
+int nx_addr_canon(const char *s, char *out, size_t outlen, char *err, size_t errlen)
+{
+    char host[NX_ADDR_MAX];
+    uint16_t port;
+    if (nx_addr_split(s, true, host, sizeof(host), &port) < 0) {
+        snprintf(err, errlen, "'%s' is not host:port or [v6]:port", s ? s : "");
+        return -EINVAL;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM,
+                             .ai_flags = AI_NUMERICHOST}, *res = NULL;
+    int rv = getaddrinfo(host, NULL, &hints, &res);
+    if (rv != 0) {
+        hints.ai_flags = 0;
+        rv = getaddrinfo(host, NULL, &hints, &res);
+    }
+    if (rv != 0 || !res) {
+        snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rv));
+        return -EINVAL;
+    }
+    format_sa(res->ai_addr, port, out, outlen);
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* The host of a canonical address as a socket address. */
+static int parse_host(const char *canon, struct sockaddr_storage *ss)
+{
+    char host[NX_ADDR_MAX];
+    memset(ss, 0, sizeof(*ss));
+    if (nx_addr_split(canon, true, host, sizeof(host), NULL) < 0)
+        return -EINVAL;
+    struct sockaddr_in *in = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+bool nx_addr_is_wildcard(const char *canon)
+{
+    struct sockaddr_storage ss;
+    if (parse_host(canon, &ss) < 0)
+        return false;
+    if (ss.ss_family == AF_INET)
+        return ((struct sockaddr_in *)&ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+    return IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ss)->sin6_addr);
+}
+
+static bool same_host(const struct sockaddr *a, const struct sockaddr_storage *b)
+{
+    if (a->sa_family != b->ss_family)
+        return false;
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    return IN6_ARE_ADDR_EQUAL(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                              &((const struct sockaddr_in6 *)b)->sin6_addr);
+}
+
+bool nx_addr_is_local_host(const char *canon)
+{
+    struct sockaddr_storage ss;
+    if (parse_host(canon, &ss) < 0)
+        return false;
+    if (ss.ss_family == AF_INET &&
+        (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127)
+        return true;
+    if (ss.ss_family == AF_INET6 &&
+        IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr))
+        return true;
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) < 0)
+        return false;
+    bool found = false;
+    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next)
+        if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET ||
+                            i->ifa_addr->sa_family == AF_INET6))
+            found = same_host(i->ifa_addr, &ss);
+    freeifaddrs(ifs);
+    return found;
+}
+
+uint16_t nx_addr_port(const char *canon)
+{
+    uint16_t port = 0;
+    if (nx_addr_split(canon, true, NULL, 0, &port) < 0)
+        return 0;
+    return port;
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of fuzz_peer_msg into tests/fuzz/corpus/fuzz_peer_msg/.
+
+Each seed is one transport message as a peer daemon sends it: the 8-byte wire envelope
+(proto/wire.h, type CTL) and a PeerMsg (proto/peer.proto), encoded by hand so that the
+script needs nothing beyond Python.  Run it again after a change to peer.proto.
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "corpus", "fuzz_peer_msg")
+
+
+def varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def f_varint(field, v):
+    return varint(field << 3 | 0) + varint(v)
+
+
+def f_bytes(field, b):
+    if isinstance(b, str):
+        b = b.encode()
+    return varint(field << 3 | 2) + varint(len(b)) + b
+
+
+def f_packed(field, values):
+    return f_bytes(field, b"".join(varint(v) for v in values))
+
+
+def env(body, mtype=1, flags=0, version=1, magic=0x584E):
+    return struct.pack("<HBBI", magic, version, mtype, flags) + body
+
+
+def msg(field, sub, version=1):
+    return f_varint(1, version) + f_bytes(field, sub)
+
+
+def register(job="j", key=7, uid=1000, world=4, ranks=(0, 1), addr="127.0.0.1:7001",
+             version=1, timeout=0, withdraw=False):
+    b = (f_bytes(1, job) + f_varint(2, key) + f_varint(3, uid) + f_varint(4, world) +
+         f_packed(5, ranks) + f_bytes(6, addr) + f_varint(7, version))
+    if timeout:
+        b += f_varint(8, timeout)
+    if withdraw:
+        b += f_varint(9, 1)
+    return msg(2, b)
+
+
+def register_reply(job="j", key=7, ranks=(1,), status=3, error="rank 1 already registered"):
+    return msg(3, f_bytes(1, job) + f_varint(2, key) + f_packed(3, ranks) +
+               f_varint(4, status) + f_bytes(5, error))
+
+
+def rank_table(job="j", key=7, job_key=99, nodes=("127.0.0.1:7000", "[::1]:7001"),
+               rank_node=(0, 0, 1, 1), node=1, timeout=0):
+    b = f_bytes(1, job) + f_varint(2, key) + f_varint(3, job_key)
+    for n in nodes:
+        b += f_bytes(4, n)
+    b += f_packed(5, rank_node) + f_varint(6, node)
+    if timeout:
+        b += f_varint(7, timeout)
+    return msg(4, b)
+
+
+def abort(job="j", key=99, status=6, reason="node 127.0.0.1:7001 was lost"):
+    return msg(5, f_bytes(1, job) + f_varint(2, key) + f_varint(3, status) +
+               f_bytes(4, reason))
+
+
+def hello(addr="127.0.0.1:7002"):
+    return msg(6, f_varint(1, 1) + f_bytes(2, addr))
+
+
+def test_begin(tid=5, ch=0, chans=4, nbytes=1 << 20):
+    return msg(7, f_varint(1, tid) + f_varint(2, ch) + f_varint(3, chans) + f_varint(4, nbytes))
+
+
+def test_end(tid=5, ch=3, nbytes=1 << 20, msgs=1):
+    return msg(8, f_varint(1, tid) + f_varint(2, ch) + f_varint(3, nbytes) + f_varint(4, msgs))
+
+
+def test_result(tid=5, status=0, nbytes=4 << 20, msgs=4, bad=False, ch=0, off=0, error=""):
+    b = f_varint(1, tid) + f_varint(2, status) + f_varint(3, nbytes) + f_varint(4, msgs)
+    if bad:
+        b += f_varint(5, 1) + f_varint(6, ch) + f_varint(7, off)
+    if error:
+        b += f_bytes(8, error)
+    return msg(9, b)
+
+
+SEEDS = {
+    "register": env(register()),
+    "register_withdraw": env(register(ranks=(3,), withdraw=True)),
+    "register_timeout_v6": env(register(addr="[::1]:7000", timeout=3000)),
+    "register_dup_ranks": env(register(ranks=(1, 1))),
+    "register_rank_oob": env(register(ranks=(4,))),
+    "register_bad_addr": env(register(addr="nohost")),
+    "register_future_version": env(register(version=9)),
+    "register_reply": env(register_reply()),
+    "rank_table": env(rank_table()),
+    "rank_table_idle_node": env(rank_table(rank_node=(0, 0, 0, 0))),
+    "rank_table_dup_node": env(rank_table(nodes=("127.0.0.1:7000", "127.0.0.1:7000"))),
+    "rank_table_node_oob": env(rank_table(node=2)),
+    "abort": env(abort()),
+    "abort_ctrl_chars": env(abort(reason="a\nb")),
+    "hello": env(hello()),
+    "test_begin": env(test_begin()),
+    "test_begin_chan_oob": env(test_begin(ch=4)),
+    "test_end": env(test_end()),
+    "test_result_bad": env(test_result(status=5, bad=True, ch=2, off=12345,
+                                       error="stream 2: byte at offset 12345 differs")),
+    "no_body": env(f_varint(1, 1)),
+    "empty_ctl": env(b""),
+    "data_envelope": env(b"\0" * 48, mtype=2),
+    "bad_magic": env(hello(), magic=0x1234),
+    "bare_body": hello(),
+}
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for name, data in SEEDS.items():
+        with open(os.path.join(OUT, name), "wb") as f:
+            f.write(data)
+
+
+if __name__ == "__main__":
+    main()

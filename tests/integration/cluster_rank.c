@@ -1,0 +1,114 @@
+/*
+ * cluster_rank.c - the rank program of the multi-node tests (test_cluster*.c), started
+ * through nexar-run --nodes or directly with the NEXAR_* environment.
+ *
+ *   itest_cluster_rank MODE     (result files go to $HX_OUT)
+ *     form      init; an allreduce on the multi-node world must end with
+ *               NEXAR_ERR_UNSUPPORTED naming cross-node collectives; so must a
+ *               send; write form<rank> ("rank size status text"); wait for
+ *               $HX_OUT/release (at most 30 s) so that every rank is seen formed;
+ *               finalize; exit 0
+ *     init      init only; write init<rank> ("status text") and exit 0 whatever
+ *               nexar_init returned (the test reads the file)
+ *     hold      init; write ready<rank>; then poll with a barrier every 20 ms until it
+ *               fails with something other than UNSUPPORTED; write lost<rank>
+ *               ("status monotonic_ns text"); exit 0 (60 s limit: exit 3)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nexar.h"
+
+static char g_dir[512];
+static int g_rank = -1;
+
+static void put(const char *name, const char *text)
+{
+    char p[700], tmp[720];
+    snprintf(p, sizeof(p), "%s/%s%d", g_dir, name, g_rank);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", p);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return;
+    fputs(text, f);
+    fclose(f);
+    rename(tmp, p); /* readers never see half a file */
+}
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static int exists(const char *name)
+{
+    char p[700];
+    snprintf(p, sizeof(p), "%s/%s", g_dir, name);
+    return access(p, F_OK) == 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "form";
+    const char *out = getenv("HX_OUT");
+    snprintf(g_dir, sizeof(g_dir), "%s", out ? out : ".");
+    const char *r = getenv("NEXAR_RANK");
+    g_rank = r ? atoi(r) : -1;
+    char text[2048];
+
+    nexar_comm_t *w = NULL;
+    nexar_status_t st = nexar_init(&w);
+    if (!strcmp(mode, "init")) {
+        snprintf(text, sizeof(text), "%d %s\n", (int)st, st ? nexar_last_error() : "");
+        put("init", text);
+        if (!st)
+            nexar_finalize();
+        return 0;
+    }
+    if (st != NEXAR_OK) {
+        fprintf(stderr, "rank %d: nexar_init: %s: %s\n", g_rank, nexar_strerror(st),
+                nexar_last_error());
+        return 20;
+    }
+    int me = nexar_comm_rank(w), n = nexar_comm_size(w);
+
+    if (!strcmp(mode, "form")) {
+        float v[4] = {1, 2, 3, 4};
+        nexar_status_t a = nexar_all_reduce(w, v, 4, NEXAR_F32, NEXAR_SUM);
+        snprintf(text, sizeof(text), "%d %d %d %s\n", me, n, (int)a,
+                 a ? nexar_last_error() : "");
+        nexar_status_t s = nexar_send(w, v, 1, NEXAR_F32, (me + 1) % n, 7);
+        if (s != NEXAR_ERR_UNSUPPORTED)
+            fprintf(stderr, "rank %d: send on the multi-node world: %s\n", me,
+                    nexar_strerror(s));
+        put("form", text);
+        for (int i = 0; i < 3000 && !exists("release"); i++)
+            usleep(10000);
+        nexar_finalize();
+        return s == NEXAR_ERR_UNSUPPORTED ? 0 : 4;
+    }
+    if (!strcmp(mode, "hold")) {
+        snprintf(text, sizeof(text), "%d %d\n", me, n);
+        put("ready", text);
+        long long end = now_ns() + 60ll * 1000000000ll;
+        while (now_ns() < end) {
+            nexar_status_t b = nexar_barrier(w);
+            if (b != NEXAR_OK && b != NEXAR_ERR_UNSUPPORTED) {
+                snprintf(text, sizeof(text), "%d %lld %s\n", (int)b, now_ns(),
+                         nexar_last_error());
+                put("lost", text);
+                nexar_finalize();
+                return 0;
+            }
+            usleep(20000);
+        }
+        return 3;
+    }
+    fprintf(stderr, "cluster_rank: unknown mode %s\n", mode);
+    return 2;
+}
