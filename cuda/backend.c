@@ -19,18 +19,6 @@
 
 typedef CUresult (*addr_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr p);
 static addr_range_fn addr_range;
-static char last_err[200];
-
-void nx_cuda_note_error(const char *what, cudaError_t e, const char *file, int line)
-{
-    snprintf(last_err, sizeof(last_err), "%s: %s", what, cudaGetErrorString(e));
-    NX_WARN("cuda", "%s:%d: %s", file, line, last_err);
-}
-
-const char *nx_cuda_last_error(void)
-{
-    return last_err[0] ? last_err : "a CUDA call failed";
-}
 
 /* ---- registrations ------------------------------------------------------------------ */
 
@@ -185,8 +173,11 @@ int nx_cuda_init(void)
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
         snprintf(nx_device_note, sizeof(nx_device_note),
-                 "built with CUDA, but no usable CUDA device (%s)",
-                 e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
+                 "built with CUDA, but no usable CUDA device (%s%s)",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "no device found",
+                 e == cudaErrorInsufficientDriver
+                     ? ": no NVIDIA driver here, or one older than the runtime"
+                     : "");
         cudaGetLastError();
         NX_INFO("cuda", "device buffers off: %s", nx_device_note);
         return 0;

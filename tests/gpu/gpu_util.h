@@ -1,0 +1,40 @@
+/*
+ * gpu_util.h - what the gpu suite's programs share: the skip rule and a few kernels.
+ *
+ * Every program of the suite starts with gx_require_gpu(): without a CUDA device it
+ * prints "no CUDA device: skipped (...)" and exits 77, which meson counts as skipped.
+ * The check runs in a child process, because a process that touched CUDA cannot fork
+ * ranks that use it.
+ */
+#ifndef GX_GPU_UTIL_H
+#define GX_GPU_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GX_SKIP 77
+
+/* Exits GX_SKIP, saying why, unless a CUDA device is usable; test names the program. */
+void gx_require_gpu(const char *test);
+
+/* CUDA error text of the last failed call in this process ("" when none). */
+const char *gx_cuda_error(void);
+
+/* ---- kernels, queued on stream (a cudaStream_t; NULL: the legacy stream) ---------- */
+
+/* Busy-waits on the GPU for about usec microseconds: work that is not ready yet. */
+int gx_spin(void *stream, unsigned usec);
+/* d[i] = (float)(((i * 31 + seed) % 97) - 48): exact in every float sum of few ranks. */
+int gx_fill_f32(float *d, size_t n, unsigned seed, void *stream);
+/* d[i] *= k. */
+int gx_scale_f32(float *d, size_t n, float k, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
