@@ -7,120 +7,25 @@
  * from one CA made for this run.  The CA's private key never leaves the run's
  * certificate directory, which goes away with the run.
  *
- * Certificates come from certtool (gnutls-bin): ECDSA P-256, valid for a day, for
- * 127.0.0.1, ::1 and localhost, usable as TLS client and server.
+ * Certificates come from tools/common/certs.h (GnuTLS): a CA valid for a day, and per
+ * node a certificate for 127.0.0.1, ::1 and localhost, usable as TLS client and server:
+ *   CERTDIR/ca/{ca.pem,ca-key.pem}   CERTDIR/node<i>/{node.pem,node-key.pem,ca.pem}
  */
 #include <errno.h>
-#include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "certs.h"
 #include "conn.h"
 #include "frame.h"
 #include "nexar.h"
 #include "nexar.pb-c.h"
 #include "run.h"
 #include "util.h"
-
-/* Runs certtool with args (NULL-terminated), its output to log.  0 or -1. */
-static int certtool(const char *log, const char *const *args)
-{
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            dup2(fd, STDOUT_FILENO);
-            dup2(fd, STDERR_FILENO);
-        }
-        const char *argv[16] = {"certtool"};
-        for (int i = 0; args[i] && i < 14; i++)
-            argv[i + 1] = args[i];
-        execvp("certtool", (char *const *)argv);
-        fprintf(stderr, "cannot run certtool: %s (install gnutls-bin)\n", strerror(errno));
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
-}
-
-static int write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -1;
-    int rv = fputs(text, f) < 0 ? -1 : 0;
-    if (fclose(f) != 0)
-        rv = -1;
-    return rv;
-}
-
-static int gen_key(const char *dir, const char *log, const char *name)
-{
-    char *key = nxt_xasprintf("%s/%s.key", dir, name);
-    const char *args[] = {"--generate-privkey", "--key-type=ecdsa", "--curve=secp256r1",
-                          "--outfile", key, NULL};
-    int rv = certtool(log, args);
-    free(key);
-    return rv;
-}
-
-static int gen_ca(const char *dir, const char *log)
-{
-    char *tmpl = nxt_xasprintf("%s/ca.tmpl", dir);
-    char *key = nxt_xasprintf("%s/ca.key", dir);
-    char *pem = nxt_xasprintf("%s/ca.pem", dir);
-    int rv = gen_key(dir, log, "ca");
-    if (!rv)
-        rv = write_file(tmpl, "cn = \"nexar-run cluster CA\"\nca\ncert_signing_key\n"
-                              "expiration_days = 1\n");
-    const char *args[] = {"--generate-self-signed", "--load-privkey", key, "--template", tmpl,
-                          "--outfile", pem, NULL};
-    if (!rv)
-        rv = certtool(log, args);
-    free(tmpl);
-    free(key);
-    free(pem);
-    return rv;
-}
-
-static int gen_node(const char *dir, const char *log, int i)
-{
-    char *name = nxt_xasprintf("node%d", i);
-    char *tmpl = nxt_xasprintf("%s/%s.tmpl", dir, name);
-    char *key = nxt_xasprintf("%s/%s.key", dir, name);
-    char *pem = nxt_xasprintf("%s/%s.pem", dir, name);
-    char *ca = nxt_xasprintf("%s/ca.pem", dir);
-    char *cakey = nxt_xasprintf("%s/ca.key", dir);
-    char *text = nxt_xasprintf("cn = \"%s\"\ndns_name = \"localhost\"\n"
-                               "ip_address = \"127.0.0.1\"\nip_address = \"::1\"\n"
-                               "tls_www_server\ntls_www_client\nsigning_key\n"
-                               "expiration_days = 1\n", name);
-    int rv = gen_key(dir, log, name);
-    if (!rv)
-        rv = write_file(tmpl, text);
-    const char *args[] = {"--generate-certificate", "--load-privkey", key,
-                          "--load-ca-certificate", ca, "--load-ca-privkey", cakey,
-                          "--template", tmpl, "--outfile", pem, NULL};
-    if (!rv)
-        rv = certtool(log, args);
-    free(name);
-    free(tmpl);
-    free(key);
-    free(pem);
-    free(ca);
-    free(cakey);
-    free(text);
-    return rv;
-}
 
 int run_nodes_certs(const struct run_opts *o, struct run_daemon *d, char **certdir)
 {
@@ -132,23 +37,33 @@ int run_nodes_certs(const struct run_opts *o, struct run_daemon *d, char **certd
         return NXR_EXIT_OSERR;
     }
     *certdir = dir;
-    char *log = nxt_xasprintf("%s/certtool.log", dir);
-    int rv = gen_ca(dir, log);
-    for (int i = 0; i < o->nodes && !rv; i++) {
-        rv = gen_node(dir, log, i);
-        d[i].tls_ca = nxt_xasprintf("%s/ca.pem", dir);
-        d[i].tls_cert = nxt_xasprintf("%s/node%d.pem", dir, i);
-        d[i].tls_key = nxt_xasprintf("%s/node%d.key", dir, i);
+    char err[512];
+    struct nxt_certs_result res;
+    char *cadir = nxt_xasprintf("%s/ca", dir);
+    struct nxt_ca_req ca = {.out_dir = cadir, .name = "nexar-run cluster CA", .days = 1};
+    int rv = nxt_certs_make_ca(&ca, &res, err, sizeof(err));
+    static const char *const dns[] = {"localhost"};
+    static const char *const ips[] = {"127.0.0.1", "::1"};
+    for (int i = 0; i < o->nodes && rv == 0; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "node%d", i);
+        char *ndir = nxt_xasprintf("%s/%s", dir, name);
+        struct nxt_node_req nr = {.ca_dir = cadir, .out_dir = ndir, .name = name,
+                                  .dns = dns, .ndns = 1, .ips = ips, .nips = 2, .days = 1};
+        rv = nxt_certs_make_node(&nr, &res, err, sizeof(err));
+        d[i].tls_ca = nxt_xasprintf("%s/%s", ndir, NXT_CERTS_CA_CERT);
+        d[i].tls_cert = nxt_xasprintf("%s/%s", ndir, NXT_CERTS_NODE_CERT);
+        d[i].tls_key = nxt_xasprintf("%s/%s", ndir, NXT_CERTS_NODE_KEY);
+        free(ndir);
     }
+    free(cadir);
     if (rv) {
-        nxt_warn("cannot make the certificates of %d simulated nodes in %s (certtool; see %s)",
-                 o->nodes, dir, log);
-        free(log);
+        nxt_warn("cannot make the certificates of %d simulated nodes in %s: %s", o->nodes, dir,
+                 err);
         return NXR_EXIT_OSERR;
     }
     if (o->verbose)
         nxt_warn("made a CA and %d node certificates in %s", o->nodes, dir);
-    free(log);
     return 0;
 }
 
@@ -186,12 +101,12 @@ int run_nodes_address(struct run_daemon *d)
     return 0;
 }
 
-static int rm_file(const char *dir, const char *name)
+static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-    char *p = nxt_xasprintf("%s/%s", dir, name);
-    int rv = unlink(p);
-    free(p);
-    return rv;
+    (void)st, (void)ftw;
+    if ((flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT)
+        nxt_warn("cannot remove %s: %s", path, strerror(errno));
+    return 0;
 }
 
 void run_nodes_cleanup(const struct run_opts *o, char *certdir)
@@ -202,20 +117,8 @@ void run_nodes_cleanup(const struct run_opts *o, char *certdir)
         if (!o->quiet)
             nxt_warn("the simulated nodes' certificates stay in %s", certdir);
     } else {
-        rm_file(certdir, "ca.pem");
-        rm_file(certdir, "ca.key");
-        rm_file(certdir, "ca.tmpl");
-        rm_file(certdir, "certtool.log");
-        for (int i = 0; i < o->nodes; i++) {
-            static const char *const ext[] = {"pem", "key", "tmpl"};
-            for (int k = 0; k < 3; k++) {
-                char name[32];
-                snprintf(name, sizeof(name), "node%d.%s", i, ext[k]);
-                rm_file(certdir, name);
-            }
-        }
-        if (rmdir(certdir) < 0 && errno != ENOENT)
-            nxt_warn("cannot remove %s: %s", certdir, strerror(errno));
+        /* FTW_PHYS: never follow a link out of our own directory. */
+        nftw(certdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     }
     free(certdir);
 }
