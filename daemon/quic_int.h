@@ -71,7 +71,7 @@ int nx_qmap_del(struct nx_qmap *m, const void *key, size_t klen);
 /* Calls fn on every value; fn must not change the map. */
 void nx_qmap_each(const struct nx_qmap *m, void (*fn)(void *val, void *arg), void *arg);
 
-/* ---- addresses (transport_quic.c) ---- */
+/* ---- quic_addr.c ---- */
 /* Canonical "1.2.3.4:5" / "[::1]:5"; v4-mapped v6 prints as v4. */
 void nx_qaddr_format(const struct sockaddr *sa, char *out, size_t outlen);
 /* Resolves "host:port" / "[v6]:port" (numeric first, then DNS).  0 or -EINVAL with err. */
@@ -81,6 +81,8 @@ int nx_qaddr_cmp(const struct sockaddr *a, const struct sockaddr *b);
 /* The map key of an address: family, bytes, port; returns its length. */
 size_t nx_qaddr_key(const struct sockaddr *sa, uint8_t key[20]);
 int nx_qaddr_is_loopback(const struct sockaddr *sa);
+/* Rewrites a into family (v4 <-> v4-mapped); -EAFNOSUPPORT with err when it cannot. */
+int nx_qaddr_to_family(int family, union nx_qsa *a, socklen_t *len, char *err, size_t errlen);
 
 /* ---- quic_udp.c: the socket ---- */
 struct nx_qtx_slot {
@@ -208,7 +210,7 @@ void nx_qstream_free_all(struct nx_qpeer *p);
 uint32_t nx_qstream_count(struct nx_qconn *c);
 uint64_t nx_qstream_lost_pkts(struct nx_qconn *c);
 
-/* ---- quic_conn.c ---- */
+/* ---- quic_conn.c (creation, callbacks) and quic_drive.c (read, write, timer, end) ---- */
 struct nx_qconn {
     struct nx_quic *q;
     struct nx_qpeer *peer;
@@ -260,7 +262,7 @@ void nx_qroute_add(struct nx_qconn *c, const ngtcp2_cid *cid);
 void nx_qroute_del(struct nx_qconn *c, const ngtcp2_cid *cid);
 void nx_qroute_del_all(struct nx_qconn *c);
 
-/* ---- transport_quic.c: endpoint and peers ---- */
+/* ---- transport_quic.c (endpoint) and quic_peer.c (records) ---- */
 struct nx_qpeer {
     struct nx_tpeer base;
     struct nx_quic *q;
@@ -325,6 +327,8 @@ void nx_qpeer_conn_failed(struct nx_qpeer *p, const char *why);
 /* Carries out a peer_forget() made while the connection was busy.  May free p. */
 void nx_qpeer_settle(struct nx_qpeer *p);
 void nx_quic_schedule_flush(struct nx_qconn *c);
+/* Wakes the idle handle (dials, flushes, LOST notifications). */
+void nx_quic_idle_start(struct nx_quic *q);
 /* Marks the peer LOST (dropping its queue and connection) and posts on_peer(LOST). */
 void nx_qpeer_lost(struct nx_qpeer *p, const char *reason);
 /* A record for an inbound connection from addr (a new one when the old one is dead). */
@@ -337,5 +341,11 @@ void nx_qpeer_retire(struct nx_qpeer *p);
 void nx_qpeer_free(struct nx_qpeer *p);
 /* The peer's connection came up: notify, open streams. */
 void nx_qpeer_up(struct nx_qpeer *p);
+void nx_qpeer_notify_unlink(struct nx_qpeer *p);
+/* Inside ngtcp2 for this peer's connection: teardown must wait. */
+static inline int nx_qpeer_busy(const struct nx_qpeer *p)
+{
+    return p->conn && p->conn->busy;
+}
 
 #endif

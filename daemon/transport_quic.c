@@ -1,15 +1,14 @@
 /*
- * transport_quic.c - the QUIC endpoint: construction, the ops table, peer records, the
- * idle handle that flushes connections and delivers LOST notifications, addresses.
+ * transport_quic.c - the QUIC endpoint: construction, the ops table, and the idle handle
+ * that makes dials, flushes connections and delivers LOST notifications outside any
+ * ngtcp2 call.  Peer records are quic_peer.c, addresses quic_addr.c.
  *
  * A peer record is keyed by the peer's address.  Records are never revived: once LOST, a
  * record stays LOST until peer_forget(), and a later connection (dialed after the forget,
  * or arriving from the peer) gets a new record.  The layer above therefore never sees a
  * pointer change state behind its back except UP -> LOST.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,167 +37,6 @@ void nx_quic_conf_defaults(struct nx_quic_conf *c)
     c->loopback_udp_payload = 65527;
     c->retry = 1;
     c->max_streams = 1024;
-}
-
-/* ---- addresses ---- */
-
-struct norm {
-    int fam;
-    uint8_t b[16];
-    size_t n;
-    uint16_t port;
-};
-
-static void normalize(const struct sockaddr *sa, struct norm *o)
-{
-    memset(o, 0, sizeof(*o));
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        o->fam = 4;
-        memcpy(o->b, &in->sin_addr, 4);
-        o->n = 4;
-        o->port = ntohs(in->sin_port);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        o->port = ntohs(in6->sin6_port);
-        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
-            o->fam = 4;
-            memcpy(o->b, in6->sin6_addr.s6_addr + 12, 4);
-            o->n = 4;
-        } else {
-            o->fam = 6;
-            memcpy(o->b, &in6->sin6_addr, 16);
-            o->n = 16;
-        }
-    }
-}
-
-void nx_qaddr_format(const struct sockaddr *sa, char *out, size_t outlen)
-{
-    struct norm n;
-    char host[INET6_ADDRSTRLEN];
-    normalize(sa, &n);
-    if (!n.fam) {
-        snprintf(out, outlen, "?");
-        return;
-    }
-    inet_ntop(n.fam == 4 ? AF_INET : AF_INET6, n.b, host, sizeof(host));
-    snprintf(out, outlen, n.fam == 4 ? "%s:%u" : "[%s]:%u", host, n.port);
-}
-
-int nx_qaddr_cmp(const struct sockaddr *a, const struct sockaddr *b)
-{
-    struct norm x, y;
-    normalize(a, &x);
-    normalize(b, &y);
-    if (x.fam != y.fam)
-        return x.fam < y.fam ? -1 : 1;
-    int r = memcmp(x.b, y.b, x.n);
-    if (r)
-        return r < 0 ? -1 : 1;
-    return x.port < y.port ? -1 : x.port > y.port;
-}
-
-size_t nx_qaddr_key(const struct sockaddr *sa, uint8_t key[20])
-{
-    struct norm n;
-    normalize(sa, &n);
-    key[0] = (uint8_t)n.fam;
-    memcpy(key + 1, n.b, n.n);
-    key[1 + n.n] = (uint8_t)(n.port >> 8);
-    key[2 + n.n] = (uint8_t)n.port;
-    return 3 + n.n;
-}
-
-int nx_qaddr_is_loopback(const struct sockaddr *sa)
-{
-    struct norm n;
-    normalize(sa, &n);
-    if (n.fam == 4)
-        return n.b[0] == 127;
-    return n.fam == 6 && IN6_IS_ADDR_LOOPBACK((const struct in6_addr *)n.b);
-}
-
-int nx_qaddr_resolve(const char *s, union nx_qsa *out, socklen_t *len, char *err, size_t errlen)
-{
-    char host[256];
-    const char *port;
-    if (!s || !*s) {
-        snprintf(err, errlen, "empty address");
-        return -EINVAL;
-    }
-    if (s[0] == '[') {
-        const char *e = strchr(s, ']');
-        if (!e || e[1] != ':' || (size_t)(e - s - 1) >= sizeof(host)) {
-            snprintf(err, errlen, "bad address \"%s\": want [v6]:port", s);
-            return -EINVAL;
-        }
-        memcpy(host, s + 1, (size_t)(e - s - 1));
-        host[e - s - 1] = 0;
-        port = e + 2;
-    } else {
-        const char *c = strrchr(s, ':');
-        if (!c || strchr(s, ':') != c || (size_t)(c - s) >= sizeof(host)) {
-            snprintf(err, errlen, "bad address \"%s\": want host:port or [v6]:port", s);
-            return -EINVAL;
-        }
-        memcpy(host, s, (size_t)(c - s));
-        host[c - s] = 0;
-        port = c + 1;
-    }
-    char *end;
-    long pn = strtol(port, &end, 10);
-    if (!*port || *end || pn < 0 || pn > 65535) {
-        snprintf(err, errlen, "bad port in \"%s\"", s);
-        return -EINVAL;
-    }
-    struct addrinfo hints = {.ai_socktype = SOCK_DGRAM,
-                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV},
-                    *res = NULL;
-    const char *h = host[0] ? host : "0.0.0.0";
-    int rv = getaddrinfo(h, port, &hints, &res);
-    if (rv == EAI_NONAME) {
-        hints.ai_flags = AI_NUMERICSERV; /* a name: one blocking lookup, at peer creation */
-        rv = getaddrinfo(h, port, &hints, &res);
-    }
-    if (rv != 0 || !res) {
-        snprintf(err, errlen, "cannot resolve \"%s\": %s", s, gai_strerror(rv));
-        return -EINVAL;
-    }
-    memset(out, 0, sizeof(*out));
-    memcpy(out, res->ai_addr, res->ai_addrlen);
-    *len = res->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
-}
-
-/* Rewrites addr into the socket's family (v4 -> v4-mapped on a v6 socket). */
-static int to_socket_family(struct nx_quic *q, union nx_qsa *a, socklen_t *len, char *err,
-                            size_t errlen)
-{
-    if (a->sa.sa_family == q->udp.family)
-        return 0;
-    if (q->udp.family == AF_INET6 && a->sa.sa_family == AF_INET) {
-        struct sockaddr_in in = a->in;
-        memset(a, 0, sizeof(*a));
-        a->in6.sin6_family = AF_INET6;
-        a->in6.sin6_port = in.sin_port;
-        a->in6.sin6_addr.s6_addr[10] = a->in6.sin6_addr.s6_addr[11] = 0xff;
-        memcpy(a->in6.sin6_addr.s6_addr + 12, &in.sin_addr, 4);
-        *len = sizeof(a->in6);
-        return 0;
-    }
-    if (q->udp.family == AF_INET && IN6_IS_ADDR_V4MAPPED(&a->in6.sin6_addr)) {
-        struct sockaddr_in6 in6 = a->in6;
-        memset(a, 0, sizeof(*a));
-        a->in.sin_family = AF_INET;
-        a->in.sin_port = in6.sin6_port;
-        memcpy(&a->in.sin_addr, in6.sin6_addr.s6_addr + 12, 4);
-        *len = sizeof(a->in);
-        return 0;
-    }
-    snprintf(err, errlen, "an IPv4 endpoint cannot reach an IPv6 peer (listen on [::]:port)");
-    return -EAFNOSUPPORT;
 }
 
 /* ---- the idle handle: flushes and LOST notifications, outside any ngtcp2 call ---- */
@@ -236,7 +74,7 @@ static void idle_cb(uv_idle_t *h)
     }
 }
 
-static void idle_start(struct nx_quic *q)
+void nx_quic_idle_start(struct nx_quic *q)
 {
     if (q->idle_on || q->destroying)
         return;
@@ -252,7 +90,7 @@ void nx_quic_schedule_flush(struct nx_qconn *c)
     c->in_flush_list = 1;
     c->flush_next = q->flush_list;
     q->flush_list = c;
-    idle_start(q);
+    nx_quic_idle_start(q);
 }
 
 void nx_quic_rx_done(struct nx_quic *q)
@@ -272,158 +110,6 @@ void nx_quic_tx_ready(struct nx_quic *q)
             nx_quic_schedule_flush(p->conn);
 }
 
-/* ---- peer records ---- */
-
-struct nx_qpeer *nx_qpeer_find(struct nx_quic *q, const struct sockaddr *addr)
-{
-    uint8_t key[20];
-    size_t kl = nx_qaddr_key(addr, key);
-    return nx_qmap_get(&q->peers, key, kl);
-}
-
-void nx_qpeer_retire(struct nx_qpeer *p)
-{
-    if (!p->in_map)
-        return;
-    nx_qmap_del(&p->q->peers, p->key, p->keylen);
-    p->in_map = 0;
-}
-
-struct nx_qpeer *nx_qpeer_new(struct nx_quic *q, const union nx_qsa *addr, socklen_t len)
-{
-    struct nx_qpeer *old = nx_qpeer_find(q, &addr->sa);
-    if (old)
-        nx_qpeer_retire(old);
-    struct nx_qpeer *p = nx_xcalloc(1, sizeof(*p));
-    p->base.t = &q->base;
-    nx_qaddr_format(&addr->sa, p->base.addr, sizeof(p->base.addr));
-    p->q = q;
-    memcpy(&p->addr, addr, len);
-    p->addrlen = len;
-    p->keylen = nx_qaddr_key(&addr->sa, p->key);
-    p->state = NX_TPEER_CONNECTING;
-    nx_qmap_init(&p->chans);
-    p->next = q->all;
-    if (q->all)
-        q->all->prev = p;
-    q->all = p;
-    nx_qmap_put(&q->peers, p->key, p->keylen, p);
-    p->in_map = 1;
-    return p;
-}
-
-static void notify_unlink(struct nx_qpeer *p)
-{
-    if (!p->in_notify)
-        return;
-    for (struct nx_qpeer **pp = &p->q->notify; *pp; pp = &(*pp)->notify_next) {
-        if (*pp == p) {
-            *pp = p->notify_next;
-            break;
-        }
-    }
-    p->in_notify = 0;
-}
-
-void nx_qpeer_free(struct nx_qpeer *p)
-{
-    struct nx_quic *q = p->q;
-    if (p->dial_pending) {
-        for (struct nx_qpeer **pp = &q->dials; *pp; pp = &(*pp)->dial_next)
-            if (*pp == p) {
-                *pp = p->dial_next;
-                break;
-            }
-    }
-    if (p->conn)
-        nx_qconn_close(p->conn, NX_QERR_CLOSED, "closed");
-    nx_qstream_free_all(p);
-    nx_qmap_fini(&p->chans);
-    nx_qpeer_retire(p);
-    notify_unlink(p);
-    if (p->prev)
-        p->prev->next = p->next;
-    else
-        q->all = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
-    free(p);
-}
-
-void nx_qpeer_up(struct nx_qpeer *p)
-{
-    struct nx_quic *q = p->q;
-    if (p->state != NX_TPEER_CONNECTING || !p->conn)
-        return;
-    p->state = NX_TPEER_UP;
-    p->visible = 1;
-    NX_INFO("quic", "%s: up (%s)", p->base.addr, p->inbound ? "inbound" : "outbound");
-    nx_qstream_kick_all(p);
-    nx_quic_schedule_flush(p->conn);
-    if (!p->up_notified && q->base.cb.on_peer) {
-        p->up_notified = 1;
-        q->base.cb.on_peer(q->base.cb.arg, &p->base, NX_TPEER_UP, "");
-    }
-}
-
-static int conn_busy(const struct nx_qpeer *p)
-{
-    return p->conn && p->conn->busy;
-}
-
-void nx_qpeer_lost(struct nx_qpeer *p, const char *reason)
-{
-    struct nx_quic *q = p->q;
-    if (p->state == NX_TPEER_LOST)
-        return;
-    p->state = NX_TPEER_LOST;
-    snprintf(p->reason, sizeof(p->reason), "%s", reason);
-    if (p->visible)
-        NX_WARN("quic", "%s: lost: %s", p->base.addr, reason);
-    if (p->conn)
-        nx_qconn_close(p->conn, NX_QERR_REFUSED, reason);
-    if (conn_busy(p))
-        p->close_req = 1; /* the queue is being walked: free it on the way out */
-    else
-        nx_qstream_free_all(p);
-    if (p->visible && !p->lost_posted) {
-        p->lost_posted = 1;
-        p->in_notify = 1;
-        p->notify_next = NULL;
-        struct nx_qpeer **pp = &q->notify;
-        while (*pp)
-            pp = &(*pp)->notify_next;
-        *pp = p;
-        idle_start(q);
-    }
-}
-
-void nx_qpeer_settle(struct nx_qpeer *p)
-{
-    if (conn_busy(p))
-        return;
-    if (p->close_req) {
-        p->close_req = 0;
-        nx_qstream_free_all(p);
-    }
-    if (p->forget_req)
-        nx_qpeer_free(p);
-}
-
-void nx_qpeer_conn_failed(struct nx_qpeer *p, const char *why)
-{
-    if (p->state != NX_TPEER_LOST) {
-        if (p->visible) {
-            nx_qpeer_lost(p, why);
-        } else {
-            NX_WARN("quic", "%s: inbound connection ended before it came up: %s",
-                    p->base.addr, why);
-            p->forget_req = 1;
-        }
-    }
-    nx_qpeer_settle(p);
-}
-
 /* ---- ops ---- */
 
 static struct nx_tpeer *quic_peer(struct nx_transport *t, const char *addr, char *err,
@@ -433,7 +119,7 @@ static struct nx_tpeer *quic_peer(struct nx_transport *t, const char *addr, char
     union nx_qsa sa;
     socklen_t len;
     if (nx_qaddr_resolve(addr, &sa, &len, err, errlen) != 0 ||
-        to_socket_family(q, &sa, &len, err, errlen) != 0)
+        nx_qaddr_to_family(q->udp.family, &sa, &len, err, errlen) != 0)
         return NULL;
     struct nx_qpeer *p = nx_qpeer_find(q, &sa.sa);
     if (!p)
@@ -458,7 +144,7 @@ static int quic_send(struct nx_tpeer *tp, uint64_t channel, const struct iovec *
         p->dial_pending = 1;
         p->dial_next = p->q->dials;
         p->q->dials = p;
-        idle_start(p->q);
+        nx_quic_idle_start(p->q);
     }
     return 0;
 }
@@ -487,10 +173,10 @@ static void quic_close_peer(struct nx_tpeer *tp, const char *reason)
         snprintf(p->reason, sizeof(p->reason), "closed here: %s", why);
     }
     p->lost_posted = 1; /* the caller knows: no on_peer for a local close */
-    notify_unlink(p);
+    nx_qpeer_notify_unlink(p);
     if (p->conn)
         nx_qconn_close(p->conn, NX_QERR_CLOSED, why);
-    if (conn_busy(p))
+    if (nx_qpeer_busy(p))
         p->close_req = 1;
     else
         nx_qstream_free_all(p);
@@ -499,7 +185,7 @@ static void quic_close_peer(struct nx_tpeer *tp, const char *reason)
 static void quic_peer_forget(struct nx_tpeer *tp)
 {
     struct nx_qpeer *p = (struct nx_qpeer *)tp;
-    if (conn_busy(p)) {
+    if (nx_qpeer_busy(p)) {
         if (p->state != NX_TPEER_LOST)
             quic_close_peer(tp, "forgotten");
         p->forget_req = 1;

@@ -1,0 +1,355 @@
+/*
+ * quic_drive.c - driving one connection: reading packets, the write loop into GSO batches,
+ * the expiry timer, and teardown with a reason.
+ *
+ * Errors inside ngtcp2 calls only mark the connection (fail, why); the teardown happens
+ * once ngtcp2 has returned (nx_qconn_leave), because nothing may free a connection from
+ * inside one of its callbacks.  Whoever tears down decides whether the peer hears about
+ * it: a CONNECTION_CLOSE carrying the reason, or silence (idle timeout, peer's close).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "quic_int.h"
+
+enum { CLOSE_NONE, CLOSE_TRANSPORT, CLOSE_APP, CLOSE_TLS };
+
+struct close_plan {
+    int how;
+    uint64_t code;
+    int liberr;
+};
+
+static void conn_destroy(struct nx_qconn *c);
+
+static void timer_free_cb(uv_handle_t *h)
+{
+    struct nx_qconn *c = h->data;
+    struct nx_quic *q = c->q;
+    free(c);
+    nx_quic_handle_closed(q);
+}
+
+/* ---- reading ---- */
+
+static void sanitize(char *out, size_t outlen, const uint8_t *in, size_t inlen)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < inlen && j + 1 < outlen; i++)
+        out[j++] = in[i] >= 0x20 && in[i] < 0x7f ? (char)in[i] : '?';
+    out[j] = 0;
+}
+
+/* The peer closed: say what it told us. */
+static void remote_closed(struct nx_qconn *c)
+{
+    ngtcp2_connection_close_error ce;
+    char r[100];
+    if (c->stateless_reset) {
+        nx_qconn_fail(c, "peer sent a stateless reset (it restarted or forgot us)");
+        return;
+    }
+    ngtcp2_conn_get_connection_close_error(c->conn, &ce);
+    sanitize(r, sizeof(r), ce.reason, ce.reasonlen);
+    if (ce.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION)
+        nx_qconn_fail(c, "peer closed: %s", r[0] ? r : "no reason given");
+    else if ((ce.error_code & ~0xffull) == NGTCP2_CRYPTO_ERROR)
+        nx_qconn_fail(c, "peer closed: TLS alert \"%s\"%s%s",
+                      nx_qtls_alert_text((uint8_t)ce.error_code), r[0] ? ": " : "", r);
+    else
+        nx_qconn_fail(c, "peer closed: transport error 0x%llx%s%s",
+                      (unsigned long long)ce.error_code, r[0] ? ": " : "", r);
+}
+
+static void read_failed(struct nx_qconn *c, int rv, struct close_plan *cp)
+{
+    cp->how = CLOSE_NONE;
+    switch (rv) {
+    case NGTCP2_ERR_DRAINING:
+        remote_closed(c);
+        return;
+    case NGTCP2_ERR_DROP_CONN:
+        nx_qconn_fail(c, "connection dropped: %s", ngtcp2_strerror(rv));
+        return;
+    case NGTCP2_ERR_CRYPTO:
+        cp->how = CLOSE_TLS;
+        cp->code = ngtcp2_conn_get_tls_alert(c->conn);
+        nx_qconn_fail(c, "TLS: handshake failed (alert \"%s\")",
+                      nx_qtls_alert_text((uint8_t)cp->code));
+        return;
+    case NGTCP2_ERR_CALLBACK_FAILURE:
+        /* Our own callback said why (record format, TLS verify, reset stream). */
+        cp->how = c->gnutls_err ? CLOSE_TLS : CLOSE_APP;
+        cp->code = c->gnutls_err ? ngtcp2_conn_get_tls_alert(c->conn) : NX_QERR_PROTO;
+        nx_qconn_fail(c, "internal error");
+        return;
+    default:
+        cp->how = CLOSE_TRANSPORT;
+        cp->liberr = rv;
+        nx_qconn_fail(c, "QUIC: %s", ngtcp2_strerror(rv));
+        return;
+    }
+}
+
+static void send_close(struct nx_qconn *c, const struct close_plan *cp)
+{
+    ngtcp2_connection_close_error ce;
+    uint8_t buf[1280];
+    ngtcp2_pkt_info pi;
+    size_t rl = strlen(c->why);
+    const uint8_t *r = (const uint8_t *)c->why;
+    if (cp->how == CLOSE_NONE || !c->conn || ngtcp2_conn_is_in_closing_period(c->conn) ||
+        ngtcp2_conn_is_in_draining_period(c->conn))
+        return;
+    if (cp->how == CLOSE_APP)
+        ngtcp2_connection_close_error_set_application_error(&ce, cp->code, r, rl);
+    else if (cp->how == CLOSE_TLS)
+        ngtcp2_connection_close_error_set_transport_error_tls_alert(&ce, (uint8_t)cp->code, r,
+                                                                    rl);
+    else
+        ngtcp2_connection_close_error_set_transport_error_liberr(&ce, cp->liberr, r, rl);
+    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(c->conn, NULL, &pi, buf, sizeof(buf),
+                                                        &ce, nx_qnow());
+    if (n > 0)
+        nx_qudp_send_one(c->q, c->ps.path.remote.addr, (socklen_t)c->ps.path.remote.addrlen,
+                         c->q->udp.wildcard ? c->ps.path.local.addr : NULL, buf, (size_t)n);
+}
+
+static void close_now(struct nx_qconn *c, const struct close_plan *cp)
+{
+    struct nx_qpeer *p = c->peer;
+    char why[sizeof(c->why)];
+    snprintf(why, sizeof(why), "%s", c->why[0] ? c->why : "connection failed");
+    send_close(c, cp);
+    int current = p && p->conn == c;
+    conn_destroy(c);
+    if (current)
+        nx_qpeer_conn_failed(p, why);
+}
+
+static struct close_plan pending_plan(struct nx_qconn *c)
+{
+    struct close_plan cp = {CLOSE_NONE, 0, 0};
+    if (c->close_app) {
+        cp.how = CLOSE_APP;
+        cp.code = (uint64_t)c->close_app;
+    }
+    return cp;
+}
+
+void nx_qconn_leave(struct nx_qconn *c)
+{
+    if (c->busy || c->dead)
+        return;
+    if (c->fail) {
+        struct close_plan cp = pending_plan(c);
+        close_now(c, &cp);
+        return;
+    }
+    if (c->peer)
+        nx_qpeer_settle(c->peer);
+}
+
+void nx_qconn_read(struct nx_qconn *c, const ngtcp2_path *path, const uint8_t *pkt, size_t len,
+                   ngtcp2_tstamp ts)
+{
+    if (c->dead || c->fail)
+        return;
+    c->busy++;
+    int rv = ngtcp2_conn_read_pkt(c->conn, path, NULL, pkt, len, ts);
+    c->busy--;
+    c->pkts_recv++;
+    c->last_rx = ts;
+    if (rv != 0) {
+        struct close_plan cp;
+        read_failed(c, rv, &cp);
+        if (!c->busy) {
+            close_now(c, &cp);
+            return;
+        }
+    }
+    nx_qconn_leave(c);
+}
+
+/* ---- writing ---- */
+
+static void timer_cb(uv_timer_t *t);
+
+static void arm_timer(struct nx_qconn *c)
+{
+    ngtcp2_tstamp exp = ngtcp2_conn_get_expiry(c->conn), now = nx_qnow();
+    if (exp == UINT64_MAX) {
+        uv_timer_stop(&c->timer);
+        return;
+    }
+    /* libuv counts milliseconds: round up, except that a sub-millisecond wait (pacing)
+     * becomes "next loop iteration" rather than a whole millisecond of silence. */
+    uint64_t d = exp > now ? exp - now : 0;
+    uint64_t ms = d / NGTCP2_MILLISECONDS;
+    if (ms && d % NGTCP2_MILLISECONDS)
+        ms++;
+    uv_timer_start(&c->timer, timer_cb, ms, 0);
+}
+
+static int write_loop(struct nx_qconn *c, ngtcp2_tstamp ts)
+{
+    struct nx_quic *q = c->q;
+    size_t maxlen = ngtcp2_conn_get_max_tx_udp_payload_size(c->conn);
+    size_t pathmax = ngtcp2_conn_get_path_max_tx_udp_payload_size(c->conn);
+    size_t quantum = ngtcp2_conn_get_send_quantum(c->conn);
+    size_t npkts = pathmax ? quantum / pathmax : 1;
+    const struct sockaddr *from = q->udp.wildcard ? c->ps.path.local.addr : NULL;
+    if (npkts < 16)
+        npkts = 16;
+    if (npkts > 256)
+        npkts = 256;
+    for (size_t i = 0; i < npkts; i++) {
+        size_t avail;
+        uint8_t *buf = nx_qudp_tx_reserve(q, c->ps.path.remote.addr,
+                                          (socklen_t)c->ps.path.remote.addrlen, from, maxlen,
+                                          &avail);
+        if (!buf)
+            return -EAGAIN;
+        ngtcp2_ssize n;
+        if (c->confirmed)
+            n = nx_qstream_write_pkt(c, buf, avail, ts);
+        else
+            n = ngtcp2_conn_write_pkt(c->conn, NULL, NULL, buf, avail, ts);
+        if (n < 0)
+            return (int)n;
+        if (n == 0)
+            return 0;
+        nx_qudp_tx_commit(q, (size_t)n, avail);
+        c->pkts_sent++;
+    }
+    return 0;
+}
+
+void nx_qconn_flush(struct nx_qconn *c)
+{
+    if (c->dead || c->fail)
+        return;
+    ngtcp2_tstamp ts = nx_qnow();
+    c->busy++;
+    if (c->confirmed)
+        nx_qstream_open_pending(c);
+    int rv = write_loop(c, ts);
+    nx_qudp_tx_break(c->q);
+    nx_qudp_tx_flush(c->q);
+    ngtcp2_conn_update_pkt_tx_time(c->conn, ts);
+    c->busy--;
+    if (rv < 0 && rv != -EAGAIN) {
+        struct close_plan cp = {CLOSE_TRANSPORT, 0, rv};
+        if (rv == NGTCP2_ERR_CALLBACK_FAILURE)
+            cp.how = CLOSE_APP, cp.code = NX_QERR_PROTO;
+        nx_qconn_fail(c, "QUIC write: %s", ngtcp2_strerror(rv));
+        if (!c->busy) {
+            close_now(c, &cp);
+            return;
+        }
+    }
+    if (!c->fail)
+        arm_timer(c);
+    nx_qconn_leave(c);
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+    struct nx_qconn *c = t->data;
+    if (c->dead)
+        return;
+    ngtcp2_tstamp now = nx_qnow();
+    c->busy++;
+    int rv = ngtcp2_conn_handle_expiry(c->conn, now);
+    c->busy--;
+    if (rv != 0) {
+        struct close_plan cp = {CLOSE_NONE, 0, 0};
+        double quiet = (double)(now - c->last_rx) / NGTCP2_SECONDS;
+        double age = (double)(now - c->started) / NGTCP2_SECONDS;
+        /* Before the handshake is done, idle and handshake expiry mean the same thing. */
+        if ((rv == NGTCP2_ERR_IDLE_CLOSE || rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT) &&
+            !c->confirmed && !c->pkts_recv)
+            nx_qconn_fail(c, "handshake timeout after %.1f s (no answer from %s)", age,
+                          c->peer->base.addr);
+        else if (rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT ||
+                 (rv == NGTCP2_ERR_IDLE_CLOSE && !c->confirmed))
+            nx_qconn_fail(c, "handshake timeout after %.1f s (handshake not completed)", age);
+        else if (rv == NGTCP2_ERR_IDLE_CLOSE)
+            nx_qconn_fail(c, "idle timeout after %.1f s (nothing heard from the peer)", quiet);
+        else {
+            cp.how = CLOSE_TRANSPORT;
+            cp.liberr = rv;
+            nx_qconn_fail(c, "QUIC timer: %s", ngtcp2_strerror(rv));
+        }
+        close_now(c, &cp);
+        return;
+    }
+    nx_qconn_flush(c);
+}
+
+/* ---- teardown ---- */
+
+void nx_qconn_close(struct nx_qconn *c, uint64_t app_err, const char *reason)
+{
+    if (c->dead)
+        return;
+    if (!c->why[0])
+        snprintf(c->why, sizeof(c->why), "%s", reason);
+    c->close_app = (int)app_err;
+    c->fail = 1;
+    if (c->busy)
+        return;
+    struct close_plan cp = {CLOSE_APP, app_err, 0};
+    send_close(c, &cp);
+    conn_destroy(c);
+}
+
+void nx_qconn_drop(struct nx_qconn *c)
+{
+    if (!c->dead)
+        conn_destroy(c);
+}
+
+static void unlink_conn(struct nx_qconn **head, struct nx_qconn *c, int next_off)
+{
+    for (struct nx_qconn **pp = head; *pp;
+         pp = (struct nx_qconn **)((char *)*pp + next_off)) {
+        if (*pp == c) {
+            *pp = *(struct nx_qconn **)((char *)c + next_off);
+            return;
+        }
+    }
+}
+
+static void conn_destroy(struct nx_qconn *c)
+{
+    struct nx_quic *q = c->q;
+    if (c->dead)
+        return;
+    c->dead = 1;
+    nx_qroute_del_all(c);
+    if (c->in_flush_list)
+        unlink_conn(&q->flush_list, c, offsetof(struct nx_qconn, flush_next));
+    if (c->in_touched)
+        unlink_conn(&q->touched, c, offsetof(struct nx_qconn, touched_next));
+    c->in_flush_list = c->in_touched = 0;
+    while (c->rstreams)
+        nx_qstream_rclose(c, c->rstreams);
+    if (c->peer && c->peer->conn == c) {
+        nx_qstream_unbind(c->peer);
+        c->peer->old_pkts_sent += c->pkts_sent;
+        c->peer->old_pkts_recv += c->pkts_recv;
+        c->peer->conn = NULL;
+    }
+    c->peer = NULL;
+    ngtcp2_conn_del(c->conn);
+    c->conn = NULL;
+    if (c->tls)
+        gnutls_deinit(c->tls);
+    c->tls = NULL;
+    uv_timer_stop(&c->timer);
+    uv_close((uv_handle_t *)&c->timer, timer_free_cb);
+}
