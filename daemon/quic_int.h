@@ -152,7 +152,7 @@ int nx_qtls_check_alpn(struct nx_qconn *c);
 void nx_qtls_cipher(struct nx_qconn *c, char *out, size_t outlen);
 const char *nx_qtls_alert_text(uint8_t alert);
 
-/* ---- quic_stream.c: channels, records ---- */
+/* ---- quic_stream.c (channels, queues, lanes, writer) and quic_recv.c (records in) ---- */
 struct nx_qmsg {
     struct nx_qmsg *next;
     uint64_t token;

@@ -1,5 +1,5 @@
 /*
- * quic_stream.c - messages on streams.
+ * quic_stream.c - messages on streams: the send side (the receive side is quic_recv.c).
  *
  * Each (peer, channel) gets one unidirectional stream, opened lazily once the connection
  * is confirmed.  Wire format of a stream:
@@ -35,20 +35,11 @@
 #include "quic_int.h"
 
 #define NX_QVEC_MAX 16
-#define NX_QRBUF_STEP (1u << 20) /* reassembly buffers grow with the data, not the claim */
 
 static void put_be64(uint8_t *p, uint64_t v)
 {
     for (int i = 7; i >= 0; i--, v >>= 8)
         p[i] = (uint8_t)v;
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
 }
 
 /* ---- the ready ring and the open queue (they share the links: exclusive states) ---- */
@@ -379,142 +370,6 @@ int nx_qstream_on_acked(struct nx_qconn *c, struct nx_qchan *ch, uint64_t offset
             nx_quic_schedule_flush(c);
     }
     return 0;
-}
-
-/* ---- receive side ---- */
-
-static int deliver(struct nx_qconn *c, struct nx_qrstream *rs, const uint8_t *data, size_t len)
-{
-    struct nx_qpeer *p = c->peer;
-    struct nx_quic *q = c->q;
-    p->msgs_recv++;
-    p->bytes_recv += len;
-    if (q->base.cb.on_message)
-        q->base.cb.on_message(q->base.cb.arg, &p->base, rs->channel,
-                              len ? (const void *)data : (const void *)"", len);
-    return c->fail || p->forget_req || p->close_req ? -1 : 0;
-}
-
-static int rs_fail(struct nx_qconn *c, const char *why)
-{
-    nx_qconn_fail(c, "protocol: %s", why);
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-}
-
-static void body_reserve(struct nx_qrstream *rs, size_t need)
-{
-    if (rs->cap >= need)
-        return;
-    size_t cap = rs->cap ? rs->cap : (rs->msglen < NX_QRBUF_STEP ? rs->msglen : NX_QRBUF_STEP);
-    while (cap < need)
-        cap = cap * 2 < rs->msglen ? cap * 2 : rs->msglen;
-    rs->buf = nx_xrealloc(rs->buf, cap);
-    rs->cap = cap;
-}
-
-static int parse(struct nx_qconn *c, struct nx_qrstream *rs, const uint8_t *d, size_t len)
-{
-    while (len > 0) {
-        if (rs->state != 2) {
-            size_t want = rs->state == 0 ? NX_QPRE_LEN : rs->state == 3 ? 8 : NX_QREC_HDR;
-            size_t t = want - rs->hdr_have < len ? want - rs->hdr_have : len;
-            memcpy(rs->hdr + rs->hdr_have, d, t);
-            rs->hdr_have += t, d += t, len -= t;
-            if (rs->hdr_have < want)
-                return 0;
-            rs->hdr_have = 0;
-            if (rs->state == 3) { /* the stream carries another channel from here */
-                rs->channel = get_be64(rs->hdr);
-                rs->state = 1;
-                continue;
-            }
-            if (rs->state == 0) {
-                if (memcmp(rs->hdr, NX_QMAGIC, 4) != 0)
-                    return rs_fail(c, "bad stream preamble");
-                rs->channel = get_be64(rs->hdr + 4);
-                rs->state = 1;
-                continue;
-            }
-            rs->msglen = (uint32_t)rs->hdr[0] << 24 | (uint32_t)rs->hdr[1] << 16 |
-                         (uint32_t)rs->hdr[2] << 8 | rs->hdr[3];
-            if (rs->msglen == NX_QSWITCH) {
-                rs->state = 3;
-                continue;
-            }
-            if (rs->msglen > NX_TMSG_MAX)
-                return rs_fail(c, "record longer than NX_TMSG_MAX");
-            rs->have = 0;
-            rs->state = 2;
-            if (rs->msglen == 0) {
-                rs->state = 1;
-                if (deliver(c, rs, NULL, 0))
-                    return 0;
-            }
-            continue;
-        }
-        size_t need = rs->msglen - rs->have;
-        if (rs->have == 0 && len >= need) {
-            rs->state = 1;
-            if (deliver(c, rs, d, need))
-                return 0;
-            d += need, len -= need;
-            continue;
-        }
-        size_t t = need < len ? need : len;
-        body_reserve(rs, rs->have + t);
-        memcpy(rs->buf + rs->have, d, t);
-        rs->have += t, d += t, len -= t;
-        if (rs->have == rs->msglen) {
-            rs->state = 1;
-            int stop = deliver(c, rs, rs->buf, rs->msglen);
-            if (rs->cap > NX_QRBUF_STEP) { /* do not sit on a 64 MiB buffer */
-                free(rs->buf);
-                rs->buf = NULL;
-                rs->cap = 0;
-            }
-            if (stop)
-                return 0;
-        }
-    }
-    return 0;
-}
-
-int nx_qstream_on_recv(struct nx_qconn *c, uint32_t flags, int64_t id, const uint8_t *data,
-                       size_t datalen, void *stream_user_data)
-{
-    struct nx_qrstream *rs = stream_user_data;
-    if (ngtcp2_conn_is_local_stream(c->conn, id) || ngtcp2_is_bidi_stream(id))
-        return rs_fail(c, "data on a stream we did not expect");
-    if (!rs) {
-        rs = nx_xcalloc(1, sizeof(*rs));
-        rs->id = id;
-        rs->next = c->rstreams;
-        if (c->rstreams)
-            c->rstreams->prev = rs;
-        c->rstreams = rs;
-        ngtcp2_conn_set_stream_user_data(c->conn, id, rs);
-    }
-    int rv = parse(c, rs, data, datalen);
-    if (rv != 0 || c->fail)
-        return rv;
-    if ((flags & NGTCP2_STREAM_DATA_FLAG_FIN) && (rs->state != 1 || rs->hdr_have))
-        return rs_fail(c, "stream ended inside a record");
-    /* Consumed: the bytes are delivered or copied, so the window may move on. */
-    ngtcp2_conn_extend_max_stream_offset(c->conn, id, datalen);
-    ngtcp2_conn_extend_max_offset(c->conn, datalen);
-    return 0;
-}
-
-void nx_qstream_rclose(struct nx_qconn *c, struct nx_qrstream *rs)
-{
-    if (rs->prev)
-        rs->prev->next = rs->next;
-    else
-        c->rstreams = rs->next;
-    if (rs->next)
-        rs->next->prev = rs->prev;
-    free(rs->buf);
-    free(rs);
 }
 
 /* ---- whole-peer operations ---- */
