@@ -121,6 +121,13 @@ static struct nx_tpeer *quic_peer(struct nx_transport *t, const char *addr, char
     if (nx_qaddr_resolve(addr, &sa, &len, err, errlen) != 0 ||
         nx_qaddr_to_family(q->udp.family, &sa, &len, err, errlen) != 0)
         return NULL;
+    char canon[NX_TADDR_MAX];
+    nx_qaddr_format(&sa.sa, canon, sizeof(canon));
+    if (nx_qaddr_cmp(&sa.sa, &q->udp.local.sa) == 0 || !strcmp(canon, q->base.local_addr)) {
+        /* Both ends of the simultaneous-open rule would be us: refuse it plainly. */
+        snprintf(err, errlen, "%s is this daemon", canon);
+        return NULL;
+    }
     struct nx_qpeer *p = nx_qpeer_find(q, &sa.sa);
     if (!p)
         p = nx_qpeer_new(q, &sa, len);

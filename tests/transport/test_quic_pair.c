@@ -630,6 +630,8 @@ static int test_unreach(void)
     QH_CHECK(a->t->ops->peer(a->t, "127.0.0.1:99999", err, sizeof(err)) == NULL);
     QH_CHECK(a->t->ops->peer(a->t, "[::1]:7000", err, sizeof(err)) == NULL); /* v4 endpoint */
     printf("bad address: \"%s\"\n", err);
+    QH_CHECK(a->t->ops->peer(a->t, a->t->local_addr, err, sizeof(err)) == NULL);
+    printf("ourselves: \"%s\"\n", err);
     eps_free();
     return 0;
 }
