@@ -1,0 +1,466 @@
+/* algo.c - an xop's life: creation and validation of its descriptor, the public entry
+ * points, failure, introspection, and the helpers the schedules build plans with.  The
+ * pipeline itself runs in algo_run.c. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo_int.h"
+#include "log.h"
+#include "mem.h"
+#include "nexar.h"
+#include "shm_abi.h"
+#include "transport.h"
+#include "wire.h"
+
+#define LOG_SUB "algo"
+
+/* Room the glue needs around a payload: envelope and DATA header. */
+#define MSG_OVERHEAD (NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES)
+
+static int bad(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int bad(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen)
+        vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+/* Which of in/out this node needs for a kind with data (true: required). */
+static void needs(const struct nx_xop *x, bool *in, bool *out)
+{
+    bool root = x->d.me == x->root_node;
+    *in = *out = true;
+    switch (x->d.kind) {
+    case NX_K_BROADCAST:
+        *in = root;
+        *out = !root;
+        break;
+    case NX_K_REDUCE:
+    case NX_K_GATHER:
+        *out = root;
+        break;
+    case NX_K_SCATTER:
+        *in = root;
+        break;
+    case NX_K_BARRIER:
+        *in = *out = false;
+        break;
+    default:
+        break;
+    }
+}
+
+static int check_desc(struct nx_xop *x, char *err, size_t errlen)
+{
+    const struct nx_xop_desc *d = &x->d;
+    if (d->nnodes == 0 || d->me >= d->nnodes)
+        return bad(err, errlen, "node %u of %u", d->me, d->nnodes);
+    if (d->nranks < d->nnodes || !d->rank_node)
+        return bad(err, errlen, "%u ranks on %u nodes", d->nranks, d->nnodes);
+    if (!d->ad)
+        return bad(err, errlen, "no adapter");
+    if (d->kind == NX_K_BARRIER) {
+        x->d.count = 0;
+        x->d.dtype = NEXAR_U8; /* no data; one byte keeps the geometry code simple */
+    }
+    x->es = nx_dtype_size(d->dtype);
+    if (x->es == 0)
+        return bad(err, errlen, "unknown dtype %u", d->dtype);
+    if (nx_kind_has_redop(d->kind) && d->redop >= NEXAR_OP_COUNT)
+        return bad(err, errlen, "unknown reduce op %u", d->redop);
+    if (nx_kind_has_root(d->kind) && d->root >= d->nranks)
+        return bad(err, errlen, "root rank %u of %u", d->root, d->nranks);
+    if (d->algo >= NX_ALGO_COUNT)
+        return bad(err, errlen, "unknown algorithm %u", d->algo);
+    return 0;
+}
+
+/* Copies the rank table and builds the per-node rank lists. */
+static int place_ranks(struct nx_xop *x, char *err, size_t errlen)
+{
+    uint32_t N = x->d.nnodes, P = x->d.nranks;
+    x->rank_node = nx_xcalloc(P, sizeof(uint32_t));
+    x->lidx = nx_xcalloc(P, sizeof(uint32_t));
+    x->nr_rank = nx_xcalloc(P, sizeof(uint32_t));
+    x->nr_off = nx_xcalloc((size_t)N + 1, sizeof(uint32_t));
+    for (uint32_t r = 0; r < P; r++) {
+        uint32_t n = x->d.rank_node[r];
+        if (n >= N)
+            return bad(err, errlen, "rank %u on node %u of %u", r, n, N);
+        x->rank_node[r] = n;
+        x->nr_off[n + 1]++;
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        if (x->nr_off[n + 1] == 0)
+            return bad(err, errlen, "node %u has no rank", n);
+        if (x->nr_off[n + 1] > x->max_local)
+            x->max_local = x->nr_off[n + 1];
+        x->nr_off[n + 1] += x->nr_off[n];
+    }
+    uint32_t *fill = nx_xcalloc(N, sizeof(uint32_t));
+    for (uint32_t r = 0; r < P; r++) {
+        uint32_t n = x->rank_node[r];
+        x->lidx[r] = fill[n]++;
+        x->nr_rank[x->nr_off[n] + x->lidx[r]] = r;
+    }
+    free(fill);
+    x->d.rank_node = x->rank_node;
+    return 0;
+}
+
+/* Walks piece 0's schedule: the largest message, and who talks to whom. */
+static int scan_peers(struct nx_xop *x, char *err, size_t errlen)
+{
+    uint32_t N = x->d.nnodes;
+    struct nx_xpiece pc = {.idx = 0, .e0 = 0, .n = x->d.count < x->piece_elems
+                                                        ? x->d.count : x->piece_elems};
+    bool *from = nx_xcalloc(N, sizeof(bool));
+    uint64_t biggest = 0;
+    x->sends_to = nx_xcalloc(N, sizeof(bool));
+    for (uint32_t s = 0; s < x->nsteps; s++) {
+        nx_xplan_clear(&x->vplan);
+        x->alg->plan(x, &pc, s, &x->vplan);
+        for (uint32_t i = 0; i < x->vplan.nsend; i++) {
+            x->sends_to[x->vplan.send[i].peer] = true;
+            if (x->vplan.send[i].bytes > biggest)
+                biggest = x->vplan.send[i].bytes;
+        }
+        for (uint32_t i = 0; i < x->vplan.nrecv; i++)
+            from[x->vplan.recv[i].peer] = true;
+    }
+    x->in_peers = nx_xcalloc(N, sizeof(uint32_t));
+    for (uint32_t n = 0; n < N; n++)
+        if (from[n] && n != x->d.me)
+            x->in_peers[x->n_in++] = n;
+    x->sends_to[x->d.me] = false;
+    free(from);
+    if (biggest > NX_TMSG_MAX - MSG_OVERHEAD)
+        return bad(err, errlen, "%s: a message of %llu bytes exceeds the transport's %u",
+                   x->alg->name, (unsigned long long)biggest, NX_TMSG_MAX - MSG_OVERHEAD);
+    return 0;
+}
+
+int nx_xop_create(const struct nx_xop_desc *desc, const struct nx_xnet *net,
+                  struct nx_xop **out, char *err, size_t errlen)
+{
+    struct nx_xop *x = nx_xcalloc(1, sizeof(*x));
+    int rv;
+    x->d = *desc;
+    x->net = *net;
+    x->what = nx_xstrdup(desc->what ? desc->what : nx_kind_name(desc->kind));
+    x->d.what = x->what;
+    if ((rv = check_desc(x, err, errlen)) < 0 || (rv = place_ranks(x, err, errlen)) < 0)
+        goto fail;
+    x->root_node = nx_kind_has_root(x->d.kind) ? x->rank_node[x->d.root] : 0;
+
+    uint64_t total;
+    uint64_t blocks = (uint64_t)x->d.nranks * x->max_local;
+    if (__builtin_mul_overflow(x->d.count, (uint64_t)x->es, &total) ||
+        __builtin_mul_overflow(total, blocks, &total) || total > (UINT64_MAX >> 2)) {
+        rv = bad(err, errlen, "count %llu overflows the buffers",
+                 (unsigned long long)x->d.count);
+        goto fail;
+    }
+    bool need_in, need_out;
+    needs(x, &need_in, &need_out);
+    if (x->d.count > 0 && ((need_in && !x->d.in) || (need_out && !x->d.out))) {
+        rv = bad(err, errlen, "%s on node %u needs %s buffer", nx_kind_name(x->d.kind),
+                 x->d.me, need_in && !x->d.in ? "an input" : "an output");
+        goto fail;
+    }
+
+    x->algo = x->d.algo;
+    if (x->algo == NX_ALGO_AUTO) {
+        uint64_t per = x->d.count * x->es;
+        if (x->d.kind == NX_K_ALL_GATHER || x->d.kind == NX_K_REDUCE_SCATTER)
+            per *= x->d.nranks;
+        x->algo = nx_algo_choose(x->d.kind, x->d.nnodes, per);
+    }
+    x->alg = nx_xalgo_lookup(x->d.kind, x->algo);
+    if (!x->alg) {
+        rv = bad(err, errlen, "no %s algorithm for %s", nx_algo_name(x->algo),
+                 nx_kind_name(x->d.kind));
+        goto fail;
+    }
+    uint64_t chunk = x->d.chunk_bytes ? x->d.chunk_bytes : NX_XOP_DEFAULT_CHUNK;
+    x->chunk_elems = chunk / x->es ? chunk / x->es : 1;
+    x->window = x->d.window ? x->d.window : NX_XOP_DEFAULT_WINDOW;
+    x->max_inflight = x->d.max_inflight ? x->d.max_inflight : NX_XOP_DEFAULT_INFLIGHT;
+    if ((rv = x->alg->init(x, err, errlen)) < 0)
+        goto fail;
+    x->npieces = x->d.count == 0 ? 1 : (x->d.count + x->piece_elems - 1) / x->piece_elems;
+    if ((rv = scan_peers(x, err, errlen)) < 0)
+        goto fail;
+
+    x->sig = nx_xop_sig(x->d.kind, x->d.dtype, x->d.count, x->d.root, x->d.redop);
+    x->credit = nx_xcalloc(x->d.nnodes, sizeof(uint64_t));
+    x->slots = nx_xcalloc(x->window, sizeof(*x->slots));
+    x->next_token = 1;
+    x->st.pieces = x->npieces;
+    x->st.piece_elems = x->piece_elems;
+    x->st.steps = x->nsteps;
+    *out = x;
+    return 0;
+fail:
+    x->state = XS_DONE;
+    nx_xrun_free(x);
+    *out = NULL;
+    return rv;
+}
+
+/* Public entry points keep a depth count so that a done callback may destroy the xop:
+ * the free waits until the outermost call returns. */
+static void enter(struct nx_xop *x)
+{
+    x->depth++;
+}
+
+static void leave(struct nx_xop *x)
+{
+    if (--x->depth == 0 && x->destroy_req)
+        nx_xrun_free(x);
+}
+
+void nx_xop_start(struct nx_xop *x)
+{
+    if (x->state != XS_IDLE)
+        return;
+    enter(x);
+    x->state = XS_RUNNING;
+    nx_xrun_progress(x);
+    leave(x);
+}
+
+void nx_xop_on_data(struct nx_xop *x, uint32_t src, uint32_t step, uint32_t sig,
+                    uint64_t offset, const void *data, size_t len)
+{
+    if (x->state == XS_DONE)
+        return;
+    enter(x);
+    if (src >= x->d.nnodes || src == x->d.me) {
+        nx_xop_fail(x, NEXAR_ERR_INTERNAL, "a message from node %u (of %u; this is node %u)",
+                    src, x->d.nnodes, x->d.me);
+    } else if (sig != x->sig) {
+        char mine[160];
+        snprintf(mine, sizeof(mine), "%s(count=%llu, %s%s%s)", nx_kind_name(x->d.kind),
+                 (unsigned long long)x->d.count, nx_dtype_name(x->d.dtype),
+                 nx_kind_has_redop(x->d.kind) ? ", " : "",
+                 nx_kind_has_redop(x->d.kind) ? nx_redop_name(x->d.redop) : "");
+        nx_xop_fail(x, NEXAR_ERR_MISMATCH,
+                    "node %u called another collective (signature %08x) than node %u's "
+                    "%s (signature %08x)", src, sig, x->d.me, mine, x->sig);
+    } else if (step == NX_XSTEP_CREDIT) {
+        if (len != 0 || offset > x->npieces)
+            nx_xop_fail(x, NEXAR_ERR_INTERNAL,
+                        "node %u sent a bad credit (%llu pieces of %llu, %zu bytes)", src,
+                        (unsigned long long)offset, (unsigned long long)x->npieces, len);
+        else
+            nx_xrun_credit(x, src, offset);
+    } else {
+        nx_xrun_data(x, src, step, offset, data, len);
+    }
+    leave(x);
+}
+
+void nx_xop_on_sent(struct nx_xop *x, uint32_t token)
+{
+    if (x->state == XS_DONE)
+        return;
+    enter(x);
+    nx_xrun_sent(x, token);
+    leave(x);
+}
+
+void nx_xop_abort(struct nx_xop *x, uint32_t status, const char *text)
+{
+    enter(x);
+    nx_xop_fail(x, status ? status : NEXAR_ERR_INTERNAL, "%s", text ? text : "aborted");
+    leave(x);
+}
+
+void nx_xop_destroy(struct nx_xop *x)
+{
+    if (!x)
+        return;
+    if (x->depth > 0)
+        x->destroy_req = true;
+    else
+        nx_xrun_free(x);
+}
+
+void nx_xop_fail(struct nx_xop *x, uint32_t status, const char *fmt, ...)
+{
+    if (x->state == XS_DONE)
+        return;
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    x->state = XS_DONE;
+    x->status = status;
+    x->text = nx_xasprintf("%s: %s", x->what, msg);
+    NX_DEBUG(LOG_SUB, "%s", x->text);
+    enter(x);
+    x->net.done(x->net.arg, x, status, x->text);
+    leave(x);
+}
+
+void nx_xop_fail_adapter(struct nx_xop *x, const char *what, int rv)
+{
+    nx_xop_fail(x, NEXAR_ERR_INTERNAL, "node %u: adapter %s failed in %s: %s", x->d.me,
+                x->d.ad->name, what, strerror(rv < 0 ? -rv : rv));
+}
+
+const char *nx_xop_algo_name(const struct nx_xop *x)
+{
+    return nx_algo_name(x->algo);
+}
+
+void nx_xop_stats(const struct nx_xop *x, struct nx_xop_stats *out)
+{
+    *out = x->st;
+}
+
+void nx_xop_describe(const struct nx_xop *x, char *buf, size_t len)
+{
+    if (x->state == XS_IDLE) {
+        snprintf(buf, len, "not started");
+        return;
+    }
+    if (x->lo >= x->npieces || (x->state == XS_DONE && x->status == 0)) {
+        snprintf(buf, len, "done");
+        return;
+    }
+    const struct nx_xslot *sl = &x->slots[x->lo % x->window];
+    int n = snprintf(buf, len, "piece %llu/%llu step %u/%u", (unsigned long long)x->lo + 1,
+                     (unsigned long long)x->npieces, sl->step + 1, x->nsteps);
+    if (n < 0 || (size_t)n >= len)
+        return;
+    if (sl->phase == XP_SEND) {
+        uint32_t peer = sl->send_i < sl->plan.nsend ? sl->plan.send[sl->send_i].peer : 0;
+        snprintf(buf + n, len - n, ": sending to node %u (%s)", peer,
+                 x->inflight >= x->max_inflight ? "unacknowledged bytes at the limit"
+                                                : "waiting for its credit");
+    } else if (sl->phase == XP_RECV) {
+        size_t off = (size_t)n;
+        off += (size_t)snprintf(buf + off, len - off, ": waiting for node");
+        for (uint32_t i = 0; i < sl->plan.nrecv && off < len; i++)
+            if (!sl->plan.recv[i].done)
+                off += (size_t)snprintf(buf + off, len - off, " %u", sl->plan.recv[i].peer);
+    }
+}
+
+/* ---- plans ------------------------------------------------------------------------ */
+
+void nx_xplan_clear(struct nx_xplan *pl)
+{
+    pl->nsend = pl->nrecv = pl->nreg = 0;
+    pl->cur = NULL;
+}
+
+void nx_xplan_free(struct nx_xplan *pl)
+{
+    free(pl->send);
+    free(pl->recv);
+    free(pl->reg);
+    memset(pl, 0, sizeof(*pl));
+}
+
+static void add_xfer(struct nx_xfer **arr, uint32_t *n, size_t *cap, struct nx_xplan *pl,
+                     uint32_t peer)
+{
+    nx_grow((void **)arr, cap, (size_t)*n + 1, sizeof(**arr));
+    struct nx_xfer *f = &(*arr)[(*n)++];
+    *f = (struct nx_xfer){.peer = peer, .reg0 = pl->nreg};
+    pl->cur = f;
+}
+
+void nx_xplan_send(struct nx_xplan *pl, uint32_t peer)
+{
+    add_xfer(&pl->send, &pl->nsend, &pl->cap_send, pl, peer);
+}
+
+void nx_xplan_recv(struct nx_xplan *pl, uint32_t peer)
+{
+    add_xfer(&pl->recv, &pl->nrecv, &pl->cap_recv, pl, peer);
+}
+
+static void add_reg(struct nx_xop *x, struct nx_xplan *pl, uint8_t buf, uint64_t off,
+                    uint64_t n, uint8_t act, bool keep)
+{
+    if (n == 0)
+        return;
+    nx_grow((void **)&pl->reg, &pl->cap_reg, (size_t)pl->nreg + 1, sizeof(*pl->reg));
+    pl->reg[pl->nreg++] =
+        (struct nx_xreg){.buf = buf, .act = act, .keep = keep, .off = off, .n = n};
+    pl->cur->nreg++;
+    if (!keep)
+        pl->cur->bytes += n * x->es;
+}
+
+void nx_xplan_reg(struct nx_xop *x, struct nx_xplan *pl, uint8_t buf, uint64_t off,
+                  uint64_t n, uint8_t act)
+{
+    add_reg(x, pl, buf, off, n, act, false);
+}
+
+void nx_xplan_reg_keep(struct nx_xop *x, struct nx_xplan *pl, uint8_t buf, uint64_t off,
+                       uint64_t n, uint8_t act)
+{
+    add_reg(x, pl, buf, off, n, act, true);
+}
+
+void nx_xplan_group(struct nx_xop *x, struct nx_xplan *pl, uint8_t buf, uint32_t g,
+                    uint64_t e0, uint64_t n, uint8_t act)
+{
+    for (uint32_t i = x->nr_off[g]; i < x->nr_off[g + 1]; i++)
+        nx_xplan_reg(x, pl, buf, (uint64_t)x->nr_rank[i] * x->d.count + e0, n, act);
+}
+
+/* ---- local data movement ------------------------------------------------------------ */
+
+uint8_t *nx_xbuf_at(struct nx_xop *x, const struct nx_xpiece *pc, uint8_t buf, uint64_t off)
+{
+    uint8_t *base = buf == XB_IN ? x->d.in : buf == XB_OUT ? x->d.out : pc->scr;
+    return base + off * x->es;
+}
+
+int nx_xbegin_copy(struct nx_xop *x, const struct nx_xpiece *pc)
+{
+    return nx_xcopy(x, nx_xbuf_at(x, pc, XB_OUT, pc->e0), nx_xbuf_at(x, pc, XB_IN, pc->e0),
+                    pc->n);
+}
+
+int nx_xcopy(struct nx_xop *x, void *dst, const void *src, uint64_t n)
+{
+    if (n == 0 || dst == src)
+        return 0;
+    return x->d.ad->receive_to_device(dst, src, n * x->es);
+}
+
+int nx_xreduce_first(struct nx_xop *x, void *dst, const void *src, uint64_t n)
+{
+    const struct nx_adapter *ad = x->d.ad;
+    size_t bytes = n * x->es;
+    int rv;
+    if (n == 0)
+        return 0;
+    /* Only the adapter's host-source forms: save dst, put src there, fold dst back in. */
+    if (x->tmp_cap < bytes) {
+        free(x->tmp);
+        x->tmp = nx_xmalloc(bytes);
+        x->tmp_cap = bytes;
+    }
+    if ((rv = ad->stage_for_send(x->tmp, dst, bytes)) < 0 ||
+        (rv = ad->receive_to_device(dst, src, bytes)) < 0)
+        return rv;
+    return ad->reduce_inplace(dst, x->tmp, n, x->d.dtype, x->d.redop);
+}

@@ -1,0 +1,424 @@
+/*
+ * algo_run.c - the pipeline engine behind every xop (see algo_int.h for the schedule
+ * model and docs/algorithms.md for the flow control).
+ *
+ * Pieces [lo, lo + window) are live; each walks its steps: SEND (every send of the step,
+ * each waiting for the destination's credit and for room under max_inflight), then RECV
+ * (every receive of the step, consumed straight from the message when the piece is
+ * there, or from the early store when the message came first).  A piece that is done
+ * frees its slot once every lower piece is done, and the node then tells the nodes that
+ * send to it how far it got (a credit), which lets them start the pieces that follow.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo_int.h"
+#include "mem.h"
+#include "nexar.h"
+
+static struct nx_xslot *slot_of(struct nx_xop *x, uint64_t p)
+{
+    return &x->slots[p % x->window];
+}
+
+static void geometry(const struct nx_xop *x, uint64_t p, struct nx_xpiece *pc)
+{
+    pc->idx = p;
+    pc->e0 = p * x->piece_elems;
+    pc->n = x->d.count > pc->e0 ? x->d.count - pc->e0 : 0;
+    if (pc->n > x->piece_elems)
+        pc->n = x->piece_elems;
+}
+
+static struct nx_xfer *find_recv(struct nx_xplan *pl, uint32_t src)
+{
+    for (uint32_t i = 0; i < pl->nrecv; i++)
+        if (pl->recv[i].peer == src)
+            return &pl->recv[i];
+    return NULL;
+}
+
+/* Gathers a send's regions into dst (host memory of f->bytes). */
+static int stage(struct nx_xop *x, struct nx_xslot *sl, const struct nx_xfer *f, uint8_t *dst)
+{
+    for (uint32_t i = f->reg0; i < f->reg0 + f->nreg; i++) {
+        const struct nx_xreg *r = &sl->plan.reg[i];
+        size_t bytes = r->n * x->es;
+        int rv = x->d.ad->stage_for_send(dst, nx_xbuf_at(x, &sl->pc, r->buf, r->off), bytes);
+        if (rv < 0)
+            return rv;
+        dst += bytes;
+    }
+    return 0;
+}
+
+/* Applies a received payload to the receive's regions. */
+static void consume(struct nx_xop *x, struct nx_xslot *sl, struct nx_xfer *f,
+                    const uint8_t *data)
+{
+    const struct nx_adapter *ad = x->d.ad;
+    /* The kernels want element-aligned operands; a payload after a wire header may not
+     * be. */
+    if (((uintptr_t)data % x->es) != 0 && f->bytes > 0) {
+        if (x->stage_cap < f->bytes) {
+            free(x->stage);
+            x->stage = nx_xmalloc(f->bytes);
+            x->stage_cap = f->bytes;
+        }
+        memcpy(x->stage, data, f->bytes);
+        data = x->stage;
+    }
+    for (uint32_t i = f->reg0; i < f->reg0 + f->nreg; i++) {
+        const struct nx_xreg *r = &sl->plan.reg[i];
+        uint8_t *dst = nx_xbuf_at(x, &sl->pc, r->buf, r->off);
+        int rv;
+        switch (r->act) {
+        case XA_COPY:
+            rv = ad->receive_to_device(dst, data, r->n * x->es);
+            break;
+        case XA_REDUCE:
+            rv = ad->reduce_inplace(dst, data, r->n, x->d.dtype, x->d.redop);
+            break;
+        default:
+            rv = nx_xreduce_first(x, dst, data, r->n);
+            break;
+        }
+        if (rv < 0)
+            return nx_xop_fail_adapter(x, r->act == XA_COPY ? "receive" : "reduce", rv);
+        if (!r->keep)
+            data += r->n * x->es;
+    }
+    f->done = true;
+    x->st.msgs_recv++;
+    x->st.bytes_recv += f->bytes;
+}
+
+static bool can_send(const struct nx_xop *x, uint32_t peer, uint64_t piece, uint64_t bytes)
+{
+    if (piece >= x->credit[peer] + x->window)
+        return false;
+    return x->inflight == 0 || x->inflight + bytes <= x->max_inflight;
+}
+
+static int send_one(struct nx_xop *x, struct nx_xslot *sl, const struct nx_xfer *f)
+{
+    int rv;
+    if (x->stage_cap < f->bytes) {
+        free(x->stage);
+        x->stage = nx_xmalloc(f->bytes);
+        x->stage_cap = f->bytes;
+    }
+    if ((rv = stage(x, sl, f, x->stage)) < 0) {
+        nx_xop_fail_adapter(x, "stage", rv);
+        return rv;
+    }
+    struct nx_xmsg m = {.dst = f->peer, .step = sl->step, .sig = x->sig,
+                        .offset = sl->pc.e0 * x->es, .data = x->stage, .len = f->bytes};
+    if (f->bytes > 0) {
+        m.token = x->next_token++;
+        if (x->next_token == 0)
+            x->next_token = 1;
+    }
+    rv = x->net.send(x->net.arg, x, &m);
+    if (rv < 0) {
+        nx_xop_fail(x, rv == -ENOTCONN ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_INTERNAL,
+                    "node %u could not send step %u to node %u: %s", x->d.me, sl->step,
+                    f->peer, rv == -ENOTCONN ? "node lost" : strerror(-rv));
+        return rv;
+    }
+    if (m.token) {
+        nx_grow((void **)&x->infl, &x->cap_infl, x->ninfl + 1, sizeof(*x->infl));
+        x->infl[x->ninfl++] = (struct nx_xinflight){.token = m.token, .bytes = f->bytes};
+        x->inflight += f->bytes;
+    }
+    x->st.msgs_sent++;
+    x->st.bytes_sent += f->bytes;
+    return 0;
+}
+
+static void keep_early(struct nx_xop *x, uint64_t piece, uint32_t step, uint32_t src,
+                       struct nx_xearly *e)
+{
+    e->piece = piece;
+    e->step = step;
+    e->src = src;
+    e->next = x->early;
+    x->early = e;
+    x->early_bytes += e->len;
+    if (x->early_bytes > x->st.early_peak_bytes)
+        x->st.early_peak_bytes = x->early_bytes;
+}
+
+/* A step's message from this node to itself (a schedule with two roles on one node):
+ * captured now, before the step's receives change the regions, and consumed as if it
+ * had come over the network. */
+static int send_self(struct nx_xop *x, struct nx_xslot *sl, const struct nx_xfer *f)
+{
+    struct nx_xearly *e = nx_xmalloc(sizeof(*e) + f->bytes);
+    e->len = f->bytes;
+    int rv = stage(x, sl, f, e->data);
+    if (rv < 0) {
+        free(e);
+        nx_xop_fail_adapter(x, "stage", rv);
+        return rv;
+    }
+    keep_early(x, sl->pc.idx, sl->step, x->d.me, e);
+    return 0;
+}
+
+static void enter_step(struct nx_xop *x, struct nx_xslot *sl, uint32_t s)
+{
+    sl->step = s;
+    if (s == x->nsteps) {
+        int rv = x->alg->end ? x->alg->end(x, &sl->pc) : 0;
+        if (rv < 0)
+            return nx_xop_fail_adapter(x, "finish", rv);
+        sl->phase = XP_DONE;
+        return;
+    }
+    nx_xplan_clear(&sl->plan);
+    x->alg->plan(x, &sl->pc, s, &sl->plan);
+    sl->phase = XP_SEND;
+    sl->send_i = 0;
+}
+
+/* Consumes the kept messages of the step the slot has reached. */
+static void pull_early(struct nx_xop *x, struct nx_xslot *sl)
+{
+    struct nx_xearly **pp = &x->early;
+    while (*pp && x->state == XS_RUNNING) {
+        struct nx_xearly *e = *pp;
+        if (e->piece != sl->pc.idx || e->step != sl->step) {
+            pp = &e->next;
+            continue;
+        }
+        struct nx_xfer *f = find_recv(&sl->plan, e->src);
+        *pp = e->next;
+        x->early_bytes -= e->len;
+        if (f && !f->done) { /* validated when kept */
+            consume(x, sl, f, e->data);
+            sl->recv_left--;
+        }
+        free(e);
+    }
+}
+
+static void start_piece(struct nx_xop *x, uint64_t p)
+{
+    struct nx_xslot *sl = slot_of(x, p);
+    geometry(x, p, &sl->pc);
+    if (x->scratch_elems && !sl->scr)
+        sl->scr = nx_xmalloc(x->scratch_elems * x->es);
+    sl->pc.scr = sl->scr;
+    int rv = x->alg->begin ? x->alg->begin(x, &sl->pc) : 0;
+    if (rv < 0)
+        return nx_xop_fail_adapter(x, "start", rv);
+    enter_step(x, sl, 0);
+}
+
+/* Moves one piece as far as it can go; true when anything happened. */
+static bool advance(struct nx_xop *x, struct nx_xslot *sl)
+{
+    bool moved = false;
+    while (x->state == XS_RUNNING) {
+        if (sl->phase == XP_SEND) {
+            while (sl->send_i < sl->plan.nsend) {
+                const struct nx_xfer *f = &sl->plan.send[sl->send_i];
+                if (f->peer == x->d.me) {
+                    if (send_self(x, sl, f) < 0)
+                        return true;
+                } else {
+                    if (!can_send(x, f->peer, sl->pc.idx, f->bytes))
+                        return moved;
+                    if (send_one(x, sl, f) < 0)
+                        return true;
+                }
+                sl->send_i++;
+                moved = true;
+            }
+            sl->phase = XP_RECV;
+            sl->recv_left = sl->plan.nrecv;
+            for (uint32_t i = 0; i < sl->plan.nrecv; i++)
+                sl->plan.recv[i].done = false;
+            pull_early(x, sl);
+            moved = true;
+        } else if (sl->phase == XP_RECV) {
+            if (sl->recv_left > 0)
+                return moved;
+            enter_step(x, sl, sl->step + 1);
+            moved = true;
+        } else {
+            return moved;
+        }
+    }
+    return true;
+}
+
+static void send_credits(struct nx_xop *x)
+{
+    /* Senders may run pieces below credit + window: once that covers every piece, or when
+     * nothing new was finished, a credit would tell nobody anything. */
+    if (x->lo <= x->credit_sent || x->credit_sent + x->window >= x->npieces)
+        return;
+    x->credit_sent = x->lo;
+    for (uint32_t i = 0; i < x->n_in && x->state == XS_RUNNING; i++) {
+        struct nx_xmsg m = {.dst = x->in_peers[i], .step = NX_XSTEP_CREDIT, .sig = x->sig,
+                            .offset = x->lo};
+        int rv = x->net.send(x->net.arg, x, &m);
+        if (rv < 0)
+            return nx_xop_fail(x, rv == -ENOTCONN ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_INTERNAL,
+                               "node %u could not send a credit to node %u: %s", x->d.me,
+                               m.dst, rv == -ENOTCONN ? "node lost" : strerror(-rv));
+        x->st.credits_sent++;
+    }
+}
+
+void nx_xrun_progress(struct nx_xop *x)
+{
+    bool moved = true;
+    while (moved && x->state == XS_RUNNING) {
+        moved = false;
+        uint64_t hi = x->lo + x->window < x->npieces ? x->lo + x->window : x->npieces;
+        for (uint64_t p = x->lo; p < hi && x->state == XS_RUNNING; p++) {
+            struct nx_xslot *sl = slot_of(x, p);
+            if (sl->phase == XP_IDLE) {
+                start_piece(x, p);
+                moved = true;
+            }
+            if (x->state == XS_RUNNING && advance(x, sl))
+                moved = true;
+        }
+        if (x->state != XS_RUNNING)
+            return;
+        uint64_t lo0 = x->lo;
+        while (x->lo < x->npieces && slot_of(x, x->lo)->phase == XP_DONE) {
+            slot_of(x, x->lo)->phase = XP_IDLE;
+            x->lo++;
+        }
+        if (x->lo != lo0) {
+            moved = true;
+            send_credits(x);
+        }
+        if (x->lo == x->npieces && x->state == XS_RUNNING) {
+            x->state = XS_DONE;
+            x->net.done(x->net.arg, x, NEXAR_OK, NULL);
+            return;
+        }
+    }
+}
+
+void nx_xrun_data(struct nx_xop *x, uint32_t src, uint32_t step, uint64_t offset,
+                  const void *data, size_t len)
+{
+    uint64_t pbytes = x->piece_elems * x->es;
+    uint64_t p = offset / pbytes;
+    if (offset % pbytes != 0 || p >= x->npieces)
+        return nx_xop_fail(x, NEXAR_ERR_INTERNAL,
+                           "node %u sent step %u at offset %llu, which starts no piece "
+                           "(%llu pieces of %llu bytes)", src, step,
+                           (unsigned long long)offset, (unsigned long long)x->npieces,
+                           (unsigned long long)pbytes);
+    if (step >= x->nsteps)
+        return nx_xop_fail(x, NEXAR_ERR_INTERNAL, "node %u sent step %u of %u (%s)", src,
+                           step, x->nsteps, x->alg->name);
+    if (p < x->lo || p >= x->lo + x->window)
+        return nx_xop_fail(x, NEXAR_ERR_INTERNAL,
+                           "node %u sent step %u of piece %llu, outside this node's window "
+                           "[%llu, %llu): %s", src, step, (unsigned long long)p,
+                           (unsigned long long)x->lo, (unsigned long long)(x->lo + x->window),
+                           p < x->lo ? "a duplicate" : "it ignored the flow control");
+    struct nx_xslot *sl = slot_of(x, p);
+    bool live = x->state == XS_RUNNING && sl->phase != XP_IDLE;
+    if (live && (step < sl->step || sl->phase == XP_DONE))
+        return nx_xop_fail(x, NEXAR_ERR_INTERNAL,
+                           "node %u sent step %u of piece %llu again (this node is past it)",
+                           src, step, (unsigned long long)p);
+    struct nx_xplan *pl = &x->vplan;
+    if (live && step == sl->step) {
+        pl = &sl->plan;
+    } else {
+        struct nx_xpiece pc;
+        geometry(x, p, &pc);
+        pc.scr = NULL;
+        nx_xplan_clear(pl);
+        x->alg->plan(x, &pc, step, pl);
+    }
+    struct nx_xfer *f = find_recv(pl, src);
+    if (!f || f->bytes != len)
+        return nx_xop_fail(x, NEXAR_ERR_INTERNAL,
+                           "node %u sent %zu bytes for step %u of piece %llu, where %s", src,
+                           len, step, (unsigned long long)p,
+                           f ? "the step's geometry says otherwise" : "it sends nothing here");
+    if (live && step == sl->step && sl->phase == XP_RECV) {
+        if (f->done)
+            return nx_xop_fail(x, NEXAR_ERR_INTERNAL,
+                               "node %u sent step %u of piece %llu twice", src, step,
+                               (unsigned long long)p);
+        consume(x, sl, f, data);
+        sl->recv_left--;
+        return nx_xrun_progress(x);
+    }
+    for (struct nx_xearly *e = x->early; e; e = e->next)
+        if (e->piece == p && e->step == step && e->src == src)
+            return nx_xop_fail(x, NEXAR_ERR_INTERNAL, "node %u sent step %u of piece %llu "
+                               "twice", src, step, (unsigned long long)p);
+    struct nx_xearly *e = nx_xmalloc(sizeof(*e) + len);
+    e->len = len;
+    if (len)
+        memcpy(e->data, data, len);
+    keep_early(x, p, step, src, e);
+    x->st.early_msgs++;
+}
+
+void nx_xrun_credit(struct nx_xop *x, uint32_t src, uint64_t done)
+{
+    if (done <= x->credit[src])
+        return;
+    x->credit[src] = done;
+    if (x->state == XS_RUNNING)
+        nx_xrun_progress(x);
+}
+
+void nx_xrun_sent(struct nx_xop *x, uint32_t token)
+{
+    for (size_t i = 0; i < x->ninfl; i++) {
+        if (x->infl[i].token != token)
+            continue;
+        x->inflight -= x->infl[i].bytes;
+        x->infl[i] = x->infl[--x->ninfl];
+        if (x->state == XS_RUNNING)
+            nx_xrun_progress(x);
+        return;
+    }
+}
+
+void nx_xrun_free(struct nx_xop *x)
+{
+    while (x->early) {
+        struct nx_xearly *e = x->early;
+        x->early = e->next;
+        free(e);
+    }
+    if (x->slots)
+        for (uint32_t i = 0; i < x->window; i++) {
+            nx_xplan_free(&x->slots[i].plan);
+            free(x->slots[i].scr);
+        }
+    nx_xplan_free(&x->vplan);
+    free(x->slots);
+    free(x->credit);
+    free(x->in_peers);
+    free(x->sends_to);
+    free(x->infl);
+    free(x->stage);
+    free(x->tmp);
+    free(x->priv);
+    free(x->rank_node);
+    free(x->nr_off);
+    free(x->nr_rank);
+    free(x->lidx);
+    free(x->what);
+    free(x->text);
+    free(x);
+}

@@ -1,0 +1,211 @@
+/* test_algo_pump.c - the in-memory message pump (see test_algo.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_algo.h"
+
+struct pmsg {
+    struct pmsg *next;
+    struct nx_xmsg m;
+    uint32_t src;
+    uint8_t data[];
+};
+
+struct pnode {
+    struct ta_pump *p;
+    uint32_t id;
+    struct nx_xop *x;
+    bool started, done;
+    uint32_t status;
+    char text[512];
+};
+
+struct ack {
+    uint32_t node, token;
+};
+
+struct ta_pump {
+    uint32_t N;
+    struct ta_pump_opts o;
+    uint64_t rng, msgs;
+    struct pnode nodes[TA_MAXN];
+    struct pmsg *qh[TA_MAXN][TA_MAXN], *qt[TA_MAXN][TA_MAXN];
+    uint32_t qlen[TA_MAXN][TA_MAXN];
+    struct ack *acks;
+    size_t nacks, cap_acks;
+    uint8_t *odd; /* misaligned delivery buffer */
+    size_t odd_cap;
+};
+
+static int p_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
+{
+    struct pnode *nd = arg;
+    struct ta_pump *p = nd->p;
+    if (m->dst >= p->N || m->dst == nd->id) {
+        fprintf(stderr, "pump: node %u sent to node %u\n", nd->id, m->dst);
+        abort();
+    }
+    struct pmsg *q = malloc(sizeof(*q) + m->len + 1);
+    q->next = NULL;
+    q->m = *m;
+    q->src = nd->id;
+    if (m->len)
+        memcpy(q->data, m->data, m->len);
+    q->m.data = NULL;
+    struct pmsg **tail = &p->qt[nd->id][m->dst];
+    if (*tail)
+        (*tail)->next = q;
+    else
+        p->qh[nd->id][m->dst] = q;
+    *tail = q;
+    p->qlen[nd->id][m->dst]++;
+    p->msgs++;
+    return 0;
+}
+
+static void p_done(void *arg, struct nx_xop *x, uint32_t status, const char *text)
+{
+    struct pnode *nd = arg;
+    nd->done = true;
+    nd->status = status;
+    snprintf(nd->text, sizeof(nd->text), "%s", text ? text : "");
+}
+
+struct ta_pump *ta_pump_new(uint32_t nnodes, const struct ta_pump_opts *o)
+{
+    struct ta_pump *p = calloc(1, sizeof(*p));
+    p->N = nnodes;
+    p->o = *o;
+    p->rng = o->seed ? o->seed : 1;
+    for (uint32_t n = 0; n < nnodes; n++)
+        p->nodes[n] = (struct pnode){.p = p, .id = n};
+    return p;
+}
+
+struct nx_xnet ta_pump_net(struct ta_pump *p, uint32_t n)
+{
+    return (struct nx_xnet){.arg = &p->nodes[n], .send = p_send, .done = p_done};
+}
+
+void ta_pump_set(struct ta_pump *p, uint32_t n, struct nx_xop *x)
+{
+    p->nodes[n].x = x;
+}
+
+/* Takes message k of the (src, dst) queue out. */
+static struct pmsg *unlink_at(struct ta_pump *p, uint32_t s, uint32_t d, uint32_t k)
+{
+    struct pmsg **pp = &p->qh[s][d], *prev = NULL;
+    while (k--) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    struct pmsg *q = *pp;
+    *pp = q->next;
+    if (p->qt[s][d] == q)
+        p->qt[s][d] = prev;
+    p->qlen[s][d]--;
+    return q;
+}
+
+static void deliver(struct ta_pump *p, struct pmsg *q)
+{
+    uint32_t src = q->src;
+    uint8_t *data = q->data;
+    if (p->o.filter && !p->o.filter(p->o.filter_arg, &q->m, &src, data))
+        return;
+    struct pnode *nd = &p->nodes[q->m.dst];
+    if (q->m.token) {
+        if (p->nacks == p->cap_acks) {
+            p->cap_acks = p->cap_acks ? 2 * p->cap_acks : 64;
+            p->acks = realloc(p->acks, p->cap_acks * sizeof(*p->acks));
+        }
+        p->acks[p->nacks++] = (struct ack){.node = q->src, .token = q->m.token};
+    }
+    if (nd->done || !nd->x)
+        return; /* e.g. a credit for a node that has finished */
+    if (p->o.misalign && q->m.len) {
+        if (p->odd_cap < q->m.len + 1) {
+            free(p->odd);
+            p->odd_cap = q->m.len + 1;
+            p->odd = malloc(p->odd_cap);
+        }
+        memcpy(p->odd + 1, data, q->m.len);
+        data = p->odd + 1;
+    }
+    nx_xop_on_data(nd->x, src, q->m.step, q->m.sig, q->m.offset, data, q->m.len);
+}
+
+int ta_pump_run(struct ta_pump *p)
+{
+    for (;;) {
+        uint32_t unstarted = 0, running = 0, queues = 0;
+        for (uint32_t n = 0; n < p->N; n++) {
+            unstarted += !p->nodes[n].started;
+            running += !p->nodes[n].done;
+            for (uint32_t d = 0; d < p->N; d++)
+                queues += p->qlen[n][d] > 0;
+        }
+        if (running == 0)
+            return 0;
+        uint64_t options = unstarted + queues + p->nacks;
+        if (options == 0)
+            return (int)running;
+        uint64_t pick = ta_rand(&p->rng) % options;
+        if (pick < unstarted) {
+            for (uint32_t n = 0; n < p->N; n++)
+                if (!p->nodes[n].started && pick-- == 0) {
+                    p->nodes[n].started = true;
+                    nx_xop_start(p->nodes[n].x);
+                    break;
+                }
+            continue;
+        }
+        pick -= unstarted;
+        if (pick < p->nacks) {
+            struct ack a = p->acks[pick];
+            p->acks[pick] = p->acks[--p->nacks];
+            if (!p->nodes[a.node].done)
+                nx_xop_on_sent(p->nodes[a.node].x, a.token);
+            continue;
+        }
+        pick -= p->nacks;
+        for (uint32_t s = 0; s < p->N; s++)
+            for (uint32_t d = 0; d < p->N; d++) {
+                if (p->qlen[s][d] == 0 || pick-- != 0)
+                    continue;
+                uint32_t k = p->o.chaos ? (uint32_t)(ta_rand(&p->rng) % p->qlen[s][d]) : 0;
+                struct pmsg *q = unlink_at(p, s, d, k);
+                deliver(p, q);
+                free(q);
+                goto next;
+            }
+    next:;
+    }
+}
+
+int ta_pump_status(const struct ta_pump *p, uint32_t n, const char **text)
+{
+    if (text)
+        *text = p->nodes[n].text;
+    return p->nodes[n].done ? (int)p->nodes[n].status : -1;
+}
+
+uint64_t ta_pump_msgs(const struct ta_pump *p)
+{
+    return p->msgs;
+}
+
+void ta_pump_free(struct ta_pump *p)
+{
+    for (uint32_t s = 0; s < p->N; s++) {
+        nx_xop_destroy(p->nodes[s].x);
+        for (uint32_t d = 0; d < p->N; d++)
+            while (p->qlen[s][d])
+                free(unlink_at(p, s, d, 0));
+    }
+    free(p->acks);
+    free(p->odd);
+    free(p);
+}
