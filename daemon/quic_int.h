@@ -71,6 +71,22 @@ int nx_qmap_del(struct nx_qmap *m, const void *key, size_t klen);
 /* Calls fn on every value; fn must not change the map. */
 void nx_qmap_each(const struct nx_qmap *m, void (*fn)(void *val, void *arg), void *arg);
 
+/* ---- quic_buf.c: large buffers kept for reuse ---- */
+#define NX_QBUF_MIN (512u << 10)   /* smaller ones come and go through malloc */
+#define NX_QBUF_KEEP 8
+#define NX_QBUF_BYTES (256u << 20) /* at most this much kept per endpoint */
+struct nx_qbufpool {
+    void *ptr[NX_QBUF_KEEP];
+    size_t cap[NX_QBUF_KEEP];
+    int n;
+    size_t bytes;
+};
+struct nx_quic;
+/* A buffer of at least len bytes (*cap: its real size, to hand back to nx_qbuf_put). */
+void *nx_qbuf_get(struct nx_quic *q, size_t len, size_t *cap);
+void nx_qbuf_put(struct nx_quic *q, void *p, size_t cap);
+void nx_qbuf_fini(struct nx_quic *q);
+
 /* ---- quic_addr.c ---- */
 /* Canonical "1.2.3.4:5" / "[::1]:5"; v4-mapped v6 prints as v4. */
 void nx_qaddr_format(const struct sockaddr *sa, char *out, size_t outlen);
@@ -157,6 +173,7 @@ struct nx_qmsg {
     struct nx_qmsg *next;
     uint64_t token;
     size_t len; /* record bytes: header + payload */
+    size_t cap; /* of the allocation (quic_buf.c) */
     uint8_t data[];
 };
 
@@ -184,7 +201,7 @@ struct nx_qrstream {
     uint8_t hdr[NX_QPRE_LEN];
     size_t hdr_have;
     uint32_t msglen;
-    uint8_t *buf;
+    uint8_t *buf;             /* from nx_qbuf_get, msglen bytes, while a record builds */
     size_t have, cap;
 };
 
@@ -313,6 +330,7 @@ struct nx_quic {
     uint8_t token_secret[32];     /* random: Retry tokens live for seconds */
     uint64_t resets_sent, retries_sent, refused;
     uint64_t reset_window, reset_count;
+    struct nx_qbufpool bufs;
 };
 
 ngtcp2_tstamp nx_qnow(void);

@@ -4,8 +4,9 @@
  * Bytes arrive in order per stream (ngtcp2 buffers what comes early).  Every length is
  * checked before it is believed: the preamble's magic, a record length <= NX_TMSG_MAX (or
  * the switch marker), a FIN only between records.  A record that arrives whole inside one
- * callback is delivered straight from the decrypted packet; otherwise it is assembled in a
- * buffer that grows with the data received, not with the length the header claims.
+ * callback is delivered straight from the decrypted packet; otherwise it is assembled in
+ * one buffer of the record's length (a large allocation costs address space only, pages
+ * come as data does; buffers of finished records are reused, quic_buf.c).
  * Flow-control credit goes back as soon as bytes are consumed (delivered or copied).
  */
 #include <stdlib.h>
@@ -13,8 +14,6 @@
 
 #include "mem.h"
 #include "quic_int.h"
-
-#define NX_QRBUF_STEP (1u << 20) /* first size of a reassembly buffer; it doubles */
 
 static uint64_t get_be64(const uint8_t *p)
 {
@@ -42,15 +41,18 @@ static int rs_fail(struct nx_qconn *c, const char *why)
     return NGTCP2_ERR_CALLBACK_FAILURE;
 }
 
-static void body_reserve(struct nx_qrstream *rs, size_t need)
+/* The whole record at once: a large allocation is only address space until written. */
+static void body_alloc(struct nx_qconn *c, struct nx_qrstream *rs)
 {
-    if (rs->cap >= need)
-        return;
-    size_t cap = rs->cap ? rs->cap : (rs->msglen < NX_QRBUF_STEP ? rs->msglen : NX_QRBUF_STEP);
-    while (cap < need)
-        cap = cap * 2 < rs->msglen ? cap * 2 : rs->msglen;
-    rs->buf = nx_xrealloc(rs->buf, cap);
-    rs->cap = cap;
+    if (!rs->buf)
+        rs->buf = nx_qbuf_get(c->q, rs->msglen, &rs->cap);
+}
+
+static void body_release(struct nx_qconn *c, struct nx_qrstream *rs)
+{
+    nx_qbuf_put(c->q, rs->buf, rs->cap);
+    rs->buf = NULL;
+    rs->cap = 0;
 }
 
 static int parse(struct nx_qconn *c, struct nx_qrstream *rs, const uint8_t *d, size_t len)
@@ -102,17 +104,13 @@ static int parse(struct nx_qconn *c, struct nx_qrstream *rs, const uint8_t *d, s
             continue;
         }
         size_t t = need < len ? need : len;
-        body_reserve(rs, rs->have + t);
+        body_alloc(c, rs);
         memcpy(rs->buf + rs->have, d, t);
         rs->have += t, d += t, len -= t;
         if (rs->have == rs->msglen) {
             rs->state = 1;
             int stop = deliver(c, rs, rs->buf, rs->msglen);
-            if (rs->cap > NX_QRBUF_STEP) { /* do not sit on a 64 MiB buffer */
-                free(rs->buf);
-                rs->buf = NULL;
-                rs->cap = 0;
-            }
+            body_release(c, rs);
             if (stop)
                 return 0;
         }
@@ -154,6 +152,6 @@ void nx_qstream_rclose(struct nx_qconn *c, struct nx_qrstream *rs)
         c->rstreams = rs->next;
     if (rs->next)
         rs->next->prev = rs->prev;
-    free(rs->buf);
+    body_release(c, rs);
     free(rs);
 }

@@ -168,7 +168,9 @@ int nx_qstream_send(struct nx_qpeer *p, uint64_t channel, const struct iovec *io
         total += iov[i].iov_len;
     }
     struct nx_qchan *ch = chan_get(p, channel);
-    struct nx_qmsg *m = nx_xmalloc(sizeof(*m) + NX_QREC_HDR + total);
+    size_t cap;
+    struct nx_qmsg *m = nx_qbuf_get(p->q, sizeof(*m) + NX_QREC_HDR + total, &cap);
+    m->cap = cap;
     m->next = NULL;
     m->token = token;
     m->len = NX_QREC_HDR + total;
@@ -360,7 +362,7 @@ int nx_qstream_on_acked(struct nx_qconn *c, struct nx_qchan *ch, uint64_t offset
         ch->head_off += m->len;
         p->queued_bytes -= m->len - NX_QREC_HDR;
         uint64_t tok = m->token;
-        free(m);
+        nx_qbuf_put(q, m, m->cap);
         if (tok && q->base.cb.on_sent)
             q->base.cb.on_sent(q->base.cb.arg, &p->base, tok);
     }
@@ -398,7 +400,7 @@ static void free_one(void *val, void *arg)
     while (ch->head) {
         struct nx_qmsg *m = ch->head;
         ch->head = m->next;
-        free(m);
+        nx_qbuf_put(ch->peer->q, m, m->cap);
     }
     free(ch);
 }

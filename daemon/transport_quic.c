@@ -251,6 +251,7 @@ void nx_quic_handle_closed(struct nx_quic *q)
     nx_qmap_fini(&q->routes);
     nx_qmap_fini(&q->peers);
     nx_qtls_fini(&q->tls);
+    nx_qbuf_fini(q);
     free((char *)q->conf.listen);
     free((char *)q->conf.advertise);
     free((char *)q->conf.tls_ca);
