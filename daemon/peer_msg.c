@@ -210,8 +210,36 @@ static bool check_test_result(const Nexar__PeerTestResult *r, const char **why)
     return true;
 }
 
+/* Unknown fields are kept for forward compatibility, but field number 0 does not exist:
+ * protobuf-c lets a long-encoded tag 0 through, and would write it back as one it refuses. */
+static bool unknown_ok(const ProtobufCMessage *b)
+{
+    for (unsigned i = 0; i < b->n_unknown_fields; i++)
+        if (b->unknown_fields[i].tag == 0)
+            return false;
+    return true;
+}
+
+/* The body's base (its first member), NULL when the oneof is unset or empty. */
+static const ProtobufCMessage *body_of(const Nexar__PeerMsg *m)
+{
+    switch (m->body_case) {
+    case NEXAR__PEER_MSG__BODY_REGISTER: return (const ProtobufCMessage *)m->register_;
+    case NEXAR__PEER_MSG__BODY_REGISTER_REPLY: return (const ProtobufCMessage *)m->register_reply;
+    case NEXAR__PEER_MSG__BODY_RANK_TABLE: return (const ProtobufCMessage *)m->rank_table;
+    case NEXAR__PEER_MSG__BODY_ABORT: return (const ProtobufCMessage *)m->abort;
+    case NEXAR__PEER_MSG__BODY_HELLO: return (const ProtobufCMessage *)m->hello;
+    case NEXAR__PEER_MSG__BODY_TEST_BEGIN: return (const ProtobufCMessage *)m->test_begin;
+    case NEXAR__PEER_MSG__BODY_TEST_END: return (const ProtobufCMessage *)m->test_end;
+    case NEXAR__PEER_MSG__BODY_TEST_RESULT: return (const ProtobufCMessage *)m->test_result;
+    default: return NULL;
+    }
+}
+
 static bool check(const Nexar__PeerMsg *m, const char **why)
 {
+    if (!unknown_ok(&m->base) || !unknown_ok(body_of(m)))
+        REJECT("a field numbered 0");
     if (m->version == 0 || m->version > NX_PEER_VERSION)
         REJECT("unsupported peer protocol version");
     switch (m->body_case) {
@@ -244,18 +272,7 @@ Nexar__PeerMsg *nx_peer_msg_decode(const uint8_t *buf, size_t len, const char **
     }
     /* The oneof's sub-message pointers are set exactly when its case is: protobuf-c
      * guarantees it, but a NULL here would be a crash, so check. */
-    bool body = false;
-    switch (m->body_case) {
-    case NEXAR__PEER_MSG__BODY_REGISTER: body = m->register_ != NULL; break;
-    case NEXAR__PEER_MSG__BODY_REGISTER_REPLY: body = m->register_reply != NULL; break;
-    case NEXAR__PEER_MSG__BODY_RANK_TABLE: body = m->rank_table != NULL; break;
-    case NEXAR__PEER_MSG__BODY_ABORT: body = m->abort != NULL; break;
-    case NEXAR__PEER_MSG__BODY_HELLO: body = m->hello != NULL; break;
-    case NEXAR__PEER_MSG__BODY_TEST_BEGIN: body = m->test_begin != NULL; break;
-    case NEXAR__PEER_MSG__BODY_TEST_END: body = m->test_end != NULL; break;
-    case NEXAR__PEER_MSG__BODY_TEST_RESULT: body = m->test_result != NULL; break;
-    default: break;
-    }
+    const ProtobufCMessage *body = body_of(m);
     if (!body) {
         *why = "control message without a body";
         nexar__peer_msg__free_unpacked(m, NULL);
