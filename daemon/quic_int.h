@@ -331,6 +331,9 @@ struct nx_quic {
     uint64_t resets_sent, retries_sent, refused;
     uint64_t reset_window, reset_count;
     struct nx_qbufpool bufs;
+    ngtcp2_tstamp rx_ts;          /* when the current receive batch arrived */
+    struct nx_qconn *route_hit;   /* the last routed connection (bulk: the same one) */
+    uint8_t route_cid[NX_QSCID_LEN];
 };
 
 ngtcp2_tstamp nx_qnow(void);

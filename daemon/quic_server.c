@@ -28,11 +28,13 @@ void nx_qroute_add(struct nx_qconn *c, const ngtcp2_cid *cid)
     if (c->ncids >= sizeof(c->cids) / sizeof(c->cids[0]) || cid->datalen == 0)
         return;
     c->cids[c->ncids++] = *cid;
+    c->q->route_hit = NULL;
     nx_qmap_put(&c->q->routes, cid->data, cid->datalen, c);
 }
 
 void nx_qroute_del(struct nx_qconn *c, const ngtcp2_cid *cid)
 {
+    c->q->route_hit = NULL;
     for (size_t i = 0; i < c->ncids; i++) {
         if (ngtcp2_cid_eq(&c->cids[i], cid)) {
             if (nx_qmap_get(&c->q->routes, cid->data, cid->datalen) == c)
@@ -45,6 +47,7 @@ void nx_qroute_del(struct nx_qconn *c, const ngtcp2_cid *cid)
 
 void nx_qroute_del_all(struct nx_qconn *c)
 {
+    c->q->route_hit = NULL;
     for (size_t i = 0; i < c->ncids; i++)
         if (nx_qmap_get(&c->q->routes, c->cids[i].data, c->cids[i].datalen) == c)
             nx_qmap_del(&c->q->routes, c->cids[i].data, c->cids[i].datalen);
@@ -262,6 +265,21 @@ static void accept_initial(struct nx_quic *q, uint8_t *data, size_t len,
     nx_qconn_read(c, &c->ps.path, data, len, nx_qnow());
 }
 
+static struct nx_qconn *route(struct nx_quic *q, const ngtcp2_version_cid *vc)
+{
+    if (vc->dcidlen == NX_QSCID_LEN && q->route_hit &&
+        memcmp(q->route_cid, vc->dcid, NX_QSCID_LEN) == 0)
+        return q->route_hit;
+    if (vc->dcidlen > NGTCP2_MAX_CIDLEN)
+        return NULL;
+    struct nx_qconn *c = nx_qmap_get(&q->routes, vc->dcid, vc->dcidlen);
+    if (c && vc->dcidlen == NX_QSCID_LEN) {
+        q->route_hit = c;
+        memcpy(q->route_cid, vc->dcid, NX_QSCID_LEN);
+    }
+    return c;
+}
+
 void nx_qserver_on_datagram(struct nx_quic *q, uint8_t *data, size_t len,
                             const union nx_qsa *local, socklen_t local_len,
                             const union nx_qsa *remote, socklen_t remote_len)
@@ -274,8 +292,7 @@ void nx_qserver_on_datagram(struct nx_quic *q, uint8_t *data, size_t len,
     }
     if (rv != 0)
         return;
-    struct nx_qconn *c =
-        vc.dcidlen <= NGTCP2_MAX_CIDLEN ? nx_qmap_get(&q->routes, vc.dcid, vc.dcidlen) : NULL;
+    struct nx_qconn *c = route(q, &vc);
     if (c) {
         /* The local side of the path stays what the connection began with, so a PKTINFO
          * quirk never looks like a migration. */
@@ -283,7 +300,7 @@ void nx_qserver_on_datagram(struct nx_quic *q, uint8_t *data, size_t len,
                             {(struct sockaddr *)&remote->sa, remote_len},
                             NULL};
         touch(q, c);
-        nx_qconn_read(c, &path, data, len, nx_qnow());
+        nx_qconn_read(c, &path, data, len, q->rx_ts);
         return;
     }
     if (data[0] & 0x80) {

@@ -208,6 +208,7 @@ static int rx_batch(struct nx_quic *q)
         mm[i].msg_hdr.msg_controllen = sizeof(ctl[i]);
     }
     int n = recvmmsg(u->fd, mm, NX_QRX_SLOTS, MSG_DONTWAIT, NULL);
+    q->rx_ts = nx_qnow(); /* one clock read per batch: they arrived together */
     if (n < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             NX_DEBUG("quic", "recvmmsg: %s", strerror(errno));
