@@ -225,7 +225,7 @@ static int write_loop(struct nx_qconn *c, ngtcp2_tstamp ts)
         nx_qudp_tx_commit(q, (size_t)n, avail);
         c->pkts_sent++;
     }
-    return 0;
+    return 1; /* stopped by our own cap, not by ngtcp2: more may be ready */
 }
 
 void nx_qconn_flush(struct nx_qconn *c)
@@ -253,6 +253,8 @@ void nx_qconn_flush(struct nx_qconn *c)
     }
     if (!c->fail)
         arm_timer(c);
+    if (rv == 1) /* let the loop read (ACKs) in between, then go on */
+        nx_quic_schedule_flush(c);
     nx_qconn_leave(c);
 }
 
