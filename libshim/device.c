@@ -590,10 +590,6 @@ nexar_status_t nexar_comm_set_stream(nexar_comm_t *c, void *cuda_stream)
     const char *fn = "nexar_comm_set_stream", *why = NULL;
     if (!c)
         return nx_fail(NEXAR_ERR_INVALID, "%s: comm is NULL", fn);
-    if (!NX_SHIM_CUDA)
-        return nx_fail(NEXAR_ERR_UNSUPPORTED,
-                       "%s: this libnexarshim was built without CUDA support (-Dcuda=disabled)",
-                       fn);
     nx_lock();
     nexar_status_t s;
     nx_cu_ctx ctx = NULL;
@@ -601,8 +597,14 @@ nexar_status_t nexar_comm_set_stream(nexar_comm_t *c, void *cuda_stream)
     int memops = 0;
     if ((s = nx_shim_check(fn)) != NEXAR_OK || (s = nx_comm_check(c, fn)) != NEXAR_OK)
         goto out;
-    if (!cuda_stream) {
+    if (!cuda_stream) { /* back to unordered: always possible */
         c->stream = c->stream_ctx = NULL;
+        goto out;
+    }
+    if (!NX_SHIM_CUDA) {
+        s = nx_fail(NEXAR_ERR_UNSUPPORTED,
+                    "%s: this libnexarshim was built without CUDA support (-Dcuda=disabled)",
+                    fn);
         goto out;
     }
     if (!(D = nx_cudrv_get(false, &why))) {

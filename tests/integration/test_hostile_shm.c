@@ -10,9 +10,13 @@
  * Then, each on a fresh client: ring tails far ahead, random descriptors, unknown
  * kind / dtype / op / communicator, root out of range, extents outside the arena,
  * a misaligned direct offset, a count overflow, a chunk out of order, a sequence
- * number going backwards.  Each must get that client dropped (the daemon closes its
- * socket) while the daemon keeps answering, a concurrent healthy job finishes
- * exact, and SIGTERM still gives exit 0.
+ * number going backwards; device descriptors (NX_SQE_DEVICE) without NX_SQE_DIRECT,
+ * with their record outside the arena, with a bad record, naming a registration that
+ * does not exist.  Each must get that client dropped (the daemon closes its socket)
+ * while the daemon keeps answering, a concurrent healthy job finishes exact, and
+ * SIGTERM still gives exit 0.  Device registrations the daemon cannot honour (no GPU,
+ * a garbage IPC handle, a short handle, an unknown id to unregister) are answered with
+ * a status instead, and the client stays.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -274,7 +278,8 @@ static void controls(void)
 
 enum attack {
     A_TAIL_FAR, A_TAIL_OVER, A_RANDOM, A_KIND, A_KIND0, A_DTYPE, A_REDOP, A_COMM, A_ROOT,
-    A_EXTENT, A_MISALIGNED, A_OVERFLOW, A_CHUNK_ORDER, A_SEQ_BACK, A_COUNT
+    A_EXTENT, A_MISALIGNED, A_OVERFLOW, A_CHUNK_ORDER, A_SEQ_BACK, A_DEV_NO_DIRECT,
+    A_DEV_RECORD_OUT, A_DEV_MAGIC, A_DEV_UNREGISTERED, A_COUNT
 };
 
 static const char *const attack_names[] = {
@@ -283,7 +288,77 @@ static const char *const attack_names[] = {
     "unknown communicator", "broadcast root 5 in a world of 1",
     "staged chunk extent past the arena end", "direct offset not a multiple of the element size",
     "direct count 2^62 (extent overflow)", "staged chunk 1 before chunk 0",
-    "sequence number going backwards"};
+    "sequence number going backwards", "device descriptor without NX_SQE_DIRECT",
+    "device op record past the arena end", "device op record with a bad magic",
+    "device op naming an unregistered allocation"};
+
+/* A device descriptor whose record (at the heap's start) names registration mem. */
+static struct nx_sqe device_sqe(struct evil *e, uint32_t magic, uint32_t mem)
+{
+    struct nx_dev_op r = {.magic = magic, .in = {.mem = mem}, .out = {.mem = mem},
+                          .done_off = NX_DEV_NO_DONE};
+    memcpy(e->base + e->h.arena_off + e->h.heap_off, &r, sizeof(r));
+    return (struct nx_sqe){.user_data = 7, .comm_id = e->comm, .kind = NX_K_ALL_REDUCE,
+                           .dtype = NEXAR_F32, .redop = NEXAR_SUM, .count = 16,
+                           .flags = NX_SQE_DIRECT | NX_SQE_DEVICE, .in_off = e->h.heap_off};
+}
+
+/* One DEV_REGISTER or DEV_UNREGISTER and its DEV_REPLY; returns the reply's status or -1. */
+static int dev_request(struct evil *e, uint16_t type, const ProtobufCMessage *m)
+{
+    uint8_t buf[256], *pl = NULL;
+    struct nx_frame_hdr fh;
+    size_t n = protobuf_c_message_pack(m, buf);
+    if (nx_chan_send(e->fd, type, buf, (uint32_t)n, NULL, 0) ||
+        nx_chan_recv(e->fd, &fh, &pl, 5000, NULL, 0, NULL) || fh.type != NX_MSG_DEV_REPLY) {
+        free(pl);
+        return -1;
+    }
+    Nexar__DeviceReply *r = nexar__device_reply__unpack(NULL, fh.length, pl);
+    free(pl);
+    int st = r ? (int)r->status : -1;
+    if (r)
+        nexar__device_reply__free_unpacked(r, NULL);
+    return st;
+}
+
+/* Registrations nexard cannot honour get a refusal, not a drop. */
+static void device_controls(void)
+{
+    struct evil e;
+    const char *what = "device registrations that cannot be honoured";
+    if (evil_join(&e, what))
+        return;
+    uint8_t handle[64] = {0};
+    Nexar__DeviceRegister m = NEXAR__DEVICE_REGISTER__INIT;
+    m.kind = NEXAR__DEVICE_KIND__DEVICE_MEMORY;
+    m.ipc_handle.data = handle;
+    m.ipc_handle.len = sizeof(handle);
+    m.base_addr = 0x7f0000000000ull;
+    m.size = 1 << 20;
+    m.pci_bus_id = (char *)"0000:ff:1f.7";
+    int st1 = dev_request(&e, NX_MSG_DEV_REGISTER, &m.base);
+    m.ipc_handle.len = 3;
+    int st2 = dev_request(&e, NX_MSG_DEV_REGISTER, &m.base);
+    uint32_t ids[2] = {1, 12345};
+    Nexar__DeviceUnregister u = NEXAR__DEVICE_UNREGISTER__INIT;
+    u.ids = ids;
+    u.n_ids = 2;
+    int st3 = dev_request(&e, NX_MSG_DEV_UNREGISTER, &u.base);
+    if (st1 <= 0 || st2 <= 0 || st3 != 0) {
+        tl_log("FAIL %s: replies %d (garbage handle), %d (short handle), %d (unknown ids); "
+               "expected a refusal, a refusal and 0", what, st1, st2, st3);
+        fails++;
+    } else {
+        struct nx_sqe b = barrier_sqe(&e, 0);
+        push(&e, &b);
+        ring_bell(&e);
+        if (expect_completion(&e, "a barrier after the refused registrations", b.user_data) == 0)
+            tl_log("ok: %s -> refused (%d, %d), unknown ids ignored, client kept", what, st1,
+                   st2);
+    }
+    evil_close(&e);
+}
 
 static void attack(enum attack a)
 {
@@ -340,6 +415,24 @@ static void attack(enum attack a)
         push(&e, &s);
         break;
     }
+    case A_DEV_NO_DIRECT:
+        s = device_sqe(&e, NX_DEV_OP_MAGIC, 1);
+        s.flags = NX_SQE_DEVICE;
+        push(&e, &s);
+        break;
+    case A_DEV_RECORD_OUT:
+        s = device_sqe(&e, NX_DEV_OP_MAGIC, 1);
+        s.in_off = e.h.arena_bytes - 8;
+        push(&e, &s);
+        break;
+    case A_DEV_MAGIC:
+        s = device_sqe(&e, 0x12345678, 1);
+        push(&e, &s);
+        break;
+    case A_DEV_UNREGISTERED:
+        s = device_sqe(&e, NX_DEV_OP_MAGIC, 1);
+        push(&e, &s);
+        break;
     case A_SEQ_BACK: {
         struct nx_sqe b = barrier_sqe(&e, 0);
         push(&e, &b);
@@ -377,6 +470,7 @@ int main(void)
     if (bgjob_start(&bg, &d, 2))
         return 1;
     controls();
+    device_controls();
     for (int a = 0; a < A_COUNT; a++)
         attack((enum attack)a);
     if (bgjob_finish(&bg)) {
