@@ -429,15 +429,26 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
  * on it ends here at once with NEXAR_ERR_UNSUPPORTED, without touching the sequence
  * bookkeeping, so free and abort keep working.  The inter-node algorithms replace this.
  */
-static void refuse_spanning(struct nx_comm *c, struct nx_client *cl, const struct nx_sqe *e)
+static void refuse_spanning(struct nx_comm *c, struct nx_client *cl, uint32_t rank,
+                            const struct nx_sqe *e)
 {
-    char text[256];
+    char text[256], why[128];
     snprintf(text, sizeof(text),
              "%s on communicator %u (job \"%s\") spans %u nodes: cross-node collectives and "
              "point-to-point are not implemented yet (this nexard runs ops among the ranks "
              "of one node only)",
              nx_kind_name(e->kind), c->id, c->job ? c->job->name : "?", c->nodes);
-    complete(cl, e->user_data, NEXAR_ERR_UNSUPPORTED, text);
+    if (!(e->flags & NX_SQE_DEVICE))
+        return complete(cl, e->user_data, NEXAR_ERR_UNSUPPORTED, text);
+    /* A device op's stream waits on its done word: complete through the record. */
+    struct nx_dev_part *dev = nx_xcalloc(1, sizeof(*dev));
+    if (nx_dev_part_load(cl, e, nx_comm_span_size(c), nx_comm_span_rank(c, rank), dev, why,
+                         sizeof(why)) < 0)
+        nx_client_violation(cl, why);
+    else
+        nx_dev_part_complete(dev, NEXAR_ERR_UNSUPPORTED, text);
+    nx_dev_part_release(dev);
+    free(dev);
 }
 
 void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
@@ -469,7 +480,8 @@ void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
     if (e->kind != NX_K_COMM_FREE && c->failed_status) {
         if (e->flags & NX_SQE_DEVICE) {
             struct nx_dev_part *dev = nx_xcalloc(1, sizeof(*dev));
-            if (nx_dev_part_load(cl, e, c->size, rank, dev, why, sizeof(why)) < 0) {
+            if (nx_dev_part_load(cl, e, nx_comm_span_size(c), nx_comm_span_rank(c, rank), dev,
+                                 why, sizeof(why)) < 0) {
                 nx_dev_part_release(dev);
                 free(dev);
                 return nx_client_violation(cl, why);
@@ -480,7 +492,7 @@ void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
     }
 
     if (c->nodes > 1 && e->kind != NX_K_COMM_FREE && e->kind != NX_K_COMM_ABORT)
-        return refuse_spanning(c, cl, e);
+        return refuse_spanning(c, cl, rank, e);
 
     switch (e->kind) {
     case NX_K_COMM_ABORT: {
