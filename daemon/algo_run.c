@@ -257,9 +257,11 @@ static bool advance(struct nx_xop *x, struct nx_xslot *sl)
 
 static void send_credits(struct nx_xop *x)
 {
-    /* Senders may run pieces below credit + window: once that covers every piece, or when
-     * nothing new was finished, a credit would tell nobody anything. */
-    if (x->lo <= x->credit_sent || x->credit_sent + x->window >= x->npieces)
+    /* Senders may run pieces below credit + window: once that covers every piece a credit
+     * would tell nobody anything.  Credits go out every half window (as delayed ACKs do):
+     * the piece this node waits for, lo < credit_sent + (window + 1) / 2, is then always
+     * one the senders may send. */
+    if (x->lo < x->credit_sent + (x->window + 1) / 2 || x->credit_sent + x->window >= x->npieces)
         return;
     x->credit_sent = x->lo;
     for (uint32_t i = 0; i < x->n_in && x->state == XS_RUNNING; i++) {

@@ -87,6 +87,9 @@ struct ta_pump_opts {
      * forge or alter messages).  May change *m's fields. */
     bool (*filter)(void *arg, struct nx_xmsg *m, uint32_t *src, uint8_t *data);
     void *filter_arg;
+    /* > 0: abort when a node has more unacknowledged bytes than this (one message alone
+     * may exceed it), to hold the xops to their max_inflight */
+    uint64_t inflight_limit;
 };
 
 struct ta_pump *ta_pump_new(uint32_t nnodes, const struct ta_pump_opts *o);

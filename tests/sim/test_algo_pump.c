@@ -23,6 +23,7 @@ struct pnode {
 
 struct ack {
     uint32_t node, token;
+    uint64_t bytes;
 };
 
 struct ta_pump {
@@ -34,6 +35,7 @@ struct ta_pump {
     uint32_t qlen[TA_MAXN][TA_MAXN];
     struct ack *acks;
     size_t nacks, cap_acks;
+    uint64_t unacked[TA_MAXN]; /* bytes sent with a token, not yet acknowledged */
     uint8_t *odd; /* misaligned delivery buffer */
     size_t odd_cap;
 };
@@ -53,6 +55,16 @@ static int p_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
     if (m->len)
         memcpy(q->data, m->data, m->len);
     q->m.data = NULL;
+    if (m->token) {
+        uint64_t lim = p->o.inflight_limit;
+        if (lim && p->unacked[nd->id] > 0 && p->unacked[nd->id] + m->len > lim) {
+            fprintf(stderr, "pump: node %u has %llu bytes unacknowledged and sends %zu more "
+                    "(limit %llu)\n", nd->id, (unsigned long long)p->unacked[nd->id], m->len,
+                    (unsigned long long)lim);
+            abort();
+        }
+        p->unacked[nd->id] += m->len;
+    }
     struct pmsg **tail = &p->qt[nd->id][m->dst];
     if (*tail)
         (*tail)->next = q;
@@ -121,7 +133,8 @@ static void deliver(struct ta_pump *p, struct pmsg *q)
             p->cap_acks = p->cap_acks ? 2 * p->cap_acks : 64;
             p->acks = realloc(p->acks, p->cap_acks * sizeof(*p->acks));
         }
-        p->acks[p->nacks++] = (struct ack){.node = q->src, .token = q->m.token};
+        p->acks[p->nacks++] =
+            (struct ack){.node = q->src, .token = q->m.token, .bytes = q->m.len};
     }
     if (nd->done || !nd->x)
         return; /* e.g. a credit for a node that has finished */
@@ -166,6 +179,7 @@ int ta_pump_run(struct ta_pump *p)
         if (pick < p->nacks) {
             struct ack a = p->acks[pick];
             p->acks[pick] = p->acks[--p->nacks];
+            p->unacked[a.node] -= a.bytes;
             if (!p->nodes[a.node].done)
                 nx_xop_on_sent(p->nodes[a.node].x, a.token);
             continue;
