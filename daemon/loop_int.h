@@ -2,7 +2,8 @@
  * loop_int.h - the loop transport's insides, shared by its three files:
  *   loop_net.c        the simulated packet network (delay, loss, reorder, bandwidth, cuts)
  *   transport_loop.c  endpoints, peer records, connections, the ops table
- *   loop_stream.c     reliable ordered messages per channel over lossy packets
+ *   loop_stream.c     reliable ordered messages per channel over lossy packets: sending
+ *   loop_recv.c       the same: receiving (acknowledgements, reorder ring, reassembly)
  *
  * Freeing while callbacks run: the net counts how deep the loop is inside its own code
  * (net->depth).  Records that a callback forgets, and endpoints it destroys, are only
@@ -144,7 +145,41 @@ void lep_sweep(struct lep *ep);
 struct lep *lnet_find_ep(struct nx_loopnet *net, const char *addr);
 void lep_free_now(struct lep *ep);
 
-/* ---- reliable channels (loop_stream.c) ---- */
+/* ---- reliable channels (loop_stream.c, loop_recv.c) ---- */
+
+#define CHAN_WINDOW 2048u /* pseq span a sender may open ahead of its oldest unacked */
+#define RECV_WINDOW 4096u /* pseq span a receiver buffers (>= CHAN_WINDOW) */
+
+struct lmsg;
+
+struct lfrag {
+    struct lbuf *buf; /* NULL: the slot is empty */
+    uint64_t off;
+    uint32_t len;
+};
+
+struct lchan {
+    uint64_t id;
+    /* send side */
+    struct lmsg *sq_head, *sq_tail; /* messages not yet done, in send order */
+    struct lmsg *cursor;            /* the first message not yet fully cut */
+    struct lchan *ready_next;
+    int ready;
+    uint64_t snd_una, snd_next;     /* segments [snd_una, snd_next) are kept in sring */
+    struct lseg **sring;
+    size_t scap;                    /* power of two */
+    /* receive side */
+    uint64_t rcv_next;
+    struct lfrag *rring;            /* [rcv_next, rcv_next + rcap) */
+    size_t rcap;
+    uint8_t *asm_buf;               /* the message being reassembled */
+    uint64_t asm_len, asm_have;
+    int asm_on;
+};
+
+/* The channel record, created on first use (send or arrival). */
+struct lchan *lchan_get(struct lpeer *p, uint64_t id);
+void lrecv_free(struct lchan *c);
 
 int lstream_send(struct lpeer *p, uint64_t channel, const struct iovec *iov, int iovcnt,
                  uint64_t token);

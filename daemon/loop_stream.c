@@ -1,5 +1,6 @@
 /*
- * loop_stream.c - reliable, ordered messages per channel over the loop net's lossy packets.
+ * loop_stream.c - reliable, ordered messages per channel over the loop net's lossy packets:
+ * the channel map and the sending side (the receiving side is loop_recv.c).
  *
  * Sender: each message is cut into segments of at most mtu bytes, numbered per channel
  * (pseq), so that a loss on one channel never holds up another.  A segment is sent when
@@ -8,10 +9,6 @@
  * or when an ACK arrives for a segment sent more than REORDER_PKTS transmissions after
  * it.  A message is done, and on_sent fires, once all its segments are acknowledged and
  * all earlier messages of its channel are done.
- *
- * Receiver: every DATA packet is acknowledged, duplicates included (their first ACK may
- * have been lost), with the cumulative point of the channel.  Segments ahead of the next
- * expected one wait in a reorder ring; in-order ones are reassembled and delivered.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -22,8 +19,6 @@
 #include "mem.h"
 
 #define MAX_FLIGHT_PKTS 1024u /* unacknowledged segments per peer */
-#define CHAN_WINDOW 2048u     /* pseq span a sender may open ahead of its oldest unacked */
-#define RECV_WINDOW 4096u     /* pseq span a receiver buffers (>= CHAN_WINDOW) */
 #define REORDER_PKTS 3u       /* later transmissions acknowledged before a segment is lost */
 #define RTO_MAX_MS 1000u
 
@@ -44,31 +39,6 @@ struct lseg {
     uint64_t tx, sent_at;
     uint32_t sends;
     int acked, in_flight;
-};
-
-struct lfrag {
-    struct lbuf *buf; /* NULL: the slot is empty */
-    uint64_t off;
-    uint32_t len;
-};
-
-struct lchan {
-    uint64_t id;
-    /* send side */
-    struct lmsg *sq_head, *sq_tail; /* messages not yet done, in send order */
-    struct lmsg *cursor;            /* the first message not yet fully cut */
-    struct lchan *ready_next;
-    int ready;
-    uint64_t snd_una, snd_next;     /* segments [snd_una, snd_next) are kept in sring */
-    struct lseg **sring;
-    size_t scap;                    /* power of two */
-    /* receive side */
-    uint64_t rcv_next;
-    struct lfrag *rring;            /* [rcv_next, rcv_next + rcap) */
-    size_t rcap;
-    uint8_t *asm_buf;               /* the message being reassembled */
-    uint64_t asm_len, asm_have;
-    int asm_on;
 };
 
 /* ---- the channel map: open addressing, never shrinks (channels live as long as the
@@ -101,7 +71,7 @@ static void chan_insert(struct lchan **tab, size_t cap, struct lchan *c)
     tab[i] = c;
 }
 
-static struct lchan *chan_get(struct lpeer *p, uint64_t id)
+struct lchan *lchan_get(struct lpeer *p, uint64_t id)
 {
     struct lchan *c = chan_find(p, id);
     if (c)
@@ -146,26 +116,6 @@ static void sring_room(struct lchan *c)
     free(c->sring);
     c->sring = r;
     c->scap = cap;
-}
-
-static struct lfrag *rslot(struct lchan *c, uint64_t pseq)
-{
-    return &c->rring[pseq & (c->rcap - 1)];
-}
-
-static void rring_room(struct lchan *c, uint64_t span)
-{
-    if (span < c->rcap)
-        return;
-    size_t cap = c->rcap ? c->rcap : 16;
-    while (cap <= span)
-        cap *= 2;
-    struct lfrag *r = nx_xcalloc(cap, sizeof(*r));
-    for (uint64_t q = c->rcv_next; q < c->rcv_next + c->rcap; q++)
-        r[q & (cap - 1)] = *rslot(c, q);
-    free(c->rring);
-    c->rring = r;
-    c->rcap = cap;
 }
 
 /* ---- RTT and retransmission timeout (RFC 6298) ---- */
@@ -365,7 +315,7 @@ int lstream_send(struct lpeer *p, uint64_t channel, const struct iovec *iov, int
     struct lmsg *m = nx_xcalloc(1, sizeof(*m));
     m->buf = b;
     m->token = token;
-    struct lchan *c = chan_get(p, channel);
+    struct lchan *c = lchan_get(p, channel);
     if (c->sq_tail)
         c->sq_tail->next = m;
     else
@@ -487,121 +437,6 @@ uint64_t lstream_deadline(const struct lpeer *p)
     return p->fl_head ? p->fl_head->sent_at + p->rto : UINT64_MAX;
 }
 
-/* ---- receiving ---- */
-
-static void send_ack(struct lpeer *p, const struct lchan *c, uint64_t pseq, uint64_t tx)
-{
-    struct lpkt *pkt = lpkt_new(LPKT_ACK);
-    pkt->channel = c->id;
-    pkt->pseq = pseq;
-    pkt->tx = tx;
-    pkt->cum = c->rcv_next;
-    lpeer_xmit(p, pkt);
-}
-
-static void deliver(struct lpeer *p, const struct lchan *c, const void *data, size_t len)
-{
-    struct nx_transport *t = &p->ep->base;
-    p->st.msgs_recv++;
-    p->st.bytes_recv += len;
-    if (t->cb.on_message)
-        t->cb.on_message(t->cb.arg, &p->base, c->id, data, len);
-}
-
-static void violation(struct lpeer *p, const char *what)
-{
-    char why[120];
-    snprintf(why, sizeof(why), "protocol violation: %s", what);
-    NX_WARN("loopnet", "%s -> %s: %s", p->ep->base.local_addr, p->base.addr, why);
-    struct lpkt *pkt = lpkt_new(LPKT_CLOSE);
-    snprintf(pkt->reason, sizeof(pkt->reason), "%.*s", (int)sizeof(pkt->reason) - 1, why);
-    lpeer_xmit(p, pkt);
-    lpeer_lost(p, why, 1);
-}
-
-/* Takes one in-order fragment; 0 when p went away (a callback closed it, or a bad
- * fragment did). */
-static int absorb(struct lpeer *p, struct lchan *c, const struct lbuf *b, uint64_t off,
-                  uint32_t len)
-{
-    /* The fragment's bytes are the only thing read from b; its length only marks the
-     * message's end, as a length field would on a wire. */
-    uint64_t msg_len = b->len;
-    if (off > msg_len || len > msg_len - off) {
-        violation(p, "fragment outside its message");
-        return 0;
-    }
-    if (!c->asm_on) {
-        if (off != 0) {
-            violation(p, "message does not start at offset 0");
-            return 0;
-        }
-        if (len == msg_len) {
-            deliver(p, c, b->data, len);
-            return lpeer_alive(p);
-        }
-        c->asm_buf = nx_xmalloc(msg_len);
-        c->asm_len = msg_len;
-        c->asm_have = 0;
-        c->asm_on = 1;
-    } else if (off != c->asm_have || msg_len != c->asm_len || len == 0) {
-        violation(p, "fragments out of order within a message");
-        return 0;
-    }
-    memcpy(c->asm_buf + c->asm_have, b->data + off, len);
-    c->asm_have += len;
-    if (c->asm_have < c->asm_len)
-        return 1;
-    uint8_t *msg = c->asm_buf;
-    c->asm_buf = NULL;
-    c->asm_on = 0;
-    deliver(p, c, msg, c->asm_len);
-    free(msg);
-    return lpeer_alive(p);
-}
-
-void lstream_on_data(struct lpeer *p, const struct lpkt *pkt)
-{
-    struct lchan *c = chan_get(p, pkt->channel);
-    uint64_t q = pkt->pseq;
-    if (!pkt->buf)
-        return;
-    if (q < c->rcv_next) { /* a duplicate: its ACK was lost or is late */
-        send_ack(p, c, q, pkt->tx);
-        return;
-    }
-    if (q - c->rcv_next >= RECV_WINDOW)
-        return; /* further ahead than any honest sender goes */
-    if (q != c->rcv_next) {
-        rring_room(c, q - c->rcv_next);
-        struct lfrag *f = rslot(c, q);
-        if (!f->buf) {
-            f->buf = lbuf_ref(pkt->buf);
-            f->off = pkt->frag_off;
-            f->len = pkt->len;
-        }
-        send_ack(p, c, q, pkt->tx);
-        return;
-    }
-    /* In order: acknowledge the whole run that is now contiguous, then deliver it. */
-    uint64_t end = q + 1;
-    while (c->rcap && end < c->rcv_next + c->rcap && rslot(c, end)->buf)
-        end++;
-    uint64_t first = c->rcv_next;
-    c->rcv_next = end;
-    send_ack(p, c, q, pkt->tx);
-    if (!absorb(p, c, pkt->buf, pkt->frag_off, pkt->len))
-        return;
-    for (uint64_t s = first + 1; s < end; s++) {
-        struct lfrag f = *rslot(c, s);
-        memset(rslot(c, s), 0, sizeof(f));
-        int ok = absorb(p, c, f.buf, f.off, f.len);
-        lbuf_unref(f.buf);
-        if (!ok)
-            return;
-    }
-}
-
 /* ---- teardown ---- */
 
 static void chan_free(struct lchan *c)
@@ -615,10 +450,7 @@ static void chan_free(struct lchan *c)
     for (uint64_t q = c->snd_una; q < c->snd_next; q++)
         free(*sslot(c, q));
     free(c->sring);
-    for (size_t i = 0; i < c->rcap; i++)
-        lbuf_unref(c->rring[i].buf);
-    free(c->rring);
-    free(c->asm_buf);
+    lrecv_free(c);
     free(c);
 }
 

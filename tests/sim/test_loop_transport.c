@@ -441,6 +441,18 @@ static void sc_heavy(void)
     traffic("20% loss, 10% reorder, 3 nodes", 3, &c, 25000);
 }
 
+/* No loss, but packets overtake each other all the time: order comes from the layer. */
+static void sc_reorder(void)
+{
+    struct nx_loopnet_conf c;
+    conf(&c, 14);
+    c.jitter_ms = 4;
+    c.reorder = 0.3;
+    c.reorder_ms = 6;
+    tr = (struct traffic){.nchans = 3, .msgs = 16, .inflight = 4, .big = 1u << 20};
+    traffic("no loss, 30% reorder + 4 ms jitter, 3 nodes", 3, &c, 15000);
+}
+
 static void sc_bandwidth(void)
 {
     struct nx_loopnet_conf c;
@@ -826,7 +838,7 @@ static const struct {
     {"heavy", sc_heavy},       {"bandwidth", sc_bandwidth}, {"channels", sc_channels},
     {"partition", sc_partition}, {"isolate", sc_isolate}, {"close", sc_close},
     {"simopen", sc_simopen},   {"api", sc_api},         {"nobody", sc_nobody},
-    {"reentry", sc_reentry},
+    {"reentry", sc_reentry},    {"reorder", sc_reorder},
 };
 
 int main(int argc, char **argv)
