@@ -104,7 +104,15 @@ int nx_addr_canon(const char *s, char *out, size_t outlen, char *err, size_t err
         snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rv));
         return -EINVAL;
     }
-    format_sa(res->ai_addr, port, out, outlen);
+    /* A name with both families: v4 first, as daemons are usually bound to v4 ("localhost"
+     * must not turn into [::1] for a daemon listening on 127.0.0.1). */
+    const struct addrinfo *pick = res;
+    for (const struct addrinfo *a = res; a; a = a->ai_next)
+        if (a->ai_family == AF_INET) {
+            pick = a;
+            break;
+        }
+    format_sa(pick->ai_addr, port, out, outlen);
     freeaddrinfo(res);
     return 0;
 }

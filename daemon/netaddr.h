@@ -31,8 +31,8 @@ static inline bool nx_addr_valid(const char *s)
 
 /*
  * The canonical numeric form of s.  Numeric hosts never block; a name is resolved with
- * getaddrinfo() (blocking: /etc/hosts or DNS), and its first address wins.  0, or
- * -EINVAL with a one-line reason in err.
+ * getaddrinfo() (blocking: /etc/hosts or DNS), and its first IPv4 address wins (else its
+ * first address).  0, or -EINVAL with a one-line reason in err.
  */
 int nx_addr_canon(const char *s, char *out, size_t outlen, char *err, size_t errlen);
 

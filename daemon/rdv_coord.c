@@ -18,8 +18,10 @@
 #include "rendezvous.h"
 
 #define NONE UINT32_MAX
-/* Forming jobs one coordinator tracks: each costs 4 bytes per rank of its world. */
+/* Forming jobs one coordinator tracks, and their ranks in all: each costs 4 bytes per rank
+ * of its world, and a peer must not make us hold gigabytes. */
 #define NX_RDV_MAX 256
+#define NX_RDV_MAX_RANKS (1u << 22)
 
 struct rnode {
     char addr[NX_ADDR_MAX]; /* what the rank table says (the advertised address) */
@@ -43,6 +45,7 @@ struct rdv {
 
 static LIST_HEAD(, rdv) rdvs = LIST_HEAD_INITIALIZER(rdvs);
 static unsigned nrdv;
+static uint64_t nranks_held;
 
 static struct rdv *find(const char *name)
 {
@@ -57,6 +60,7 @@ static void rdv_free(struct rdv *r)
 {
     LIST_REMOVE(r, link);
     nrdv--;
+    nranks_held -= r->world;
     free(r->name);
     free(r->rank_node);
     free(r->nodes);
@@ -216,6 +220,7 @@ static struct rdv *rdv_new(const Nexar__PeerRegister *g)
         r->rank_node[k] = NONE;
     LIST_INSERT_HEAD(&rdvs, r, link);
     nrdv++;
+    nranks_held += r->world;
     NX_DEBUG("rdv", "coordinating job \"%s\" (%u ranks, formation within %.0f s)", r->name,
              r->world, r->deadline - r->created);
     return r;
@@ -260,9 +265,10 @@ void nx_rdvc_register(struct nx_tpeer *from, const Nexar__PeerRegister *g)
         return;
     }
     if (!r) {
-        if (nrdv >= NX_RDV_MAX) {
-            snprintf(why, sizeof(why), "coordinator %s is forming %u jobs already; try later",
-                     nx_cluster_addr(), nrdv);
+        if (nrdv >= NX_RDV_MAX || nranks_held + g->world_size > NX_RDV_MAX_RANKS) {
+            snprintf(why, sizeof(why), "coordinator %s is forming %u jobs of %llu ranks "
+                     "already; try later", nx_cluster_addr(), nrdv,
+                     (unsigned long long)nranks_held);
             return refuse(from, g, g->ranks, g->n_ranks, NEXAR_ERR_UNAVAILABLE, why);
         }
         r = rdv_new(g);
