@@ -123,15 +123,12 @@ static int scan_peers(struct nx_xop *x, char *err, size_t errlen)
                                                         ? x->d.count : x->piece_elems};
     bool *from = nx_xcalloc(N, sizeof(bool));
     uint64_t biggest = 0;
-    x->sends_to = nx_xcalloc(N, sizeof(bool));
     for (uint32_t s = 0; s < x->nsteps; s++) {
         nx_xplan_clear(&x->vplan);
         x->alg->plan(x, &pc, s, &x->vplan);
-        for (uint32_t i = 0; i < x->vplan.nsend; i++) {
-            x->sends_to[x->vplan.send[i].peer] = true;
+        for (uint32_t i = 0; i < x->vplan.nsend; i++)
             if (x->vplan.send[i].bytes > biggest)
                 biggest = x->vplan.send[i].bytes;
-        }
         for (uint32_t i = 0; i < x->vplan.nrecv; i++)
             from[x->vplan.recv[i].peer] = true;
     }
@@ -139,7 +136,6 @@ static int scan_peers(struct nx_xop *x, char *err, size_t errlen)
     for (uint32_t n = 0; n < N; n++)
         if (from[n] && n != x->d.me)
             x->in_peers[x->n_in++] = n;
-    x->sends_to[x->d.me] = false;
     free(from);
     if (biggest > NX_TMSG_MAX - MSG_OVERHEAD)
         return bad(err, errlen, "%s: a message of %llu bytes exceeds the transport's %u",
@@ -199,7 +195,8 @@ int nx_xop_create(const struct nx_xop_desc *desc, const struct nx_xnet *net,
     if ((rv = scan_peers(x, err, errlen)) < 0)
         goto fail;
 
-    x->sig = nx_xop_sig(x->d.kind, x->d.dtype, x->d.count, x->d.root, x->d.redop);
+    x->sig = x->d.sig ? x->d.sig
+                      : nx_xop_sig(x->d.kind, x->d.dtype, x->d.count, x->d.root, x->d.redop);
     x->credit = nx_xcalloc(x->d.nnodes, sizeof(uint64_t));
     x->slots = nx_xcalloc(x->window, sizeof(*x->slots));
     x->next_token = 1;
@@ -257,12 +254,14 @@ void nx_xop_on_data(struct nx_xop *x, uint32_t src, uint32_t step, uint32_t sig,
                     "node %u called another collective (signature %08x) than node %u's "
                     "%s (signature %08x)", src, sig, x->d.me, mine, x->sig);
     } else if (step == NX_XSTEP_CREDIT) {
-        if (len != 0 || offset > x->npieces)
+        uint64_t pbytes = x->piece_elems * x->es;
+        if (len != 0 || offset % pbytes != 0 || offset / pbytes >= x->npieces)
             nx_xop_fail(x, NEXAR_ERR_INTERNAL,
-                        "node %u sent a bad credit (%llu pieces of %llu, %zu bytes)", src,
-                        (unsigned long long)offset, (unsigned long long)x->npieces, len);
+                        "node %u sent a bad credit (offset %llu, %zu bytes; %llu pieces of "
+                        "%llu bytes)", src, (unsigned long long)offset, len,
+                        (unsigned long long)x->npieces, (unsigned long long)pbytes);
         else
-            nx_xrun_credit(x, src, offset);
+            nx_xrun_credit(x, src, offset / pbytes);
     } else {
         nx_xrun_data(x, src, step, offset, data, len);
     }

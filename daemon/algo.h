@@ -58,8 +58,9 @@ enum nx_algo {
     NX_ALGO_COUNT
 };
 
-/* The step of a flow-control message (empty payload, offset = pieces the sender has
- * finished); never an algorithm step.  See nx_xop_on_data. */
+/* The step of a flow-control message ("credit"): empty payload, offset = the byte offset
+ * of the first piece the sender has not finished (a piece boundary, like a DATA offset,
+ * and always inside the op); never an algorithm step.  See docs/algorithms.md. */
 #define NX_XSTEP_CREDIT UINT32_MAX
 
 #define NX_XOP_DEFAULT_CHUNK (512u << 10)     /* bytes per message, roughly */
@@ -87,6 +88,9 @@ struct nx_xop_desc {
     uint64_t max_inflight; /* bytes sent but not yet acknowledged; 0: default */
     const char *what;      /* prefix of error texts ("all_reduce seq 4 on comm 2 (job
                               \"x\")"); copied; NULL: the kind's name */
+    uint32_t sig;          /* the signature carried and checked; 0: nx_xop_sig() of this
+                              descriptor.  An op cut into several xops passes the sig of
+                              the whole op, so that a different total count shows. */
 };
 
 /* One DATA message for the glue to put on the wire (proto/wire.h: the glue adds job,
@@ -95,7 +99,7 @@ struct nx_xmsg {
     uint32_t dst;      /* node index */
     uint32_t step;     /* algorithm step, or NX_XSTEP_CREDIT */
     uint32_t sig;      /* nx_xop_sig() of the op */
-    uint64_t offset;   /* byte offset of the piece in one block (credit: pieces done) */
+    uint64_t offset;   /* byte offset of the piece in one block (credit: see above) */
     const void *data;  /* host memory, valid during the call only */
     size_t len;
     uint32_t token;    /* nonzero: report nx_xop_on_sent(token) when acknowledged */

@@ -128,7 +128,6 @@ struct nx_xop {
     uint64_t lo, credit_sent;      /* pieces [0, lo) done here; last lo announced */
     uint64_t *credit;              /* per node: pieces it has done (that we know of) */
     uint32_t *in_peers, n_in;      /* nodes that send to us: they get our credits */
-    bool *sends_to;                /* per node: we send to it (credit matters) */
     struct nx_xslot *slots;        /* window entries; piece p is in slots[p % window] */
     struct nx_xearly *early;
     uint64_t early_bytes;

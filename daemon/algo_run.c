@@ -260,13 +260,15 @@ static void send_credits(struct nx_xop *x)
     /* Senders may run pieces below credit + window: once that covers every piece a credit
      * would tell nobody anything.  Credits go out every half window (as delayed ACKs do):
      * the piece this node waits for, lo < credit_sent + (window + 1) / 2, is then always
-     * one the senders may send. */
-    if (x->lo < x->credit_sent + (x->window + 1) / 2 || x->credit_sent + x->window >= x->npieces)
+     * one the senders may send.  A node that has done every piece has received everything
+     * and owes nobody a credit. */
+    if (x->lo < x->credit_sent + (x->window + 1) / 2 || x->lo >= x->npieces ||
+        x->credit_sent + x->window >= x->npieces)
         return;
     x->credit_sent = x->lo;
     for (uint32_t i = 0; i < x->n_in && x->state == XS_RUNNING; i++) {
         struct nx_xmsg m = {.dst = x->in_peers[i], .step = NX_XSTEP_CREDIT, .sig = x->sig,
-                            .offset = x->lo};
+                            .offset = x->lo * x->piece_elems * x->es};
         int rv = x->net.send(x->net.arg, x, &m);
         if (rv < 0)
             return nx_xop_fail(x, rv == -ENOTCONN ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_INTERNAL,
@@ -411,7 +413,6 @@ void nx_xrun_free(struct nx_xop *x)
     free(x->slots);
     free(x->credit);
     free(x->in_peers);
-    free(x->sends_to);
     free(x->infl);
     free(x->stage);
     free(x->tmp);

@@ -123,8 +123,9 @@ static void sc_forged(void)
         {2, 0, sig, 0, 64, NEXAR_ERR_INTERNAL, "from node 2"},
         {5, 0, sig, 0, 64, NEXAR_ERR_INTERNAL, "from node 5"},
         {1, 0, sig ^ 1, 0, 64, NEXAR_ERR_MISMATCH, "node 1 called another collective"},
-        {1, NX_XSTEP_CREDIT, sig, 99, 0, NEXAR_ERR_INTERNAL, "node 1 sent a bad credit"},
-        {1, NX_XSTEP_CREDIT, sig, 1, 8, NEXAR_ERR_INTERNAL, "node 1 sent a bad credit"},
+        {1, NX_XSTEP_CREDIT, sig, 4 * 128, 0, NEXAR_ERR_INTERNAL, "node 1 sent a bad credit"},
+        {1, NX_XSTEP_CREDIT, sig, 129, 0, NEXAR_ERR_INTERNAL, "node 1 sent a bad credit"},
+        {1, NX_XSTEP_CREDIT, sig, 128, 8, NEXAR_ERR_INTERNAL, "node 1 sent a bad credit"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         solo_new(&s, 2);
@@ -146,8 +147,8 @@ static void sc_forged(void)
     /* a valid credit is quietly taken, an old one too */
     solo_new(&s, 1);
     nx_xop_start(s.x);
-    nx_xop_on_data(s.x, 1, NX_XSTEP_CREDIT, sig, 2, NULL, 0);
-    nx_xop_on_data(s.x, 1, NX_XSTEP_CREDIT, sig, 1, NULL, 0);
+    nx_xop_on_data(s.x, 1, NX_XSTEP_CREDIT, sig, 2 * 128, NULL, 0);
+    nx_xop_on_data(s.x, 1, NX_XSTEP_CREDIT, sig, 1 * 128, NULL, 0);
     CHECK(s.dones == 0);
     nx_xop_destroy(s.x);
 }
@@ -178,9 +179,9 @@ static void sc_solo_run(void)
         nx_xop_on_data(s.x, 1, 0, sig, pc * 128, p, seg);
         nx_xop_on_data(s.x, 1, 1, sig, pc * 128, p, seg);
         if (pc < 2) /* the window is 1: node 0 waits for node 1's credit */
-            nx_xop_on_data(s.x, 1, NX_XSTEP_CREDIT, sig, pc + 1, NULL, 0);
+            nx_xop_on_data(s.x, 1, NX_XSTEP_CREDIT, sig, (pc + 1) * 128, NULL, 0);
         if (pc == 2)
-            nx_xop_on_data(s.x, 1, NX_XSTEP_CREDIT, sig, 4, NULL, 0);
+            nx_xop_on_data(s.x, 1, NX_XSTEP_CREDIT, sig, 3 * 128, NULL, 0);
     }
     CHECK(s.dones == 1 && s.status == 0);
     nx_xop_describe(s.x, desc, sizeof(desc));
@@ -240,6 +241,15 @@ static void sc_create(void)
     char err[256];
     CHECK(nx_xop_create(&ok, &net, &x, err, sizeof(err)) == 0);
     nx_xop_destroy(x);
+    /* a glue-supplied signature (an op cut into several xops) is what goes out */
+    struct nx_xop_desc with_sig = ok;
+    with_sig.sig = 0x5eed;
+    with_sig.algo = NX_ALGO_RD;
+    CHECK(nx_xop_create(&with_sig, &net, &x, err, sizeof(err)) == 0);
+    nx_xop_start(x);
+    CHECK(s.sends == 1 && s.last.sig == 0x5eed);
+    nx_xop_destroy(x);
+    s.sends = 0;
     struct { struct nx_xop_desc d; const char *needle; } bad[16];
     int n = 0;
     for (int i = 0; i < 13; i++)
@@ -395,7 +405,10 @@ static void sc_flow(void)
                  * at most 256 bytes x the blocks it bundles (7 ranks) */
                 uint64_t bound = (uint64_t)c.window * (st.steps + 1) * 4 * 256 * 7;
                 if (getenv("NX_SIM_VERBOSE"))
-                    printf("%s/%s node %u: %" PRIu64 " pieces, early peak %" PRIu64 " bytes in %" PRIu64 " msgs, %" PRIu64 " credits\n", nx_kind_name(c.kind), nx_algo_name(c.algo), n, st.pieces, st.early_peak_bytes, st.early_msgs, st.credits_sent);
+                    printf("%s/%s node %u: %" PRIu64 " pieces, early peak %" PRIu64
+                           " bytes in %" PRIu64 " msgs, %" PRIu64 " credits\n",
+                           nx_kind_name(c.kind), nx_algo_name(c.algo), n, st.pieces,
+                           st.early_peak_bytes, st.early_msgs, st.credits_sent);
                 if (st.early_peak_bytes > bound) {
                     fprintf(stderr, "%s/%s node %u kept %" PRIu64 " early bytes (bound %"
                             PRIu64 ")\n", nx_kind_name(c.kind), nx_algo_name(c.algo), n,
