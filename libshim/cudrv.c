@@ -5,6 +5,7 @@
  * cuEventDestroy_v2, and so on): dlsym by the plain name would give the old ABI.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +15,10 @@ static struct nx_cudrv drv;
 static void *lib;
 static bool resolved;
 static char load_err[192];
+/* The loader's count of objects loaded when a probe last found no libcuda.  A probe
+ * runs on every op of a CPU-only program, and dlopen(RTLD_NOLOAD) costs ~100 us (it
+ * searches the library path); the count costs ~15 ns and changes when anything loads. */
+static unsigned long long probed_adds = ~0ull;
 
 struct sym {
     const char *name;
@@ -63,10 +68,28 @@ static bool resolve(void *h)
     return true;
 }
 
+static int adds_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds))
+        *(unsigned long long *)data = info->dlpi_adds;
+    return 1; /* the first object carries the count */
+}
+
 const struct nx_cudrv *nx_cudrv_get(bool probe, const char **why)
 {
     if (resolved)
         return &drv;
+    if (probe) {
+        unsigned long long adds = ~0ull - 1; /* no count: probe every time */
+        dl_iterate_phdr(adds_cb, &adds);
+        if (adds == probed_adds) {
+            if (why)
+                *why = "libcuda.so.1 is not loaded in this process";
+            return NULL;
+        }
+        if (adds != ~0ull - 1)
+            probed_adds = adds;
+    }
     void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | (probe ? RTLD_NOLOAD : 0));
     if (!h) {
         if (!probe) {

@@ -268,8 +268,8 @@ struct nx_sqe_limits {
 int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
                     const char **why);
 
-/* Byte extent of the input and output of descriptor e (whole op when direct,
- * the chunk otherwise).  Returns false on overflow. */
+/* Byte extent of the input and output of descriptor e in the arena (whole op when
+ * direct, the chunk otherwise; a device descriptor's record).  False on overflow. */
 bool nx_sqe_extent(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
                    uint64_t *in_bytes, uint64_t *out_bytes);
 

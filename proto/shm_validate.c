@@ -44,6 +44,11 @@ bool nx_sqe_extent(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
                    uint64_t *in_bytes, uint64_t *out_bytes)
 {
     struct nx_shape s;
+    if (e->flags & NX_SQE_DEVICE) { /* in the arena: only the record's fixed part */
+        *in_bytes = sizeof(struct nx_dev_op);
+        *out_bytes = 0;
+        return true;
+    }
     if (!nx_kind_shape(e->kind, lim->comm_size, lim->comm_rank, e->peer, &s))
         return false;
     return extent_for(e, lim, &s, in_bytes, out_bytes);

@@ -7,7 +7,9 @@
 #   asan    gcc, -Db_sanitize=address,undefined: suites unit + integration,
 #           halting on the first ASan/UBSan/LSan report
 #   fuzz    clang, -Dfuzz=true: every libFuzzer target (suite fuzz) for a while
-#   cuda    -Dcuda=enabled, compile only (skipped when there is no nvcc)
+#   cuda    -Dcuda=enabled: builds the CUDA adapter, its kernels and the gpu suite
+#           (checking that they were built), runs the cuda.h check and suite gpu,
+#           whose tests skip (77) without a GPU (skipped when there is no nvcc)
 #
 # The last line is "N passed, N failed, N skipped", summed over every meson test
 # run; the exit status is non-zero when a build or a test failed.
@@ -15,7 +17,8 @@
 # Usage: bash scripts/test.sh [--long] [--gpu] [--no-deps] [--only PHASE[,PHASE...]]
 #   --long     also register the long sweeps (-Dlong_tests=true) in the normal
 #              build, and fuzz each target for 120 s instead of 20 s
-#   --gpu      also run suite gpu in the cuda build (its tests skip without a GPU)
+#   --gpu      also run suites unit + integration against the cuda build (a nexard
+#              with the CUDA adapter); for hosts with a GPU
 #   --no-deps  do not run scripts/install-deps.sh
 #   --only     run only these phases (normal, asan, fuzz, cuda)
 set -uo pipefail
@@ -202,11 +205,19 @@ fi
 if want cuda; then
   t=$(now)
   if command -v nvcc >/dev/null 2>&1; then
-    say "cuda: -Dcuda=enabled, compile only ($(command -v nvcc))"
+    say "cuda: -Dcuda=enabled ($(command -v nvcc)); suite gpu skips without a GPU"
     if setup_build "$base/cuda" --buildtype=debugoptimized -Dwarning_level=2 \
         -Dwerror=true -Dcuda=enabled -Dfuzz=false -Dlong_tests=false; then
+      # The adapter must really be there, and in nexard: -Dcuda=enabled must not
+      # quietly build the CPU-only daemon.
+      if [ ! -f "$base/cuda/cuda/libnx_cuda_kernels.a" ] ||
+         ! nm "$base/cuda/daemon/nexard" 2>/dev/null | grep ' nx_cuda_init$' >/dev/null; then
+        problems+=("cuda: the build has no CUDA adapter in nexard")
+        failed=$((failed + 1))
+      fi
+      run_suites cuda "$base/cuda" --suite gpu
       if $gpu; then
-        run_suites gpu "$base/cuda" --suite gpu
+        run_suites cuda-all "$base/cuda" --suite unit --suite integration
       fi
     else
       build_failed cuda
