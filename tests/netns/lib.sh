@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # lib.sh - two nexard daemons in two network namespaces joined by a veth pair, with
 # random packet loss from nftables.  Sourced (bash) by tests/netns/test_netns.sh and
 # tools/bench-transport; the caller has `set -euo pipefail`.

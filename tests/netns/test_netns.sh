@@ -83,6 +83,6 @@ printf '%s\n' "${results[@]}"
 
 if [ "$fails" -ne 0 ]; then
     echo "$fails transfer(s) failed"
-    NX_NETNS_KEEP_LOGS=1
+    export NX_NETNS_KEEP_LOGS=1 # read by the EXIT trap (lib.sh)
     exit 1
 fi
