@@ -1,6 +1,6 @@
 /* algo.c - an xop's life: creation and validation of its descriptor, the public entry
- * points, failure, introspection, and the helpers the schedules build plans with.  The
- * pipeline itself runs in algo_run.c. */
+ * points, failure and introspection.  The pipeline runs in algo_run.c, the plans are
+ * built with algo_plan.c. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -187,6 +187,10 @@ int nx_xop_create(const struct nx_xop_desc *desc, const struct nx_xnet *net,
     }
     uint64_t chunk = x->d.chunk_bytes ? x->d.chunk_bytes : NX_XOP_DEFAULT_CHUNK;
     x->chunk_elems = chunk / x->es ? chunk / x->es : 1;
+    /* No piece needs to be longer than the op: keeps scratch and piece byte sizes small
+     * (and far from overflowing) whatever chunk_bytes says. */
+    if (x->chunk_elems > x->d.count)
+        x->chunk_elems = x->d.count ? x->d.count : 1;
     x->window = x->d.window ? x->d.window : NX_XOP_DEFAULT_WINDOW;
     x->max_inflight = x->d.max_inflight ? x->d.max_inflight : NX_XOP_DEFAULT_INFLIGHT;
     if ((rv = x->alg->init(x, err, errlen)) < 0)
@@ -355,111 +359,4 @@ void nx_xop_describe(const struct nx_xop *x, char *buf, size_t len)
             if (!sl->plan.recv[i].done)
                 off += (size_t)snprintf(buf + off, len - off, " %u", sl->plan.recv[i].peer);
     }
-}
-
-/* ---- plans ------------------------------------------------------------------------ */
-
-void nx_xplan_clear(struct nx_xplan *pl)
-{
-    pl->nsend = pl->nrecv = pl->nreg = 0;
-    pl->cur = NULL;
-}
-
-void nx_xplan_free(struct nx_xplan *pl)
-{
-    free(pl->send);
-    free(pl->recv);
-    free(pl->reg);
-    memset(pl, 0, sizeof(*pl));
-}
-
-static void add_xfer(struct nx_xfer **arr, uint32_t *n, size_t *cap, struct nx_xplan *pl,
-                     uint32_t peer)
-{
-    nx_grow((void **)arr, cap, (size_t)*n + 1, sizeof(**arr));
-    struct nx_xfer *f = &(*arr)[(*n)++];
-    *f = (struct nx_xfer){.peer = peer, .reg0 = pl->nreg};
-    pl->cur = f;
-}
-
-void nx_xplan_send(struct nx_xplan *pl, uint32_t peer)
-{
-    add_xfer(&pl->send, &pl->nsend, &pl->cap_send, pl, peer);
-}
-
-void nx_xplan_recv(struct nx_xplan *pl, uint32_t peer)
-{
-    add_xfer(&pl->recv, &pl->nrecv, &pl->cap_recv, pl, peer);
-}
-
-static void add_reg(struct nx_xop *x, struct nx_xplan *pl, uint8_t buf, uint64_t off,
-                    uint64_t n, uint8_t act, bool keep)
-{
-    if (n == 0)
-        return;
-    nx_grow((void **)&pl->reg, &pl->cap_reg, (size_t)pl->nreg + 1, sizeof(*pl->reg));
-    pl->reg[pl->nreg++] =
-        (struct nx_xreg){.buf = buf, .act = act, .keep = keep, .off = off, .n = n};
-    pl->cur->nreg++;
-    if (!keep)
-        pl->cur->bytes += n * x->es;
-}
-
-void nx_xplan_reg(struct nx_xop *x, struct nx_xplan *pl, uint8_t buf, uint64_t off,
-                  uint64_t n, uint8_t act)
-{
-    add_reg(x, pl, buf, off, n, act, false);
-}
-
-void nx_xplan_reg_keep(struct nx_xop *x, struct nx_xplan *pl, uint8_t buf, uint64_t off,
-                       uint64_t n, uint8_t act)
-{
-    add_reg(x, pl, buf, off, n, act, true);
-}
-
-void nx_xplan_group(struct nx_xop *x, struct nx_xplan *pl, uint8_t buf, uint32_t g,
-                    uint64_t e0, uint64_t n, uint8_t act)
-{
-    for (uint32_t i = x->nr_off[g]; i < x->nr_off[g + 1]; i++)
-        nx_xplan_reg(x, pl, buf, (uint64_t)x->nr_rank[i] * x->d.count + e0, n, act);
-}
-
-/* ---- local data movement ------------------------------------------------------------ */
-
-uint8_t *nx_xbuf_at(struct nx_xop *x, const struct nx_xpiece *pc, uint8_t buf, uint64_t off)
-{
-    uint8_t *base = buf == XB_IN ? x->d.in : buf == XB_OUT ? x->d.out : pc->scr;
-    return base + off * x->es;
-}
-
-int nx_xbegin_copy(struct nx_xop *x, const struct nx_xpiece *pc)
-{
-    return nx_xcopy(x, nx_xbuf_at(x, pc, XB_OUT, pc->e0), nx_xbuf_at(x, pc, XB_IN, pc->e0),
-                    pc->n);
-}
-
-int nx_xcopy(struct nx_xop *x, void *dst, const void *src, uint64_t n)
-{
-    if (n == 0 || dst == src)
-        return 0;
-    return x->d.ad->receive_to_device(dst, src, n * x->es);
-}
-
-int nx_xreduce_first(struct nx_xop *x, void *dst, const void *src, uint64_t n)
-{
-    const struct nx_adapter *ad = x->d.ad;
-    size_t bytes = n * x->es;
-    int rv;
-    if (n == 0)
-        return 0;
-    /* Only the adapter's host-source forms: save dst, put src there, fold dst back in. */
-    if (x->tmp_cap < bytes) {
-        free(x->tmp);
-        x->tmp = nx_xmalloc(bytes);
-        x->tmp_cap = bytes;
-    }
-    if ((rv = ad->stage_for_send(x->tmp, dst, bytes)) < 0 ||
-        (rv = ad->receive_to_device(dst, src, bytes)) < 0)
-        return rv;
-    return ad->reduce_inplace(dst, x->tmp, n, x->d.dtype, x->d.redop);
 }

@@ -165,7 +165,7 @@ void nx_xop_fail(struct nx_xop *x, uint32_t status, const char *fmt, ...)
 /* A failed adapter op: NEXAR_ERR_INTERNAL naming the op and the adapter. */
 void nx_xop_fail_adapter(struct nx_xop *x, const char *what, int rv);
 
-/* ---- plan building ------------------------------------------------------------- */
+/* ---- plan building (algo_plan.c) ------------------------------------------------------------- */
 
 void nx_xplan_clear(struct nx_xplan *pl);
 void nx_xplan_free(struct nx_xplan *pl);
@@ -183,7 +183,7 @@ void nx_xplan_reg_keep(struct nx_xop *x, struct nx_xplan *pl, uint8_t buf, uint6
 void nx_xplan_group(struct nx_xop *x, struct nx_xplan *pl, uint8_t buf, uint32_t g,
                     uint64_t e0, uint64_t n, uint8_t act);
 
-/* ---- local data movement through the adapter (algo.c) -------------------------------- */
+/* ---- local data movement through the adapter (algo_plan.c) -------------------------------- */
 
 /* dst = src, n elements, both node buffers or scratch.  0 or the adapter's error. */
 int nx_xcopy(struct nx_xop *x, void *dst, const void *src, uint64_t n);

@@ -58,22 +58,19 @@ static uint32_t local_of(const struct ta_case *c, uint32_t n)
     return L;
 }
 
-/* Index of rank r among its node's ranks. */
-static uint32_t lidx_of(const struct ta_case *c, uint32_t r)
-{
-    uint32_t l = 0;
-    for (uint32_t q = 0; q < r; q++)
-        l += c->rank_node[q] == c->rank_node[r];
-    return l;
-}
+/* The placement, computed once per check: the loops below run over every element. */
+struct geo {
+    uint32_t lidx[TA_MAXR], local[TA_MAXN], at[TA_MAXN][TA_MAXR];
+};
 
-/* The l-th rank of node n. */
-static uint32_t rank_at(const struct ta_case *c, uint32_t n, uint32_t l)
+static void geo_of(const struct ta_case *c, struct geo *g)
 {
-    for (uint32_t r = 0; r < c->nranks; r++)
-        if (c->rank_node[r] == n && l-- == 0)
-            return r;
-    return UINT32_MAX;
+    memset(g->local, 0, sizeof(g->local));
+    for (uint32_t r = 0; r < c->nranks; r++) {
+        uint32_t n = c->rank_node[r];
+        g->lidx[r] = g->local[n];
+        g->at[n][g->local[n]++] = r;
+    }
 }
 
 static uint32_t root_node(const struct ta_case *c)
@@ -384,7 +381,8 @@ static double unit_roundoff(uint8_t dt)
 /* scan/exscan: rank r's expected prefix over the ranks' inputs, in rank order.  Random
  * float sums/products: within (P + 2) u of a double-precision prefix (relative to the sum
  * of magnitudes, or to the product); everything else bit for bit. */
-static int scan_check(const struct ta_case *c, const struct ta_bufs *b, char *why, size_t len)
+static int scan_check(const struct ta_case *c, const struct ta_bufs *b, const struct geo *g,
+                      char *why, size_t len)
 {
     size_t es = tl_esize(c->dtype);
     bool ex = c->kind == NX_K_EXSCAN, prod = c->redop == NEXAR_PROD;
@@ -395,7 +393,7 @@ static int scan_check(const struct ta_case *c, const struct ta_bufs *b, char *wh
         double dacc = prod ? 1 : 0, mag = 0;
         for (uint32_t r = 0; r < c->nranks; r++) {
             uint32_t n = c->rank_node[r];
-            uint64_t at = ((uint64_t)lidx_of(c, r) * c->count + e) * es;
+            uint64_t at = ((uint64_t)g->lidx[r] * c->count + e) * es;
             const uint8_t *x = b->in0[n] + at;
             const uint8_t *got = (b->out[n] ? b->out[n] : b->in[n]) + at;
             double xv = is_float(c->dtype) ? get_float(c->dtype, x) : 0;
@@ -410,8 +408,8 @@ static int scan_check(const struct ta_case *c, const struct ta_bufs *b, char *wh
             else
                 memcpy(want, ex ? acc : incl, es);
             if (tol && !(ex && r == 0)) {
-                double g = get_float(c->dtype, got), w = ex ? dacc : dincl;
-                if (fabs(g - w) > bound * (ex ? mag : mincl) + 1e-300)
+                double gv = get_float(c->dtype, got), w = ex ? dacc : dincl;
+                if (fabs(gv - w) > bound * (ex ? mag : mincl) + 1e-300)
                     return bad(why, len, c, n, at / es, want, got, "scan (tolerance)");
             } else if (memcmp(want, got, es) != 0) {
                 return bad(why, len, c, n, at / es, want, got, ex ? "exscan" : "scan");
@@ -432,6 +430,8 @@ int ta_check(const struct ta_case *c, const struct ta_bufs *b, uint64_t pe, char
     uint64_t cnt = c->count;
     uint8_t want[8], *vals[TA_MAXN];
     const uint8_t *outs[TA_MAXN];
+    struct geo g;
+    geo_of(c, &g);
     for (uint32_t n = 0; n < N; n++)
         outs[n] = b->out[n] ? b->out[n] : b->in[n];
 
@@ -460,8 +460,8 @@ int ta_check(const struct ta_case *c, const struct ta_bufs *b, uint64_t pe, char
         return 0;
     case NX_K_REDUCE_SCATTER:
         for (uint32_t n = 0; n < N; n++)
-            for (uint32_t l = 0; l < local_of(c, n); l++) {
-                uint32_t r = rank_at(c, n, l);
+            for (uint32_t l = 0; l < g.local[n]; l++) {
+                uint32_t r = g.at[n][l];
                 for (uint64_t e = 0; e < cnt; e++) {
                     for (uint32_t m = 0; m < N; m++)
                         vals[m] = b->in0[m] + ((uint64_t)r * cnt + e) * es;
@@ -474,7 +474,7 @@ int ta_check(const struct ta_case *c, const struct ta_bufs *b, uint64_t pe, char
         return 0;
     case NX_K_SCAN:
     case NX_K_EXSCAN:
-        return scan_check(c, b, why, len);
+        return scan_check(c, b, &g, why, len);
     case NX_K_BARRIER:
         return 0;
     default:
@@ -482,7 +482,7 @@ int ta_check(const struct ta_case *c, const struct ta_bufs *b, uint64_t pe, char
     }
     /* Data movement: every expected byte of every node that has an output. */
     for (uint32_t n = 0; n < N; n++) {
-        uint32_t L = local_of(c, n);
+        uint32_t L = g.local[n];
         for (uint64_t e = 0; e < cnt; e++) {
             const uint8_t *src = NULL, *got;
             uint64_t idx;
@@ -498,7 +498,7 @@ int ta_check(const struct ta_case *c, const struct ta_bufs *b, uint64_t pe, char
                 if (c->kind == NX_K_GATHER && n != rn)
                     continue;
                 for (uint32_t r = 0; r < P; r++) {
-                    src = b->in0[c->rank_node[r]] + ((uint64_t)lidx_of(c, r) * cnt + e) * es;
+                    src = b->in0[c->rank_node[r]] + ((uint64_t)g.lidx[r] * cnt + e) * es;
                     got = outs[n] + ((uint64_t)r * cnt + e) * es;
                     if (memcmp(src, got, es) != 0)
                         return bad(why, len, c, n, r * cnt + e, src, got, "gathered block/elem");
@@ -506,7 +506,7 @@ int ta_check(const struct ta_case *c, const struct ta_bufs *b, uint64_t pe, char
                 continue;
             case NX_K_SCATTER:
                 for (uint32_t l = 0; l < L; l++) {
-                    src = b->in0[rn] + ((uint64_t)rank_at(c, n, l) * cnt + e) * es;
+                    src = b->in0[rn] + ((uint64_t)g.at[n][l] * cnt + e) * es;
                     got = outs[n] + ((uint64_t)l * cnt + e) * es;
                     if (memcmp(src, got, es) != 0)
                         return bad(why, len, c, n, l * cnt + e, src, got, "scattered block/elem");
@@ -515,8 +515,8 @@ int ta_check(const struct ta_case *c, const struct ta_bufs *b, uint64_t pe, char
             default: /* all_to_all */
                 for (uint32_t l = 0; l < L; l++)
                     for (uint32_t j = 0; j < P; j++) {
-                        uint32_t me_r = rank_at(c, n, l), sn = c->rank_node[j];
-                        src = b->in0[sn] + (((uint64_t)lidx_of(c, j) * P + me_r) * cnt + e) * es;
+                        uint32_t me_r = g.at[n][l], sn = c->rank_node[j];
+                        src = b->in0[sn] + (((uint64_t)g.lidx[j] * P + me_r) * cnt + e) * es;
                         got = outs[n] + (((uint64_t)l * P + j) * cnt + e) * es;
                         if (memcmp(src, got, es) != 0)
                             return bad(why, len, c, n, ((uint64_t)l * P + j) * cnt + e, src,
