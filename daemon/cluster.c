@@ -16,6 +16,7 @@
 #include "rendezvous.h"
 #include "transport_quic.h"
 #include "wire.h"
+#include "xsplit.h"
 
 static struct {
     struct nx_transport *t;
@@ -326,6 +327,7 @@ void nx_cluster_tick(double now)
     if (!cl.t)
         return;
     nx_rdv_tick(now);
+    nx_xsplit_tick(now);
     nx_peertest_tick(now);
 }
 
@@ -339,6 +341,7 @@ void nx_cluster_fini(void)
     if (!cl.t)
         return;
     nx_peertest_fini();
+    nx_xsplit_fini();
     nx_rdv_fini();
     cl.t->ops->each_peer(cl.t, free_node, NULL);
     cl.t->ops->destroy(cl.t);

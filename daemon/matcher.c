@@ -16,6 +16,7 @@
 #include "mem.h"
 #include "nexar.h"
 #include "rendezvous.h"
+#include "xsplit.h"
 
 void nx_sched_init(struct nx_sched *s, uint32_t size)
 {
@@ -330,7 +331,10 @@ static void run_ready(struct nx_op *op)
     if (op->next_chunk < op->nchunks)
         return;
     if (op->sig.kind == NX_K_SPLIT) {
-        finish_split(op);
+        if (c->nodes > 1)
+            nx_xsplit_take(op);
+        else
+            finish_split(op);
     } else {
         for (uint32_t r = 0; r < c->size; r++) {
             struct nx_part *p = &op->parts[r];
@@ -425,14 +429,20 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
 
 /*
  * CROSS-NODE OPS ARE NOT BUILT YET.  A communicator spanning nodes (a multi-node job's
- * world) has no inter-node algorithm behind it: every collective, split and send/recv
- * on it ends here at once with NEXAR_ERR_UNSUPPORTED, without touching the sequence
- * bookkeeping, so free and abort keep working.  The inter-node algorithms replace this.
+ * world) has no inter-node algorithm behind it: every collective and send/recv on it
+ * ends here at once with NEXAR_ERR_UNSUPPORTED; free and abort keep working, and split
+ * runs (xsplit.c: groups that stay on one node become local communicators).  The
+ * inter-node algorithms replace this.
  */
 static void refuse_spanning(struct nx_comm *c, struct nx_client *cl, uint32_t rank,
                             const struct nx_sqe *e)
 {
     char text[256], why[128];
+    /* The rank counted this op: keep the sequence in step, so that a later split (which
+     * does run here) finds its number expected. */
+    if (e->kind != NX_K_SEND && e->kind != NX_K_RECV && e->seq == c->sched.next_seq[rank] &&
+        ((e->flags & NX_SQE_DIRECT) || e->chunk == 0))
+        c->sched.next_seq[rank]++;
     snprintf(text, sizeof(text),
              "%s on communicator %u (job \"%s\") spans %u nodes: cross-node collectives and "
              "point-to-point are not implemented yet (this nexard runs ops among the ranks "
@@ -491,7 +501,8 @@ void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
         return fail_desc(c, cl, e);
     }
 
-    if (c->nodes > 1 && e->kind != NX_K_COMM_FREE && e->kind != NX_K_COMM_ABORT)
+    if (c->nodes > 1 && e->kind != NX_K_COMM_FREE && e->kind != NX_K_COMM_ABORT &&
+        e->kind != NX_K_SPLIT)
         return refuse_spanning(c, cl, rank, e);
 
     switch (e->kind) {

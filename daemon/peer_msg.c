@@ -232,8 +232,27 @@ static const ProtobufCMessage *body_of(const Nexar__PeerMsg *m)
     case NEXAR__PEER_MSG__BODY_TEST_BEGIN: return (const ProtobufCMessage *)m->test_begin;
     case NEXAR__PEER_MSG__BODY_TEST_END: return (const ProtobufCMessage *)m->test_end;
     case NEXAR__PEER_MSG__BODY_TEST_RESULT: return (const ProtobufCMessage *)m->test_result;
+    case NEXAR__PEER_MSG__BODY_SPLIT: return (const ProtobufCMessage *)m->split;
     default: return NULL;
     }
+}
+
+static bool check_split(const Nexar__PeerSplit *x, const char **why)
+{
+    if (!job_ok(x->job))
+        REJECT("split: job name not 1-255 printable characters");
+    if (x->key == 0)
+        REJECT("split: key is 0");
+    if (x->comm != 0)
+        REJECT("split: only the job's world spans nodes");
+    if (x->node >= NX_PEER_MAX_NODES)
+        REJECT("split: node id out of range");
+    if (x->n_ranks == 0 || x->n_ranks > NX_PEER_MAX_WORLD || x->n_colors != x->n_ranks ||
+        x->n_keys != x->n_ranks)
+        REJECT("split: rank, color and key counts differ or are out of range");
+    if (!distinct_below(x->ranks, x->n_ranks, NX_PEER_MAX_WORLD))
+        REJECT("split: rank out of range or listed twice");
+    return true;
 }
 
 static bool check(const Nexar__PeerMsg *m, const char **why)
@@ -252,6 +271,7 @@ static bool check(const Nexar__PeerMsg *m, const char **why)
     case NEXAR__PEER_MSG__BODY_TEST_BEGIN: return check_test_begin(m->test_begin, why);
     case NEXAR__PEER_MSG__BODY_TEST_END: return check_test_end(m->test_end, why);
     case NEXAR__PEER_MSG__BODY_TEST_RESULT: return check_test_result(m->test_result, why);
+    case NEXAR__PEER_MSG__BODY_SPLIT: return check_split(m->split, why);
     default: REJECT("no message body");
     }
 }

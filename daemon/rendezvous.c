@@ -16,6 +16,7 @@
 #include "nexar.h"
 #include "peer_msg.h"
 #include "rdv_int.h"
+#include "xsplit.h"
 
 /* Aborts that named a job key before the table announcing that key arrived here (the
  * table and the abort travel on different connections). */
@@ -406,6 +407,8 @@ const char *nx_rdv_on_msg(struct nx_tpeer *p, const Nexar__PeerMsg *m)
         return NULL;
     case NEXAR__PEER_MSG__BODY_HELLO:
         return NULL;
+    case NEXAR__PEER_MSG__BODY_SPLIT:
+        return nx_xsplit_on_msg(p, m->split);
     default:
         return "unexpected control message";
     }

@@ -99,6 +99,11 @@ def test_result(tid=5, status=0, nbytes=4 << 20, msgs=4, bad=False, ch=0, off=0,
     return msg(9, b)
 
 
+def split(job="j", key=99, seq=3, node=1, ranks=(2, 3), colors=(1, 0xFFFFFFFF), keys=(0, 5)):
+    return msg(10, f_bytes(1, job) + f_varint(2, key) + f_varint(4, seq) + f_varint(5, node) +
+               f_packed(6, ranks) + f_packed(7, colors) + f_packed(8, keys))
+
+
 SEEDS = {
     "register": env(register()),
     "register_withdraw": env(register(ranks=(3,), withdraw=True)),
@@ -120,6 +125,8 @@ SEEDS = {
     "test_end": env(test_end()),
     "test_result_bad": env(test_result(status=5, bad=True, ch=2, off=12345,
                                        error="stream 2: byte at offset 12345 differs")),
+    "split": env(split()),
+    "split_counts_differ": env(split(colors=(1,))),
     "no_body": env(f_varint(1, 1)),
     "empty_ctl": env(b""),
     "data_envelope": env(b"\0" * 48, mtype=2),

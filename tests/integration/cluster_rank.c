@@ -13,6 +13,11 @@
  *     hold      init; write ready<rank>; then poll with a barrier every 20 ms until it
  *               fails with something other than UNSUPPORTED; write lost<rank>
  *               ("status monotonic_ns text"); exit 0 (60 s limit: exit 3)
+ *     split     ($HX_NODES = K, ranks placed as nexar-run --nodes does) an allreduce on
+ *               the world (UNSUPPORTED), then split the world by node (reversed keys): a node-local communicator whose allreduce works;
+ *               split by rank % 2: groups across nodes, NEXAR_ERR_UNSUPPORTED; split
+ *               with only rank 0 defined: a communicator of one; write split<rank>
+ *               ("ok" or what failed); exit 0 when ok
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +113,53 @@ int main(int argc, char **argv)
             usleep(20000);
         }
         return 3;
+    }
+    if (!strcmp(mode, "split")) {
+        const char *kv = getenv("HX_NODES");
+        int K = kv ? atoi(kv) : 1, node = me * K / n;
+        int first = (node * n + K - 1) / K, last = ((node + 1) * n + K - 1) / K - 1;
+        char why[1024] = "ok";
+        nexar_comm_t *loc = NULL, *odd = NULL, *one = NULL;
+        /* A refused collective first: the split after it must still be matched. */
+        int32_t v = me;
+        nexar_status_t a = nexar_all_reduce(w, &v, 1, NEXAR_I32, NEXAR_SUM);
+        if (a != NEXAR_ERR_UNSUPPORTED)
+            snprintf(why, sizeof(why), "allreduce on the world: %s", nexar_strerror(a));
+        a = nexar_comm_split(w, (uint32_t)node, (uint32_t)(n - me), &loc);
+        v = me;
+        if (strcmp(why, "ok"))
+            ;
+        else if (a != NEXAR_OK || !loc)
+            snprintf(why, sizeof(why), "split by node: %s: %s", nexar_strerror(a),
+                     nexar_last_error());
+        else if (nexar_comm_size(loc) != last - first + 1 || nexar_comm_rank(loc) != last - me)
+            snprintf(why, sizeof(why), "split by node: rank %d of %d, want %d of %d",
+                     nexar_comm_rank(loc), nexar_comm_size(loc), last - me, last - first + 1);
+        else if ((a = nexar_all_reduce(loc, &v, 1, NEXAR_I32, NEXAR_SUM)) != NEXAR_OK ||
+                 v != (first + last) * (last - first + 1) / 2)
+            snprintf(why, sizeof(why), "allreduce on the node's communicator: %s, %d",
+                     nexar_strerror(a), v);
+        if (!strcmp(why, "ok")) {
+            a = nexar_comm_split(w, (uint32_t)(me % 2), 0, &odd);
+            if (a != NEXAR_ERR_UNSUPPORTED || odd ||
+                !strstr(nexar_last_error(), "several nodes"))
+                snprintf(why, sizeof(why), "split by rank %% 2: %s (%s)", nexar_strerror(a),
+                         a ? nexar_last_error() : "");
+        }
+        if (!strcmp(why, "ok")) {
+            a = nexar_comm_split(w, me == 0 ? 7u : NEXAR_UNDEFINED, 0, &one);
+            if (a != NEXAR_OK || (me == 0) != (one != NULL) ||
+                (one && nexar_comm_size(one) != 1))
+                snprintf(why, sizeof(why), "split with one color: %s", nexar_strerror(a));
+        }
+        if (loc)
+            nexar_comm_free(loc);
+        if (one)
+            nexar_comm_free(one);
+        snprintf(text, sizeof(text), "%s\n", why);
+        put("split", text);
+        nexar_finalize();
+        return strcmp(why, "ok") ? 5 : 0;
     }
     fprintf(stderr, "cluster_rank: unknown mode %s\n", mode);
     return 2;

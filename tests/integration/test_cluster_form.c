@@ -1,7 +1,7 @@
 /*
  * test_cluster_form.c - a multi-node job forms across K real daemons.
  *
- *   itest_test_cluster_form --nodes K
+ *   itest_test_cluster_form --nodes K [--split]
  *
  * nexar-run --nodes K starts K private daemons on loopback (QUIC, certificates from a CA
  * made for the run) and 2K-1 ranks of cluster_rank.c ("form") spread over them.  Every
@@ -11,6 +11,10 @@
  * shows the same node table: K distinct node addresses (the daemons'), the ranks grouped
  * by node as nexar-run placed them, and the daemon's own index.  Then the ranks finalize
  * and nexar-run exits 0.
+ *
+ * With --split the ranks split the multi-node world instead (cluster_rank.c "split"):
+ * by node, which gives node-local communicators that work; by rank parity, which would
+ * span nodes and returns NEXAR_ERR_UNSUPPORTED; and with one color, a communicator of one.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -85,12 +89,44 @@ static int parse_nodes(const char *log, char addr[][64], char sock[][256], int m
     return n;
 }
 
+/* nexar-run --nodes K with the ranks in mode split: every rank reports ok. */
+static int split_test(int K, const char *run, const char *dir)
+{
+    int N = 2 * K - 1;
+    char nodes_arg[8], n_arg[8], log[300], env_out[300], env_k[32];
+    snprintf(nodes_arg, sizeof(nodes_arg), "%d", K);
+    snprintf(n_arg, sizeof(n_arg), "%d", N);
+    snprintf(log, sizeof(log), "%s/nexar-run-split.log", dir);
+    snprintf(env_out, sizeof(env_out), "HX_OUT=%s", cu_out());
+    snprintf(env_k, sizeof(env_k), "HX_NODES=%d", K);
+    const char *args[] = {run, "-v", "--nodes", nodes_arg, "-n", n_arg, "--timeout", "30",
+                          getenv("CLUSTER_RANK"), "split", NULL};
+    const char *env[] = {env_out, env_k, NULL};
+    tl_log("nexar-run --nodes %d -n %d: comm_split of the multi-node world", K, N);
+    int code = cu_wait_exit(hx_spawn(args, env, log), 50);
+    for (int r = 0; r < N; r++) {
+        char buf[1024] = "";
+        cu_read("split", r, buf, sizeof(buf));
+        EXPECT_TRUE(fails, !strcmp(buf, "ok\n"), "rank %d: %s", r, buf[0] ? buf : "no result");
+    }
+    EXPECT_TRUE(fails, code == 0, "nexar-run exited %d", code);
+    if (!fails)
+        tl_log("split by node: local communicators work; by parity: UNSUPPORTED; one color: "
+               "a communicator of one");
+    cu_fini();
+    tl_log("%s", fails ? "FAILED" : "PASSED");
+    return fails ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
-    int K = 2;
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--nodes"))
+    int K = 2, split = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--nodes") && i + 1 < argc)
             K = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--split"))
+            split = 1;
+    }
     if (K < 2 || K > MAXK) {
         fprintf(stderr, "--nodes 2..%d\n", MAXK);
         return 1;
@@ -101,6 +137,8 @@ int main(int argc, char **argv)
         return HX_SKIP;
     }
     const char *dir = cu_init("form");
+    if (split)
+        return split_test(K, run, dir);
     int N = 2 * K - 1;
     char job[64], nodes_arg[8], n_arg[8], log[300], env_out[300];
     hx_job_name(job, sizeof(job), "form");

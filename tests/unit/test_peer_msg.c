@@ -14,6 +14,8 @@
 #include "peer_msg.h"
 #include "wire.h"
 
+#define NEXAR_UNDEFINED_COLOR 0xffffffffu
+
 static int fails;
 
 #define CHECK(cond, ...)                                                                   \
@@ -187,6 +189,30 @@ static void test_others(void)
     m.body_case = NEXAR__PEER_MSG__BODY_TEST_RESULT;
     m.test_result = &r;
     REJECT(&m, "test result naming a channel beyond 64");
+
+    uint32_t sr[] = {2, 3}, sc[] = {1, NEXAR_UNDEFINED_COLOR}, sk[] = {0, 5};
+    Nexar__PeerSplit x = NEXAR__PEER_SPLIT__INIT;
+    x.job = "train";
+    x.key = 9;
+    x.seq = 3;
+    x.node = 1;
+    x.ranks = sr;
+    x.n_ranks = 2;
+    x.colors = sc;
+    x.n_colors = 2;
+    x.keys = sk;
+    x.n_keys = 2;
+    m.body_case = NEXAR__PEER_MSG__BODY_SPLIT;
+    m.split = &x;
+    ACCEPT(&m, "split");
+    x.n_keys = 1;
+    REJECT(&m, "split with fewer keys than ranks");
+    x.n_keys = 2;
+    sr[1] = 2;
+    REJECT(&m, "split naming a rank twice");
+    sr[1] = 3;
+    x.comm = 5;
+    REJECT(&m, "split of a communicator other than the world");
 
     const char *why = NULL;
     static const uint8_t junk[] = {0xff, 0xff, 0xff, 0x0f};

@@ -1,0 +1,378 @@
+/* xsplit.c - see xsplit.h. */
+#include "xsplit.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include "client.h"
+#include "cluster.h"
+#include "comm.h"
+#include "daemon.h"
+#include "job.h"
+#include "log.h"
+#include "matcher.h"
+#include "mem.h"
+#include "nexar.h"
+#include "rendezvous.h"
+
+#define NONE UINT32_MAX
+/* Splits of one communicator that other nodes may open ahead of ours. */
+#define XS_MAX_PER_COMM 16
+
+struct xs_local {
+    struct nx_client *cl;
+    uint32_t idx; /* the rank's index among the communicator's local ranks */
+    uint64_t user_data;
+    bool direct;  /* its pending count drops at completion (staged ones already did) */
+};
+
+struct xs {
+    struct nx_comm *c;
+    uint64_t seq;
+    uint32_t span;
+    uint32_t *color, *key; /* by rank as the communicator numbers them */
+    uint8_t *have;
+    uint32_t nhave;
+    bool local_in;         /* our ranks' part arrived from the matcher */
+    struct xs_local *loc;
+    uint32_t nloc;
+    double deadline;
+    LIST_ENTRY(xs) link;
+};
+
+static LIST_HEAD(, xs) all = LIST_HEAD_INITIALIZER(all);
+
+static void xs_free(struct xs *x)
+{
+    LIST_REMOVE(x, link);
+    free(x->color);
+    free(x->key);
+    free(x->have);
+    free(x->loc);
+    free(x);
+}
+
+static struct xs *get(struct nx_comm *c, uint64_t seq, bool always)
+{
+    struct xs *x;
+    unsigned n = 0;
+    LIST_FOREACH(x, &all, link) {
+        if (x->c != c)
+            continue;
+        if (x->seq == seq)
+            return x;
+        n++;
+    }
+    if (n >= XS_MAX_PER_COMM && !always)
+        return NULL;
+    x = nx_xcalloc(1, sizeof(*x));
+    x->c = c;
+    x->seq = seq;
+    x->span = nx_comm_span_size(c);
+    x->color = nx_xcalloc(x->span, sizeof(*x->color));
+    x->key = nx_xcalloc(x->span, sizeof(*x->key));
+    x->have = nx_xcalloc(x->span, 1);
+    LIST_INSERT_HEAD(&all, x, link);
+    return x;
+}
+
+struct kv {
+    uint32_t color, key, rank;
+};
+
+static int cmp_kv(const void *a, const void *b)
+{
+    const struct kv *x = a, *y = b;
+    if (x->color != y->color)
+        return x->color < y->color ? -1 : 1;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static void complete_all(struct xs *x, const struct nx_done *res, char *const *text)
+{
+    for (uint32_t i = 0; i < x->nloc; i++) {
+        struct nx_done d = res[i];
+        d.user_data = x->loc[i].user_data;
+        nx_client_complete(x->loc[i].cl, &d, text ? text[i] : NULL);
+        if (x->loc[i].direct)
+            x->loc[i].cl->pending--;
+    }
+}
+
+/* Every rank's color and key is known: the same groups on every node. */
+static void finish(struct xs *x)
+{
+    struct nx_comm *c = x->c;
+    const struct nx_jobnet *net = c->job->net;
+    uint32_t S = x->span;
+    struct kv *kv = nx_xcalloc(S, sizeof(*kv));
+    for (uint32_t r = 0; r < S; r++)
+        kv[r] = (struct kv){.color = x->color[r], .key = x->key[r], .rank = r};
+    qsort(kv, S, sizeof(*kv), cmp_kv);
+    uint32_t *local_of = nx_xmalloc(S * sizeof(*local_of));
+    for (uint32_t r = 0; r < S; r++)
+        local_of[r] = NONE;
+    for (uint32_t i = 0; i < x->nloc; i++)
+        local_of[nx_comm_span_rank(c, x->loc[i].idx)] = i;
+    struct nx_done *res = nx_xcalloc(x->nloc, sizeof(*res));
+    char **text = nx_xcalloc(x->nloc, sizeof(*text));
+    struct nx_client **cls = nx_xcalloc(S, sizeof(*cls));
+    uint32_t *wr = nx_xcalloc(S, sizeof(*wr));
+    for (uint32_t i = 0; i < S;) {
+        uint32_t j = i, color = kv[i].color, ours = 0;
+        bool all_here = true;
+        for (; j < S && kv[j].color == color; j++) {
+            bool here = local_of[kv[j].rank] != NONE;
+            ours += here;
+            all_here &= here;
+        }
+        if (color == NEXAR_UNDEFINED || ours == 0) {
+            i = j;
+            continue;
+        }
+        if (all_here) {
+            uint32_t g = 0;
+            for (uint32_t k = i; k < j; k++, g++) {
+                const struct xs_local *l = &x->loc[local_of[kv[k].rank]];
+                cls[g] = l->cl;
+                wr[g] = c->ranks[l->idx].world_rank;
+            }
+            struct nx_comm *nc = nx_comm_new(c->job, g, cls, wr, c->timeout_ms);
+            for (uint32_t k = i; k < j; k++)
+                res[local_of[kv[k].rank]] =
+                    (struct nx_done){.res_comm = nc->id, .res_rank = k - i, .res_size = g};
+        } else {
+            uint32_t *rk = nx_xcalloc(j - i, sizeof(*rk));
+            for (uint32_t k = i; k < j; k++)
+                rk[k - i] = kv[k].rank;
+            char ranks[128];
+            size_t off = 0;
+            ranks[0] = '\0';
+            for (uint32_t k = 0; k < j - i && off < sizeof(ranks) - 16; k++)
+                off += (size_t)snprintf(ranks + off, sizeof(ranks) - off, "%s%u@%u",
+                                        k ? ", " : "", rk[k], net->rank_node[rk[k]]);
+            if (off >= sizeof(ranks) - 16)
+                snprintf(ranks + off, sizeof(ranks) - off, ", ...");
+            free(rk);
+            char *t = nx_xasprintf("comm_split seq %" PRIu64 " of communicator %u (job \"%s\"): "
+                                   "color %u has ranks on several nodes (rank@node: %s); "
+                                   "communicators across nodes are not implemented yet",
+                                   x->seq, c->id, c->job->name, color, ranks);
+            for (uint32_t k = i; k < j; k++) {
+                uint32_t li = local_of[kv[k].rank];
+                if (li == NONE)
+                    continue;
+                res[li].status = NEXAR_ERR_UNSUPPORTED;
+                text[li] = t;
+            }
+            NX_INFO("xsplit", "%s", t);
+        }
+        i = j;
+    }
+    complete_all(x, res, text);
+    /* Each text is shared by its group's ranks: free each once. */
+    for (uint32_t i = 0; i < x->nloc; i++) {
+        if (!text[i])
+            continue;
+        char *t = text[i];
+        for (uint32_t k = i; k < x->nloc; k++)
+            if (text[k] == t)
+                text[k] = NULL;
+        free(t);
+    }
+    NX_DEBUG("xsplit", "split seq %" PRIu64 " of communicator %u done", x->seq, c->id);
+    free(text);
+    free(res);
+    free(cls);
+    free(wr);
+    free(local_of);
+    free(kv);
+    xs_free(x);
+}
+
+static void maybe_finish(struct xs *x)
+{
+    if (x->local_in && x->nhave == x->span)
+        finish(x);
+}
+
+void nx_xsplit_take(struct nx_op *op)
+{
+    struct nx_comm *c = op->comm;
+    struct nx_job *j = c->job;
+    struct xs *x = get(c, op->seq, true);
+    x->local_in = true;
+    x->deadline = nx_now() + c->timeout_ms / 1000.0;
+    x->nloc = c->size;
+    x->loc = nx_xcalloc(c->size, sizeof(*x->loc));
+    uint32_t *ranks = nx_xcalloc(c->size, sizeof(*ranks));
+    uint32_t *colors = nx_xcalloc(c->size, sizeof(*colors));
+    uint32_t *keys = nx_xcalloc(c->size, sizeof(*keys));
+    for (uint32_t i = 0; i < c->size; i++) {
+        const struct nx_part *p = &op->parts[i];
+        uint32_t r = nx_comm_span_rank(c, i);
+        x->loc[i] = (struct xs_local){.cl = p->client, .idx = i, .user_data = p->first.user_data,
+                                      .direct = (p->first.flags & NX_SQE_DIRECT) != 0};
+        ranks[i] = r;
+        colors[i] = x->color[r] = p->first.peer;
+        keys[i] = x->key[r] = p->first.tag;
+        if (!x->have[r]) {
+            x->have[r] = 1;
+            x->nhave++;
+        }
+    }
+    Nexar__PeerSplit s = NEXAR__PEER_SPLIT__INIT;
+    s.job = j->name;
+    s.key = j->net->key;
+    s.seq = op->seq;
+    s.node = j->net->node;
+    s.ranks = ranks;
+    s.n_ranks = c->size;
+    s.colors = colors;
+    s.n_colors = c->size;
+    s.keys = keys;
+    s.n_keys = c->size;
+    Nexar__PeerMsg m = NEXAR__PEER_MSG__INIT;
+    m.body_case = NEXAR__PEER_MSG__BODY_SPLIT;
+    m.split = &s;
+    for (uint32_t i = 0; i < j->net->nnodes; i++)
+        if (i != j->net->node)
+            nx_cluster_send_addr(j->net->nodes[i], &m);
+    free(ranks);
+    free(colors);
+    free(keys);
+    maybe_finish(x);
+}
+
+/* The communicator of a formed job that spans nodes (its world). */
+static struct nx_comm *spanning(const struct nx_job *j)
+{
+    struct nx_comm *c;
+    LIST_FOREACH(c, &nx_comms, link)
+        if (c->job == j && c->nodes > 1)
+            return c;
+    return NULL;
+}
+
+const char *nx_xsplit_on_msg(struct nx_tpeer *p, const Nexar__PeerSplit *m)
+{
+    struct nx_job *j = nx_job_find(m->job);
+    if (!j || !j->net || !j->net->formed || j->net->key != m->key)
+        return NULL; /* a job that ended or failed here */
+    const struct nx_jobnet *net = j->net;
+    if (m->node >= net->nnodes || m->node == net->node || strcmp(net->nodes[m->node], p->addr))
+        return "split: the sender is not that node of the job";
+    struct nx_comm *c = spanning(j);
+    if (!c || c->failed_status)
+        return NULL;
+    size_t on_node = 0;
+    for (uint32_t r = 0; r < j->world_size; r++)
+        on_node += net->rank_node[r] == m->node;
+    if (m->n_ranks != on_node)
+        return "split: not every rank of the sender's node";
+    for (size_t i = 0; i < m->n_ranks; i++)
+        if (m->ranks[i] >= nx_comm_span_size(c) || net->rank_node[m->ranks[i]] != m->node)
+            return "split: a rank that is not on the sender's node";
+    struct xs *x = get(c, m->seq, false);
+    if (!x) {
+        NX_WARN("xsplit", "%s: more than %d splits of communicator %u pending; ignored",
+                p->addr, XS_MAX_PER_COMM, c->id);
+        return NULL;
+    }
+    for (size_t i = 0; i < m->n_ranks; i++)
+        if (x->have[m->ranks[i]])
+            return "split: a rank's color sent twice";
+    for (size_t i = 0; i < m->n_ranks; i++) {
+        uint32_t r = m->ranks[i];
+        x->color[r] = m->colors[i];
+        x->key[r] = m->keys[i];
+        x->have[r] = 1;
+        x->nhave++;
+    }
+    maybe_finish(x);
+    return NULL;
+}
+
+void nx_xsplit_fail(struct nx_comm *c)
+{
+    struct xs *x, *tmp;
+    for (x = LIST_FIRST(&all); x; x = tmp) {
+        tmp = LIST_NEXT(x, link);
+        if (x->c != c)
+            continue;
+        if (x->local_in) {
+            struct nx_done *res = nx_xcalloc(x->nloc, sizeof(*res));
+            char **text = nx_xcalloc(x->nloc, sizeof(*text));
+            for (uint32_t i = 0; i < x->nloc; i++) {
+                res[i].status = c->failed_status;
+                text[i] = c->failed_text;
+            }
+            complete_all(x, res, text);
+            free(res);
+            free(text);
+        }
+        xs_free(x);
+    }
+}
+
+void nx_xsplit_comm_gone(struct nx_comm *c)
+{
+    struct xs *x, *tmp;
+    for (x = LIST_FIRST(&all); x; x = tmp) {
+        tmp = LIST_NEXT(x, link);
+        if (x->c == c)
+            xs_free(x);
+    }
+}
+
+bool nx_xsplit_pending(const struct nx_comm *c)
+{
+    struct xs *x;
+    LIST_FOREACH(x, &all, link)
+        if (x->c == c && x->local_in)
+            return true;
+    return false;
+}
+
+void nx_xsplit_tick(double now)
+{
+    struct xs *x, *tmp;
+    for (x = LIST_FIRST(&all); x; x = tmp) {
+        tmp = LIST_NEXT(x, link);
+        if (!x->local_in || now < x->deadline)
+            continue;
+        struct nx_comm *c = x->c;
+        const struct nx_jobnet *net = c->job->net;
+        /* The nodes that never sent their part. */
+        char nodes[256] = "";
+        size_t off = 0;
+        uint8_t *named = nx_xcalloc(net->nnodes, 1);
+        for (uint32_t r = 0; r < x->span && off < sizeof(nodes) - 8; r++) {
+            uint32_t n = net->rank_node[r];
+            if (x->have[r] || named[n])
+                continue;
+            named[n] = 1;
+            off += (size_t)snprintf(nodes + off, sizeof(nodes) - off, "%s%s", off ? ", " : "",
+                                    net->nodes[n]);
+        }
+        free(named);
+        nxd.stats.timeouts++;
+        nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
+                     "comm_split seq %" PRIu64 " on communicator %u (job \"%s\") timed out after "
+                     "%.0f s: node(s) %s never sent their ranks' colors",
+                     x->seq, c->id, c->job->name, c->timeout_ms / 1000.0, nodes);
+        /* Failing freed every record of c: start over. */
+        tmp = LIST_FIRST(&all);
+    }
+}
+
+void nx_xsplit_fini(void)
+{
+    while (!LIST_EMPTY(&all))
+        xs_free(LIST_FIRST(&all));
+}
