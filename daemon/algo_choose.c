@@ -12,6 +12,7 @@
 #define HD_MAX_BYTES (256u << 10)  /* all_reduce: halving-doubling, 2 log2(N) steps */
 #define AG_RD_MAX_BYTES (64u << 10) /* all_gather output: Bruck, log2(N) steps */
 #define TREE_MAX_BYTES (1u << 20)  /* broadcast, reduce: binomial tree over a chain */
+#define RS_HD_MAX_BYTES (64u << 10) /* reduce_scatter input: recursive halving */
 
 static const char *const names[NX_ALGO_COUNT] = {
     [NX_ALGO_AUTO] = "auto",
@@ -59,7 +60,9 @@ const struct nx_xalgo *nx_xalgo_lookup(uint8_t kind, enum nx_algo algo)
                : algo == NX_ALGO_RD ? &nx_xalgo_bruck_all_gather
                                     : NULL;
     case NX_K_REDUCE_SCATTER:
-        return algo == NX_ALGO_RING ? &nx_xalgo_ring_reduce_scatter : NULL;
+        return algo == NX_ALGO_RING ? &nx_xalgo_ring_reduce_scatter
+               : algo == NX_ALGO_HD ? &nx_xalgo_hd_reduce_scatter
+                                    : NULL;
     case NX_K_GATHER:
         return algo == NX_ALGO_TREE ? &nx_xalgo_tree_gather : NULL;
     case NX_K_SCATTER:
@@ -93,7 +96,7 @@ enum nx_algo nx_algo_choose(uint8_t kind, uint32_t nnodes, uint64_t bytes)
     case NX_K_ALL_GATHER:
         return bytes <= AG_RD_MAX_BYTES ? NX_ALGO_RD : NX_ALGO_RING;
     case NX_K_REDUCE_SCATTER:
-        return NX_ALGO_RING;
+        return bytes <= RS_HD_MAX_BYTES ? NX_ALGO_HD : NX_ALGO_RING;
     case NX_K_GATHER:
     case NX_K_SCATTER:
         return NX_ALGO_TREE;

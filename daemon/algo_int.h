@@ -193,6 +193,8 @@ int nx_xreduce_first(struct nx_xop *x, void *dst, const void *src, uint64_t n);
 int nx_xbegin_copy(struct nx_xop *x, const struct nx_xpiece *pc);
 /* begin hook of all_gather (algo_ring.c): this node's blocks into the P-block output. */
 int nx_xag_begin(struct nx_xop *x, const struct nx_xpiece *pc);
+/* end hook of reduce_scatter (algo_ring.c): this node's blocks from in to out. */
+int nx_xrs_end(struct nx_xop *x, const struct nx_xpiece *pc);
 /* Address of element off of a buffer (XB_SCR: of the piece's scratch). */
 uint8_t *nx_xbuf_at(struct nx_xop *x, const struct nx_xpiece *pc, uint8_t buf, uint64_t off);
 
@@ -250,6 +252,7 @@ const struct nx_xalgo *nx_xalgo_lookup(uint8_t kind, enum nx_algo algo);
 extern const struct nx_xalgo nx_xalgo_ring_allreduce, nx_xalgo_ring_reduce_scatter,
     nx_xalgo_ring_all_gather, nx_xalgo_chain_broadcast, nx_xalgo_chain_reduce,
     nx_xalgo_rd_allreduce, nx_xalgo_hd_allreduce, nx_xalgo_bruck_all_gather,
+    nx_xalgo_hd_reduce_scatter,
     nx_xalgo_tree_broadcast, nx_xalgo_tree_reduce, nx_xalgo_tree_gather,
     nx_xalgo_tree_scatter, nx_xalgo_pairwise_a2a, nx_xalgo_dissemination,
     nx_xalgo_hillis_steele;

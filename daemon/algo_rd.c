@@ -9,6 +9,7 @@
  *                    recursive doubling gathers the reduced parts back.
  *   all_gather "rd"  Bruck's algorithm: step k sends everything gathered so far (up to
  *                    2^k nodes' blocks) to node me - 2^k; works for any N, no fold.
+ *   reduce_scatter "hd"  the halving alone, over the nodes' rank blocks.
  *
  * Node counts that are not powers of two (all_reduce): with p2 the largest power of two
  * <= N and rem = N - p2, nodes 2i and 2i+1 (i < rem) first fold: 2i sends its piece to
@@ -204,4 +205,71 @@ static void bruck_plan(struct nx_xop *x, const struct nx_xpiece *pc, uint32_t s,
 
 const struct nx_xalgo nx_xalgo_bruck_all_gather = {
     .name = "rd", .init = bruck_init, .plan = bruck_plan, .begin = nx_xag_begin,
+};
+
+/* ---- reduce_scatter by recursive halving ----------------------------------------------- */
+
+/* in (P blocks) is the accumulator, as in the ring.  Virtual rank u stands for the nodes
+ * folded into it; in step k a node keeps the groups of the virtual ranks that agree with
+ * its own on bits 0..k and sends its partner (which differs in bit k) the others, so that
+ * after log2(p2) steps it holds its own groups, reduced over every node. */
+static int rs_hd_init(struct nx_xop *x, char *err, size_t errlen)
+{
+    /* the fold-in message carries every block */
+    return rd_init_common(x, fold_of(x->d.nnodes).K, nx_xpiece_for(x, x->d.nranks));
+}
+
+/* Every block of the nodes virtual rank u stands for. */
+static void vgroups(struct nx_xop *x, const struct fold *f, struct nx_xplan *pl,
+                    const struct nx_xpiece *pc, uint32_t u, uint8_t act)
+{
+    if (u < f->rem)
+        nx_xplan_group(x, pl, XB_IN, 2 * u, pc->e0, pc->n, act);
+    nx_xplan_group(x, pl, XB_IN, real_of(f, u), pc->e0, pc->n, act);
+}
+
+static void rs_hd_plan(struct nx_xop *x, const struct nx_xpiece *pc, uint32_t s,
+                       struct nx_xplan *pl)
+{
+    struct fold f = fold_of(x->d.nnodes);
+    uint32_t L = logical(&f, s), me = x->d.me, P = x->d.nranks;
+    uint64_t c = x->d.count;
+    if (L == 0 || L == f.K + 1) {
+        if (me >= 2 * f.rem)
+            return;
+        bool odd = me % 2;
+        if (L == 0) { /* 2i hands everything to 2i+1 */
+            if (odd)
+                nx_xplan_recv(pl, me - 1);
+            else
+                nx_xplan_send(pl, me + 1);
+            for (uint32_t r = 0; r < P; r++)
+                nx_xplan_reg(x, pl, XB_IN, r * c + pc->e0, pc->n,
+                             odd ? XA_REDUCE_FIRST : XA_COPY);
+        } else { /* and gets its own blocks back, reduced */
+            if (odd)
+                nx_xplan_send(pl, me - 1);
+            else
+                nx_xplan_recv(pl, me + 1);
+            nx_xplan_group(x, pl, XB_IN, odd ? me - 1 : me, pc->e0, pc->n, XA_COPY);
+        }
+        return;
+    }
+    int64_t sv = vr_of(&f, me);
+    if (sv < 0)
+        return;
+    uint32_t v = (uint32_t)sv, k = L - 1, low = (2u << k) - 1;
+    uint32_t partner = real_of(&f, v ^ (1u << k));
+    nx_xplan_send(pl, partner);
+    for (uint32_t u = 0; u < f.p2; u++)
+        if ((u & low) == ((v ^ (1u << k)) & low))
+            vgroups(x, &f, pl, pc, u, XA_COPY);
+    nx_xplan_recv(pl, partner);
+    for (uint32_t u = 0; u < f.p2; u++)
+        if ((u & low) == (v & low))
+            vgroups(x, &f, pl, pc, u, partner < me ? XA_REDUCE_FIRST : XA_REDUCE);
+}
+
+const struct nx_xalgo nx_xalgo_hd_reduce_scatter = {
+    .name = "hd", .init = rs_hd_init, .plan = rs_hd_plan, .end = nx_xrs_end,
 };

@@ -83,7 +83,7 @@ static void rs_plan(struct nx_xop *x, const struct nx_xpiece *pc, uint32_t s,
                    XA_REDUCE);
 }
 
-static int rs_end(struct nx_xop *x, const struct nx_xpiece *pc)
+int nx_xrs_end(struct nx_xop *x, const struct nx_xpiece *pc)
 {
     uint32_t me = x->d.me, c0 = x->nr_off[me];
     uint64_t c = x->d.count;
@@ -98,7 +98,7 @@ static int rs_end(struct nx_xop *x, const struct nx_xpiece *pc)
 }
 
 const struct nx_xalgo nx_xalgo_ring_reduce_scatter = {
-    .name = "ring", .init = blocks_init, .plan = rs_plan, .end = rs_end,
+    .name = "ring", .init = blocks_init, .plan = rs_plan, .end = nx_xrs_end,
 };
 
 /* ---- all_gather ------------------------------------------------------------------------ */

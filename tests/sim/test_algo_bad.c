@@ -293,6 +293,8 @@ static void sc_choose(void)
     CHECK(nx_algo_choose(NX_K_BROADCAST, 8, 64 << 20) == NX_ALGO_RING);
     CHECK(nx_algo_choose(NX_K_ALL_GATHER, 8, 1024) == NX_ALGO_RD);
     CHECK(nx_algo_choose(NX_K_ALL_TO_ALL, 8, 1024) == NX_ALGO_PAIRWISE);
+    CHECK(nx_algo_choose(NX_K_REDUCE_SCATTER, 8, 1024) == NX_ALGO_HD);
+    CHECK(nx_algo_choose(NX_K_REDUCE_SCATTER, 8, 1 << 20) == NX_ALGO_RING);
     CHECK(nx_algo_choose(NX_K_BARRIER, 8, 0) == NX_ALGO_DISSEMINATION);
     CHECK(nx_algo_choose(NX_K_EXSCAN, 8, 0) == NX_ALGO_HILLIS_STEELE);
     CHECK(nx_algo_choose(NX_K_SEND, 8, 0) == NX_ALGO_AUTO);

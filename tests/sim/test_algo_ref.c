@@ -324,7 +324,7 @@ static void reduce_ref(const struct ta_case *c, uint8_t *const *vals, uint64_t e
 {
     uint32_t N = c->nnodes, order[TA_MAXN];
     uint8_t algo = c->algo;
-    if (c->kind == NX_K_REDUCE_SCATTER) { /* ring: group g's chain starts at g+1 */
+    if (c->kind == NX_K_REDUCE_SCATTER && algo == NX_ALGO_RING) { /* g's chain: g+1 .. g */
         for (uint32_t i = 0; i < N; i++)
             order[i] = (group + 1 + i) % N;
         return fold(c->dtype, c->redop, vals, order, N, out);
