@@ -96,6 +96,12 @@ static void promises(const Nexar__PeerMsg *m)
         CHECK(m->test_result->bad_channel < NX_PEERTEST_MAX_STREAMS);
         check_text(m->test_result->error, NX_PEER_MAX_TEXT);
         break;
+    case NEXAR__PEER_MSG__BODY_SPLIT:
+        check_text(m->split->job, NX_PEER_MAX_JOB);
+        CHECK(m->split->n_ranks == m->split->n_colors && m->split->n_ranks == m->split->n_keys);
+        check_ranks(m->split->ranks, m->split->n_ranks, NX_PEER_MAX_WORLD);
+        CHECK(m->split->node < NX_PEER_MAX_NODES && m->split->comm == 0);
+        break;
     default:
         CHECK(!"accepted a message without a body");
     }
