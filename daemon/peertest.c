@@ -43,10 +43,29 @@ static inline uint64_t word(uint64_t s, uint64_t w)
     return mix(s + (w + 1) * GOLDEN);
 }
 
+/* The pattern's bytes are little-endian words: stored as they are on a little-endian host. */
 static inline void put_le(uint8_t *p, uint64_t v)
 {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, &v, 8);
+#else
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (8 * i));
+#endif
+}
+
+static inline uint64_t get_le(const uint8_t *p)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+#else
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+#endif
 }
 
 void nx_peertest_fill(uint32_t id, uint32_t ch, uint64_t offset, uint8_t *buf, size_t len)
@@ -59,8 +78,8 @@ void nx_peertest_fill(uint32_t id, uint32_t ch, uint64_t offset, uint8_t *buf, s
         buf[i] = tmp[(offset + i) % 8];
         i++;
     }
-    for (; i + 8 <= len; i += 8)
-        put_le(buf + i, word(s, (offset + i) / 8));
+    for (uint64_t w = (offset + i) / 8; i + 8 <= len; i += 8, w++)
+        put_le(buf + i, word(s, w));
     if (i < len) {
         put_le(tmp, word(s, (offset + i) / 8));
         memcpy(buf + i, tmp, len - i);
@@ -70,14 +89,28 @@ void nx_peertest_fill(uint32_t id, uint32_t ch, uint64_t offset, uint8_t *buf, s
 int64_t nx_peertest_check(uint32_t id, uint32_t ch, uint64_t offset, const uint8_t *buf,
                           size_t len)
 {
-    uint8_t want[4096];
-    for (size_t i = 0; i < len; i += sizeof(want)) {
-        size_t n = len - i < sizeof(want) ? len - i : sizeof(want);
-        nx_peertest_fill(id, ch, offset + i, want, n);
-        if (memcmp(want, buf + i, n) == 0)
+    uint64_t s = seed(id, ch);
+    size_t i = 0;
+    uint8_t want[8];
+    /* Head and tail byte by byte, the aligned middle a word at a time. */
+    while (i < len && (offset + i) % 8) {
+        put_le(want, word(s, (offset + i) / 8));
+        if (buf[i] != want[(offset + i) % 8])
+            return (int64_t)i;
+        i++;
+    }
+    for (uint64_t w = (offset + i) / 8; i + 8 <= len; i += 8, w++) {
+        if (get_le(buf + i) == word(s, w))
             continue;
-        for (size_t k = 0; k < n; k++)
-            if (want[k] != buf[i + k])
+        put_le(want, word(s, w));
+        for (int k = 0; k < 8; k++)
+            if (buf[i + k] != want[k])
+                return (int64_t)(i + k);
+    }
+    if (i < len) {
+        put_le(want, word(s, (offset + i) / 8));
+        for (size_t k = 0; i + k < len; k++)
+            if (buf[i + k] != want[k])
                 return (int64_t)(i + k);
     }
     return -1;

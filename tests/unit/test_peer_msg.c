@@ -4,14 +4,24 @@
  *
  * Each message kind is built valid, packed, decoded (accepted), then spoiled one field
  * at a time (rejected with a reason).  Addresses: what parses, what does not, and that
- * spellings of one address compare equal after canonicalisation.
+ * spellings of one address compare equal after canonicalisation.  The peer test's
+ * pattern: the same bytes whatever the message boundaries, and the first bad byte found.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon.h"
 #include "netaddr.h"
 #include "peer_msg.h"
+#include "peertest.h"
+
+/* main.c's globals: the pattern lives beside the peer test, which the daemon's loop owns. */
+struct nx_daemon nxd;
+double nx_now(void)
+{
+    return 0;
+}
 #include "wire.h"
 
 #define NEXAR_UNDEFINED_COLOR 0xffffffffu
@@ -249,8 +259,34 @@ static void test_addr(void)
     CHECK(nx_addr_port("[::1]:7000") == 7000 && nx_addr_port("junk") == 0, "ports");
 }
 
+static void test_pattern(void)
+{
+    enum { N = 4099 };
+    uint8_t whole[N], parts[N];
+    nx_peertest_fill(77, 3, 5, whole, N);
+    /* Any cut gives the same stream. */
+    static const size_t cuts[] = {0, 1, 3, 8, 11, 4000, N};
+    for (size_t c = 0; c + 1 < sizeof(cuts) / sizeof(cuts[0]); c++)
+        nx_peertest_fill(77, 3, 5 + cuts[c], parts + cuts[c], cuts[c + 1] - cuts[c]);
+    CHECK(memcmp(whole, parts, N) == 0, "pattern depends on message boundaries");
+    CHECK(nx_peertest_check(77, 3, 5, whole, N) == -1, "pattern does not check against itself");
+    CHECK(nx_peertest_check(77, 3, 5 + 9, whole + 9, N - 9) == -1, "check at an odd offset");
+    CHECK(nx_peertest_check(77, 4, 5, whole, N) == 0, "another channel checks");
+    for (size_t bad = 0; bad < N; bad += 997) {
+        whole[bad] ^= 0x40;
+        CHECK(nx_peertest_check(77, 3, 5, whole, N) == (int64_t)bad, "bad byte %zu not found",
+              bad);
+        whole[bad] ^= 0x40;
+    }
+    uint8_t a[16], b[16];
+    nx_peertest_fill(1, 0, 0, a, 16);
+    nx_peertest_fill(2, 0, 0, b, 16);
+    CHECK(memcmp(a, b, 16) != 0, "two tests share their pattern");
+}
+
 int main(void)
 {
+    test_pattern();
     test_register();
     test_rank_table();
     test_others();
