@@ -1,19 +1,22 @@
 /*
  * exec.c - running a matched device op on the GPU, and completing it when it is done.
  *
- * An op runs on one device, its root's (or rank 0's, or the receiver's): a stream from
- * that device's pool waits for every rank's ready event, buffers on other devices are
+ * An op runs on one device, its root's (or rank 0's, or the receiver's): its stream
+ * (below) waits for every rank's ready event, buffers on other devices are
  * copied into scratch memory there (cudaMallocAsync, stream-ordered), the node-local
  * algorithm of coll_local.c runs through the CUDA adapter bound to the stream, results
  * go back, and a host function at the end of the stream hands the op to the loop thread
  * (uv_async), which stores the done words and posts the completions.  Nothing here
  * waits for the GPU: the loop keeps serving every other rank meanwhile.
  *
- * Streams: an op takes a stream with no pending work, so ops never wait for each other
- * except through the ready events, i.e. in the order the ranks gave them (stream order,
- * or the caller's own synchronization).  A shared stream would add waits the program
- * does not have, and with rendezvous send/recv those can close a cycle.  The pool stops
- * growing at POOL_MAX streams per device; then the least recently used stream is taken.
+ * Streams: the collectives of a communicator run on its own stream per device, in
+ * sequence order.  That order adds no wait a correct program lacks: every rank issues
+ * op k before op k+1, so nothing op k waits for can wait for op k+1.  A send/recv pair
+ * is matched in no such order (message k of one pair may match before message j of
+ * another, while a rank issued them the other way round), and on a shared stream that
+ * extra wait can close a cycle with rendezvous sends; so a message takes a stream with
+ * no pending work from the device's pool (at most POOL_MAX, then the least recently
+ * used one).  Either way the ranks' own order comes in through the ready events.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -40,6 +43,16 @@ struct pool {
 
 static struct pool pools[MAX_DEVICES];
 static uint64_t use_clock;
+
+/* A communicator's stream on one device. */
+struct comm_stream {
+    uint32_t comm_id;
+    int device;
+    cudaStream_t s;
+};
+
+static struct comm_stream *cstreams;
+static size_t ncstreams, cstreams_cap;
 
 /* An op in flight: what its completion needs once the GPU is done. */
 struct ticket {
@@ -83,6 +96,20 @@ fail:
         return NULL;
     p->last_use[lru] = ++use_clock;
     return p->s[lru];
+}
+
+static cudaStream_t comm_stream(uint32_t comm_id, int dev)
+{
+    for (size_t i = 0; i < ncstreams; i++)
+        if (cstreams[i].comm_id == comm_id && cstreams[i].device == dev)
+            return cstreams[i].s;
+    cudaStream_t s;
+    CU_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), fail);
+    nx_grow((void **)&cstreams, &cstreams_cap, ncstreams + 1, sizeof(*cstreams));
+    cstreams[ncstreams++] = (struct comm_stream){.comm_id = comm_id, .device = dev, .s = s};
+    return s;
+fail:
+    return NULL;
 }
 
 /* ---- completion ------------------------------------------------------------------------ */
@@ -352,7 +379,7 @@ void nx_cuda_exec_run(const struct nx_dev_job *job)
     inflight++;
     x.dev = pick_device(job);
     if (x.dev < 0 || x.dev >= MAX_DEVICES || cudaSetDevice(x.dev) != cudaSuccess ||
-        !(x.s = take_stream(x.dev))) {
+        !(x.s = job->kind == NX_K_SEND ? take_stream(x.dev) : comm_stream(job->comm_id, x.dev))) {
         fail(&x, NEXAR_ERR_INTERNAL, "no stream on the op's device");
         goto done;
     }
@@ -394,7 +421,17 @@ done:
 
 void nx_cuda_exec_comm_gone(uint32_t comm_id)
 {
-    (void)comm_id; /* streams belong to devices, not communicators */
+    /* Work still queued on a stream finishes after cudaStreamDestroy; its completion
+     * comes through the host function as usual. */
+    for (size_t i = 0; i < ncstreams;) {
+        if (cstreams[i].comm_id != comm_id) {
+            i++;
+            continue;
+        }
+        cudaSetDevice(cstreams[i].device);
+        cudaStreamDestroy(cstreams[i].s);
+        cstreams[i] = cstreams[--ncstreams];
+    }
 }
 
 int nx_cuda_exec_init(void)
@@ -413,6 +450,8 @@ void nx_cuda_exec_stop(void)
     for (int d = 0; d < MAX_DEVICES; d++)
         for (int i = 0; i < pools[d].n; i++)
             cudaStreamSynchronize(pools[d].s[i]);
+    for (size_t i = 0; i < ncstreams; i++)
+        cudaStreamSynchronize(cstreams[i].s);
     drain_done();
     if (async_open) {
         uv_close((uv_handle_t *)&done_async, NULL);
@@ -428,6 +467,13 @@ void nx_cuda_exec_fini(void)
                 cudaStreamDestroy(pools[d].s[i]);
         pools[d].n = 0;
     }
+    for (size_t i = 0; i < ncstreams; i++) {
+        cudaSetDevice(cstreams[i].device);
+        cudaStreamDestroy(cstreams[i].s);
+    }
+    free(cstreams);
+    cstreams = NULL;
+    ncstreams = cstreams_cap = 0;
     if (inflight)
         NX_WARN("cuda", "%llu device ops were still in flight at exit",
                 (unsigned long long)inflight);
