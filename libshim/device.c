@@ -62,6 +62,7 @@ struct nx_devstate {
     void *word_blk;      /* arena block holding the page of done words */
     uint64_t *words;     /* page-aligned inside it; pinned and device-mapped */
     bool words_pinned;
+    nx_cu_ctx words_ctx; /* the context that pinned them */
     struct nx_idpool word_ids;
     uint64_t ticket;     /* last done value handed out */
 };
@@ -298,6 +299,7 @@ static nexar_status_t words_ready(const char *fn, nx_cu_ctx ctx)
     if (rc != NX_CUDA_SUCCESS)
         return cu_fail(fn, "pinning the done words (cuMemHostRegister)", rc);
     st->words_pinned = true;
+    st->words_ctx = ctx;
     return NEXAR_OK;
 }
 
@@ -671,15 +673,22 @@ void nx_dev_fini(void)
     while (st->ctxs) {
         struct nx_devctx *d = st->ctxs;
         st->ctxs = d->next;
+        bool pushed = push(d->ctx) == NX_CUDA_SUCCESS;
         for (uint32_t i = 0; i < d->ev_cap; i++)
             if (d->ev[i].ev)
                 D->EventDestroy(d->ev[i].ev);
+        if (pushed)
+            pop();
         nx_idpool_fini(&d->pool);
         free(d->ev);
         free(d);
     }
-    if (st->words_pinned)
+    if (st->words_pinned) {
+        bool pushed = push(st->words_ctx) == NX_CUDA_SUCCESS;
         D->MemHostUnregister(st->words);
+        if (pushed)
+            pop();
+    }
     nx_arena_put(st->word_blk);
     nx_idpool_fini(&st->word_ids);
     nx_devcache_fini(&st->cache);
