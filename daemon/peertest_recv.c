@@ -62,7 +62,8 @@ static void send_result(struct nx_tpeer *p, const Nexar__PeerTestResult *r)
     nx_cluster_send(p, NX_CHAN_CTL, &m);
 }
 
-static void order_error(struct rtest *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void order_error(struct rtest *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void order_error(struct rtest *t, const char *fmt, ...)
 {
     if (t->error[0])

@@ -14,7 +14,8 @@
  *               fails with something other than UNSUPPORTED; write lost<rank>
  *               ("status monotonic_ns text"); exit 0 (60 s limit: exit 3)
  *     split     ($HX_NODES = K, ranks placed as nexar-run --nodes does) an allreduce on
- *               the world (UNSUPPORTED), then split the world by node (reversed keys): a node-local communicator whose allreduce works;
+ *               the world (UNSUPPORTED), then split the world by node (reversed keys):
+ *               a node-local communicator whose allreduce works;
  *               split by rank % 2: groups across nodes, NEXAR_ERR_UNSUPPORTED; split
  *               with only rank 0 defined: a communicator of one; write split<rank>
  *               ("ok" or what failed); exit 0 when ok
