@@ -3,9 +3,10 @@
 # This is what CI runs (.ci/run).  Phases, each in its own build directory
 # under build-test/:
 #
-#   normal  gcc, -Dwerror=true (-Wall -Wextra): suites unit + integration
-#   asan    gcc, -Db_sanitize=address,undefined: suites unit + integration,
-#           halting on the first ASan/UBSan/LSan report
+#   normal  gcc, -Dwerror=true (-Wall -Wextra): suites unit, integration, sim,
+#           transport and netns (netns skips, 77, where namespaces cannot be made)
+#   asan    gcc, -Db_sanitize=address,undefined: the same suites, halting on the
+#           first ASan/UBSan/LSan report
 #   fuzz    clang, -Dfuzz=true: every libFuzzer target (suite fuzz) for a while
 #   cuda    -Dcuda=enabled: builds the CUDA adapter, its kernels and the gpu suite
 #           (checking that they were built), runs the cuda.h check and suite gpu,
@@ -49,6 +50,8 @@ for p in ${only//,/ }; do
 done
 
 jobs=$(nproc 2>/dev/null || echo 2)
+# Every suite that needs no GPU and no fuzzing build.
+all_suites="--suite unit --suite integration --suite sim --suite transport --suite netns"
 fuzz_secs=20
 $long && fuzz_secs=120
 base=build-test
@@ -161,11 +164,11 @@ export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:detect_
 export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1"
 
 if want normal; then
-  say "normal: gcc, -Dwerror=true; suites unit + integration"
+  say "normal: gcc, -Dwerror=true; suites ${all_suites//--suite /}"
   t=$(now)
   if CC=gcc setup_build "$base/normal" --buildtype=debugoptimized -Dwarning_level=2 \
       -Dwerror=true -Dcuda=disabled -Dfuzz=false -Dlong_tests=$long; then
-    run_suites normal "$base/normal" --suite unit --suite integration
+    run_suites normal "$base/normal" $all_suites
   else
     build_failed normal
   fi
@@ -173,12 +176,12 @@ if want normal; then
 fi
 
 if want asan; then
-  say "asan: gcc, -Db_sanitize=address,undefined; suites unit + integration"
+  say "asan: gcc, -Db_sanitize=address,undefined; suites ${all_suites//--suite /}"
   t=$(now)
   if CC=gcc setup_build "$base/asan" --buildtype=debugoptimized -Dwarning_level=2 \
       -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled \
       -Dfuzz=false -Dlong_tests=false; then
-    run_suites asan "$base/asan" --suite unit --suite integration --timeout-multiplier 3
+    run_suites asan "$base/asan" $all_suites --timeout-multiplier 3
   else
     build_failed asan
   fi

@@ -46,6 +46,8 @@ static uint64_t fnv1a(const uint8_t *p, size_t n)
     return h;
 }
 
+_Static_assert(NX_MSG_TYPE_MAX == 10, "descriptor_for() names every frame type");
+
 static const ProtobufCMessageDescriptor *descriptor_for(uint16_t type)
 {
     switch (type) {
@@ -56,6 +58,9 @@ static const ProtobufCMessageDescriptor *descriptor_for(uint16_t type)
     case NX_MSG_CTL: return &nexar__ctl_request__descriptor;
     case NX_MSG_CTL_REPLY: return &nexar__ctl_reply__descriptor;
     case NX_MSG_ERROR: return &nexar__error_reply__descriptor;
+    case NX_MSG_DEV_REGISTER: return &nexar__device_register__descriptor;
+    case NX_MSG_DEV_UNREGISTER: return &nexar__device_unregister__descriptor;
+    case NX_MSG_DEV_REPLY: return &nexar__device_reply__descriptor;
     default: return NULL;
     }
 }

@@ -123,10 +123,10 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     nxt_progname = "nexarctl";
-    if (nxc_is_peer_test(argc, argv))
-        return nxc_peer_test_main(argc, argv);
     if (nxc_is_certs(argc, argv))
         return nxc_certs_main(argc, argv);
+    if (nxc_is_peer_test(argc, argv))
+        return nxc_peer_test_main(argc, argv);
     const char *socket_opt = NULL;
     bool json = false;
     double timeout_s = 5;
