@@ -73,11 +73,40 @@ size_t nx_wire_put_data(uint8_t *out, enum nx_wire_type type, uint32_t flags,
     return NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES;
 }
 
+/* Layout: job, comm, k (u64); tag, src, dst (u32); dtype (u8), 3 zero bytes; count,
+ * offset (u64); length (u32); 4 zero bytes. */
+size_t nx_wire_put_p2p(uint8_t *out, uint32_t flags, const struct nx_p2p_hdr *h)
+{
+    uint8_t *p = out + put_env(out, NX_WIRE_P2P, flags);
+    memset(p, 0, NX_P2P_HDR_BYTES);
+    put64(p, h->job);
+    put64(p + 8, h->comm);
+    put64(p + 16, h->k);
+    put32(p + 24, h->tag);
+    put32(p + 28, h->src);
+    put32(p + 32, h->dst);
+    p[36] = h->dtype;
+    put64(p + 40, h->count);
+    put64(p + 48, h->offset);
+    put32(p + 56, h->length);
+    return NX_WIRE_ENV_BYTES + NX_P2P_HDR_BYTES;
+}
+
 /* Flags a type may carry: each type owns its bits, so a bit never means two things. */
 static uint32_t flags_known(uint8_t type)
 {
-    return type == NX_WIRE_DATA ? NX_WIRE_FLAGS_KNOWN : 0;
+    switch (type) {
+    case NX_WIRE_DATA:
+        return NX_WIRE_FLAGS_KNOWN;
+    case NX_WIRE_P2P:
+        return NX_WIRE_P2P_FLAGS_KNOWN;
+    default:
+        return 0;
+    }
 }
+
+/* Element sizes of the dtypes (nexar.h order); the wire code links nothing else. */
+static const uint8_t dtype_bytes[] = {4, 8, 2, 2, 1, 1, 4, 4, 8, 8};
 
 #define FAIL(reason)                                                                       \
     do {                                                                                   \
@@ -85,6 +114,47 @@ static uint32_t flags_known(uint8_t type)
         memset(m, 0, sizeof(*m));                                                          \
         return -EBADMSG;                                                                   \
     } while (0)
+
+static int decode_p2p(const uint8_t *p, size_t len, uint32_t flags, struct nx_wire_msg *m,
+                      const char **why)
+{
+    if (len < NX_P2P_HDR_BYTES)
+        FAIL("message shorter than its p2p header");
+    struct nx_p2p_hdr h;
+    h.job = get64(p);
+    h.comm = get64(p + 8);
+    h.k = get64(p + 16);
+    h.tag = get32(p + 24);
+    h.src = get32(p + 28);
+    h.dst = get32(p + 32);
+    h.dtype = p[36];
+    h.count = get64(p + 40);
+    h.offset = get64(p + 48);
+    h.length = get32(p + 56);
+    if (p[37] | p[38] | p[39] | get32(p + 60))
+        FAIL("p2p header padding is not zero");
+    p += NX_P2P_HDR_BYTES;
+    len -= NX_P2P_HDR_BYTES;
+    if (h.length != len)
+        FAIL("payload length differs from the header's");
+    if (h.dtype >= sizeof(dtype_bytes))
+        FAIL("unknown dtype");
+    if (h.count > UINT64_MAX / dtype_bytes[h.dtype])
+        FAIL("count x element size overflows");
+    uint64_t total = h.count * dtype_bytes[h.dtype];
+    if (h.offset > total || h.length > total - h.offset)
+        FAIL("payload lies outside the message");
+    if ((flags & NX_WIRE_F_ACK) && h.length != 0)
+        FAIL("an acknowledgement with a payload");
+    if (h.src == h.dst)
+        FAIL("a message from a rank to itself");
+    m->type = NX_WIRE_P2P;
+    m->flags = flags;
+    m->p2p = h;
+    m->body = p;
+    m->body_len = len;
+    return 0;
+}
 
 int nx_wire_decode(const void *buf, size_t len, struct nx_wire_msg *m, const char **why)
 {
@@ -102,7 +172,7 @@ int nx_wire_decode(const void *buf, size_t len, struct nx_wire_msg *m, const cha
         FAIL("unsupported wire version");
     uint8_t type = p[3];
     uint32_t flags = get32(p + 4);
-    if (type != NX_WIRE_CTL && type != NX_WIRE_DATA && type != NX_WIRE_TEST)
+    if (type < NX_WIRE_CTL || type > NX_WIRE_P2P)
         FAIL("unknown message type");
     if (flags & ~flags_known(type))
         FAIL("unknown flags");
@@ -117,6 +187,8 @@ int nx_wire_decode(const void *buf, size_t len, struct nx_wire_msg *m, const cha
         m->body_len = len;
         return 0;
     }
+    if (type == NX_WIRE_P2P)
+        return decode_p2p(p, len, flags, m, why);
     if (len < NX_DATA_HDR_BYTES)
         FAIL("message shorter than its data header");
     struct nx_data_hdr h;

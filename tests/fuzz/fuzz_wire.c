@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(why == NULL);
     CHECK(m.body >= buf && m.body_len <= size && m.body + m.body_len == buf + size);
 
-    uint8_t again[NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES];
+    uint8_t again[NX_WIRE_ENV_BYTES + NX_P2P_HDR_BYTES];
     size_t n;
     switch (m.type) {
     case NX_WIRE_CTL:
@@ -65,6 +65,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         n = nx_wire_put_data(again, m.type, m.flags, &m.hdr);
         CHECK(n == NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES);
         break;
+    case NX_WIRE_P2P: {
+        static const uint8_t es[] = {4, 8, 2, 2, 1, 1, 4, 4, 8, 8};
+        const struct nx_p2p_hdr *h = &m.p2p;
+        CHECK((m.flags & ~NX_WIRE_P2P_FLAGS_KNOWN) == 0);
+        CHECK(m.body_len == h->length);
+        CHECK(h->dtype < sizeof(es) && h->count <= UINT64_MAX / es[h->dtype]);
+        CHECK(h->offset <= h->count * es[h->dtype]);
+        CHECK(h->length <= h->count * es[h->dtype] - h->offset);
+        CHECK(!(m.flags & NX_WIRE_F_ACK) || h->length == 0);
+        CHECK(h->src != h->dst);
+        n = nx_wire_put_p2p(again, m.flags, h);
+        CHECK(n == NX_WIRE_ENV_BYTES + NX_P2P_HDR_BYTES);
+        break;
+    }
     default:
         CHECK(!"decoded an unknown type");
         return 0;

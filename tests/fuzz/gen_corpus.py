@@ -95,8 +95,9 @@ FRAME_SEEDS = {
 # ---- daemon-to-daemon messages (proto/wire.h) --------------------------------
 
 W_MAGIC, W_VERSION = 0x584E, 1
-W_CTL, W_DATA, W_TEST = 1, 2, 3
+W_CTL, W_DATA, W_TEST, W_P2P = 1, 2, 3, 4
 W_LAST = 0x1
+W_ACK = 0x1  # P2P
 
 
 def wire_env(wtype, flags=0, magic=W_MAGIC, version=W_VERSION):
@@ -115,7 +116,25 @@ def wire_data(wtype, payload, flags=0, job=7, comm=3, seq=42, step=1, sig=0xC0FF
 # A PeerMsg as peer_msg.c sends it: version = 1, then a oneof member (field 2, empty).
 peer_msg = f_varint(1, 1) + f_bytes(2, b"")
 
+def wire_p2p(payload, flags=0, job=7, comm=3, k=5, tag=9, src=1, dst=2, dtype=0,
+             count=None, offset=0, length=None, pad=0, **env):
+    if count is None:
+        count = (offset + len(payload) + 3) // 4
+    return (wire_env(W_P2P, flags, **env)
+            + struct.pack("<QQQIIIB3xQQII", job, comm, k, tag, src, dst, dtype, count,
+                          offset, len(payload) if length is None else length, pad)
+            + payload)
+
+
 WIRE_SEEDS = {
+    "p2p": wire_p2p(bytes(range(40)), count=100, offset=16),
+    "p2p_ack": wire_p2p(b"", flags=W_ACK, count=1 << 20, offset=1 << 19),
+    "p2p_empty_msg": wire_p2p(b"", count=0),
+    "p2p_past_end": wire_p2p(b"abcdefgh", count=1, dtype=4),
+    "p2p_bad_dtype": wire_p2p(b"", dtype=10, count=0),
+    "p2p_ack_payload": wire_p2p(b"x", flags=W_ACK),
+    "p2p_self": wire_p2p(b"", src=3, dst=3, count=0),
+    "p2p_padding": wire_p2p(b"", pad=1, count=0),
     "ctl": wire_env(W_CTL) + peer_msg,
     "data_empty": wire_data(W_DATA, b""),
     "data_last": wire_data(W_DATA, bytes(range(64)), flags=W_LAST, offset=1 << 20, step=3),

@@ -202,7 +202,7 @@ static void test_bad_envelope(void)
         c[2] = versions[i];
         EXPECT_REJECT(c, n, "version");
     }
-    static const uint8_t types[] = {0, 4, 5, 0x7f, 0x80, 0xff};
+    static const uint8_t types[] = {0, 5, 6, 0x7f, 0x80, 0xff};
     for (size_t i = 0; i < sizeof types; i++) {
         memcpy(c, b, n);
         c[3] = types[i];
@@ -245,8 +245,85 @@ static void test_bad_header(void)
     }
 }
 
+/* P2P: the layout pinned byte by byte, round trips, and every refusal. */
+static void test_p2p(void)
+{
+    const struct nx_p2p_hdr h = {
+        .job = 0x0102030405060708ull, .comm = 0x1112131415161718ull,
+        .k = 0x2122232425262728ull, .tag = 0x31323334u, .src = 0x41424344u,
+        .dst = 0x51525354u, .dtype = 8 /* i64 */, .count = 0x0010000000000000ull,
+        .offset = 0x18, .length = 3,
+    };
+    static const uint8_t want[NX_WIRE_ENV_BYTES + NX_P2P_HDR_BYTES] = {
+        0x4e, 0x58, 1, 4, 1, 0, 0, 0, /* magic "NX", version, type P2P, flags ACK */
+        8, 7, 6, 5, 4, 3, 2, 1, 0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11,
+        0x28, 0x27, 0x26, 0x25, 0x24, 0x23, 0x22, 0x21, 0x34, 0x33, 0x32, 0x31,
+        0x44, 0x43, 0x42, 0x41, 0x54, 0x53, 0x52, 0x51, 8, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0x10, 0, 0x18, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0,
+    };
+    uint8_t b[NX_WIRE_ENV_BYTES + NX_P2P_HDR_BYTES + 16];
+    size_t n = nx_wire_put_p2p(b, NX_WIRE_F_ACK, &h);
+    EXPECT_EQ(n, sizeof want);
+    EXPECT(memcmp(b, want, sizeof want) == 0);
+
+    /* An ACK carries no payload; the same header with its 3 bytes decodes as data. */
+    struct nx_wire_msg m;
+    const char *why = NULL;
+    EXPECT_REJECT(b, n, "payload length");
+    memcpy(b + n, "abc", 3);
+    EXPECT_REJECT(b, n + 3, "acknowledgement");
+    n = nx_wire_put_p2p(b, 0, &h);
+    EXPECT_EQ(nx_wire_decode(b, n + 3, &m, &why), 0);
+    EXPECT(why == NULL);
+    EXPECT_EQ(m.type, NX_WIRE_P2P);
+    EXPECT(m.p2p.job == h.job && m.p2p.comm == h.comm && m.p2p.k == h.k);
+    EXPECT(m.p2p.tag == h.tag && m.p2p.src == h.src && m.p2p.dst == h.dst);
+    EXPECT(m.p2p.dtype == h.dtype && m.p2p.count == h.count);
+    EXPECT(m.p2p.offset == h.offset && m.p2p.length == h.length);
+    EXPECT(m.body == b + n);
+    EXPECT_EQ(m.body_len, 3);
+
+    struct nx_p2p_hdr g = h;
+    g.count = 2;
+    g.dtype = 3; /* bf16: 4 bytes in all */
+    g.offset = 1;
+    nx_wire_put_p2p(b, 0, &g);
+    EXPECT_EQ(nx_wire_decode(b, n + 3, &m, NULL), 0); /* bytes 1..3 of 4 */
+    g.offset = 2;
+    nx_wire_put_p2p(b, 0, &g);
+    EXPECT_REJECT(b, n + 3, "outside");
+    g = h;
+    g.dtype = 10;
+    nx_wire_put_p2p(b, 0, &g);
+    EXPECT_REJECT(b, n + 3, "dtype");
+    g = h;
+    g.count = UINT64_MAX / 4;
+    g.dtype = 1; /* f64: count x 8 overflows */
+    nx_wire_put_p2p(b, 0, &g);
+    EXPECT_REJECT(b, n + 3, "overflow");
+    g = h;
+    g.dst = g.src;
+    nx_wire_put_p2p(b, 0, &g);
+    EXPECT_REJECT(b, n + 3, "itself");
+    for (int pad = 37; pad < 40; pad++) {
+        nx_wire_put_p2p(b, 0, &h);
+        b[NX_WIRE_ENV_BYTES + pad] = 1;
+        EXPECT_REJECT(b, n + 3, "padding");
+    }
+    nx_wire_put_p2p(b, 0, &h);
+    b[NX_WIRE_ENV_BYTES + 63] = 1;
+    EXPECT_REJECT(b, n + 3, "padding");
+    nx_wire_put_p2p(b, 2, &h);
+    EXPECT_REJECT(b, n + 3, "flags");
+    for (size_t len = NX_WIRE_ENV_BYTES; len < n; len++) {
+        nx_wire_put_p2p(b, 0, &h);
+        EXPECT_REJECT(b, len, "shorter");
+    }
+}
+
 int main(void)
 {
+    test_p2p();
     test_layout();
     test_round_trip();
     test_truncation();
