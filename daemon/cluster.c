@@ -16,13 +16,14 @@
 #include "rendezvous.h"
 #include "transport_quic.h"
 #include "wire.h"
+#include "xcoll.h"
+#include "xcomm.h"
 #include "xsplit.h"
 
 static struct {
     struct nx_transport *t;
     char addr[NX_ADDR_MAX];  /* advertised, canonical */
     char bound[NX_ADDR_MAX]; /* the listen address with the port the kernel gave */
-    uint64_t data_ignored;   /* DATA messages before anything consumes them */
 } cl;
 
 bool nx_cluster_enabled(void)
@@ -181,11 +182,7 @@ static const char *handle(struct nx_tpeer *p, uint64_t channel, const void *data
     case NX_WIRE_TEST:
         return nx_peertest_on_data(p, channel, &w);
     case NX_WIRE_DATA:
-        /* Cross-node collectives (the next step) consume these; nothing sends them yet. */
-        if (cl.data_ignored++ == 0)
-            NX_WARN("cluster", "peer %s sent a DATA message; this nexard has no cross-node "
-                    "collectives yet and ignores it", p->addr);
-        return NULL;
+        return nx_xcoll_on_data(p, channel, &w, data, len);
     default:
         return "unknown message type";
     }
@@ -230,6 +227,8 @@ static void on_sent(void *arg, struct nx_tpeer *p, uint64_t token)
 {
     if (token & NX_TOKEN_TEST)
         nx_peertest_on_sent(p, token);
+    else if (token & NX_TOKEN_XCOLL)
+        nx_xcoll_on_sent(token);
 }
 
 /* The TLS files must all be there before we bind: say which one is missing. */
@@ -328,6 +327,7 @@ void nx_cluster_tick(double now)
         return;
     nx_rdv_tick(now);
     nx_xsplit_tick(now);
+    nx_xcomm_tick(now);
     nx_peertest_tick(now);
 }
 
@@ -342,6 +342,7 @@ void nx_cluster_fini(void)
         return;
     nx_peertest_fini();
     nx_xsplit_fini();
+    nx_xcomm_fini();
     nx_rdv_fini();
     cl.t->ops->each_peer(cl.t, free_node, NULL);
     cl.t->ops->destroy(cl.t);

@@ -31,8 +31,14 @@
 #define NX_CHAN_CTL 0ull
 #define NX_CHAN_TEST(c) ((1ull << 62) | (uint64_t)(c)) /* c < NX_PEERTEST_MAX_STREAMS */
 #define NX_CHAN_IS_TEST(ch) (((ch) >> 62) == 1 && ((ch) & 0xffffffffull) < 64)
+/* xcomm.c: a spanning communicator's collectives, and its point-to-point per tag. */
+#define NX_CHAN_COLL(h) ((2ull << 62) | ((h) >> 2))
+#define NX_CHAN_P2P(h) ((3ull << 62) | ((h) >> 2))
 
-#define NX_TOKEN_TEST (1ull << 63) /* peertest.c: the rest is its own */
+/* Transport tokens, by their top bits. */
+#define NX_TOKEN_TEST (1ull << 63)  /* peertest.c: the rest is its own */
+#define NX_TOKEN_XCOLL (1ull << 62) /* bit 63 clear: xcoll.c, the rest is its own */
+#define NX_TOKEN_XP2P (1ull << 61)  /* bits 63, 62 clear: xp2p.c, the rest is its own */
 
 /* The cluster's record of one peer daemon (tpeer->user). */
 struct nx_node {

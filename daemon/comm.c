@@ -13,6 +13,7 @@
 #include "log.h"
 #include "mem.h"
 #include "nexar.h"
+#include "xcomm.h"
 #include "xsplit.h"
 
 struct nx_comm_list nx_comms = LIST_HEAD_INITIALIZER(nx_comms);
@@ -50,6 +51,7 @@ static void comm_free(struct nx_comm *c)
     nx_sched_fail_all(c);
     nx_p2p_fail_all(c);
     nx_xsplit_comm_gone(c);
+    nx_xcomm_detach(c);
     if (nx_device)
         nx_device->comm_gone(c->id);
     nx_sched_fini(&c->sched);
@@ -89,6 +91,7 @@ void nx_comm_fail(struct nx_comm *c, uint32_t status, const char *fmt, ...)
     nx_sched_fail_all(c);
     nx_p2p_fail_all(c);
     nx_xsplit_fail(c);
+    nx_xcomm_failed(c);
 }
 
 void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)

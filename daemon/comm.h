@@ -16,6 +16,7 @@
 
 struct nx_job;
 struct nx_client;
+struct nx_xcomm;
 
 struct nx_comm_rank {
     struct nx_client *client; /* NULL once it left */
@@ -40,6 +41,7 @@ struct nx_comm {
     uint32_t nodes;
     uint32_t span_size;
     uint32_t *span_rank;
+    struct nx_xcomm *x; /* spanning: its network identity (xcomm.h); NULL on one node */
     LIST_ENTRY(nx_comm) link;
 };
 

@@ -17,6 +17,7 @@
 #include "nexar.h"
 #include "nexar.pb-c.h"
 #include "rendezvous.h"
+#include "xcomm.h"
 
 struct nx_job_list nx_jobs = LIST_HEAD_INITIALIZER(nx_jobs);
 
@@ -92,8 +93,10 @@ void nx_job_form(struct nx_job *j)
         }
     uint32_t nodes = nx_rdv_nodes(j);
     j->world = nx_comm_new(j, n, cls, wr, j->timeout_ms);
-    if (j->net)
+    if (j->net) {
         nx_comm_span(j->world, nodes, j->world_size, wr);
+        nx_xcomm_attach(j->world, NX_XCOMM_WORLD, j->net->rank_node);
+    }
     j->state = NX_JOB_RUNNING;
     NX_INFO("job", "job \"%s\" formed: %u ranks (%u here, %u node%s), world comm %u", j->name,
             j->world_size, n, nodes, nodes == 1 ? "" : "s", j->world->id);

@@ -1,5 +1,6 @@
 /* matcher.c - see matcher.h. */
 #include "matcher.h"
+#include "matcher_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@
 #include "log.h"
 #include "mem.h"
 #include "nexar.h"
-#include "rendezvous.h"
+#include "xcoll.h"
 #include "xsplit.h"
 
 void nx_sched_init(struct nx_sched *s, uint32_t size)
@@ -97,6 +98,8 @@ static void fail_dev(struct nx_comm *c, struct nx_dev_part *dev)
 
 static void op_free(struct nx_comm *c, struct nx_op *op)
 {
+    if (op->xr)
+        nx_xcoll_op_free(op);
     TAILQ_REMOVE(&c->sched.ops, op, link);
     for (uint32_t r = 0; r < c->size; r++) {
         free(op->parts[r].q);
@@ -108,7 +111,7 @@ static void op_free(struct nx_comm *c, struct nx_op *op)
     free(op);
 }
 
-static struct nx_op *op_find(struct nx_sched *s, uint64_t seq)
+struct nx_op *nx_sched_op_find(struct nx_sched *s, uint64_t seq)
 {
     struct nx_op *op;
     TAILQ_FOREACH(op, &s->ops, link)
@@ -124,7 +127,8 @@ static struct nx_op *op_new(struct nx_comm *c, const struct nx_sqe *e, uint32_t 
     op->seq = e->seq;
     op->sig = *e;
     op->sig_rank = rank;
-    op->chunk_elems = nx_chunk_elems(e->kind, c->size, nx_dtype_size(e->dtype),
+    /* The ranks plan their chunks for the communicator's size as they see it. */
+    op->chunk_elems = nx_chunk_elems(e->kind, nx_comm_span_size(c), nx_dtype_size(e->dtype),
                                      nxd.cfg.slot_bytes);
     op->nchunks = nx_chunk_count(e->count, op->chunk_elems);
     if (e->flags & NX_SQE_DEVICE) /* the backend runs the whole op at once */
@@ -153,21 +157,42 @@ static void push_staged(struct nx_part *p, const struct nx_sqe *e)
     p->next_chunk = e->chunk + 1;
 }
 
-static bool part_direct(const struct nx_part *p)
-{
-    return (p->first.flags & NX_SQE_DIRECT) != 0;
-}
-
-static bool chunk_ready(const struct nx_op *op)
+bool nx_op_chunk_ready(const struct nx_op *op)
 {
     for (uint32_t r = 0; r < op->comm->size; r++) {
         const struct nx_part *p = &op->parts[r];
         if (!p->client)
             return false;
-        if (!part_direct(p) && p->q_head == p->q_len)
+        if (!nx_part_direct(p) && p->q_head == p->q_len)
             return false;
     }
     return true;
+}
+
+void nx_op_chunk_io(const struct nx_op *op, uint64_t off, uint64_t n, struct nx_rank_io *io)
+{
+    const struct nx_comm *c = op->comm;
+    uint32_t es = nx_dtype_size(op->sig.dtype), P = nx_comm_span_size(c);
+    for (uint32_t r = 0; r < c->size; r++) {
+        const struct nx_part *p = &op->parts[r];
+        uint8_t *arena = p->client->seg.arena;
+        struct nx_shape shape;
+        nx_kind_shape(op->sig.kind, P, nx_comm_span_rank(c, r), op->sig.peer, &shape);
+        if (nx_part_direct(p)) {
+            io[r].in = arena + p->first.in_off + off * es;
+            io[r].out = arena + p->first.out_off + off * es;
+            io[r].in_stride = io[r].out_stride = op->sig.count;
+        } else {
+            const struct nx_staged *st = &p->q[p->q_head];
+            io[r].in = arena + st->in_off;
+            io[r].out = arena + st->out_off;
+            io[r].in_stride = io[r].out_stride = n;
+        }
+        if (!shape.in_mul)
+            io[r].in = NULL;
+        if (!shape.out_mul)
+            io[r].out = NULL;
+    }
 }
 
 static void exec_chunk(struct nx_op *op)
@@ -184,25 +209,7 @@ static void exec_chunk(struct nx_op *op)
 
     struct nx_rank_io io_stack[64];
     struct nx_rank_io *io = c->size <= 64 ? io_stack : nx_xcalloc(c->size, sizeof(*io));
-    for (uint32_t r = 0; r < c->size; r++) {
-        struct nx_part *p = &op->parts[r];
-        uint8_t *arena = p->client->seg.arena;
-        nx_kind_shape(op->sig.kind, c->size, r, op->sig.peer, &shape);
-        if (part_direct(p)) {
-            io[r].in = arena + p->first.in_off + off * es;
-            io[r].out = arena + p->first.out_off + off * es;
-            io[r].in_stride = io[r].out_stride = op->sig.count;
-        } else {
-            const struct nx_staged *s = &p->q[p->q_head];
-            io[r].in = arena + s->in_off;
-            io[r].out = arena + s->out_off;
-            io[r].in_stride = io[r].out_stride = n;
-        }
-        if (!shape.in_mul)
-            io[r].in = NULL;
-        if (!shape.out_mul)
-            io[r].out = NULL;
-    }
+    nx_op_chunk_io(op, off, n, io);
     struct nx_chunk_job job = {
         .kind = op->sig.kind,
         .dtype = op->sig.dtype,
@@ -266,7 +273,7 @@ static void finish_split(struct nx_op *op)
     for (uint32_t r = 0; r < P; r++) {
         res[r].user_data = op->parts[r].first.user_data;
         nx_client_complete(op->parts[r].client, &res[r], NULL);
-        if (part_direct(&op->parts[r]))
+        if (nx_part_direct(&op->parts[r]))
             op->parts[r].client->pending--;
     }
     free(cls);
@@ -306,19 +313,36 @@ static void run_device(struct nx_op *op)
         nxd.stats.bytes_copied += op->sig.count * nx_dtype_size(op->sig.dtype) * c->size;
 }
 
+void nx_op_finish(struct nx_op *op)
+{
+    struct nx_comm *c = op->comm;
+    for (uint32_t r = 0; r < c->size; r++) {
+        struct nx_part *p = &op->parts[r];
+        if (nx_part_direct(p) && !p->dev && op->sig.kind != NX_K_SPLIT) {
+            complete(p->client, p->first.user_data, NEXAR_OK, NULL);
+            p->client->pending--;
+        }
+        c->ranks[r].ops_completed++;
+    }
+    c->sched.done_seq++;
+    nxd.stats.ops_completed++;
+    op_free(c, op);
+}
+
 static void run_ready(struct nx_op *op)
 {
     struct nx_comm *c = op->comm;
     if ((op->sig.flags & NX_SQE_DEVICE) && op->arrived == c->size) {
         run_device(op);
-        op->next_chunk = op->nchunks;
-        goto done;
+        return nx_op_finish(op);
     }
-    while (op->next_chunk < op->nchunks && chunk_ready(op)) {
+    if (c->x && op->sig.kind != NX_K_SPLIT)
+        return nx_xcoll_run(op);
+    while (op->next_chunk < op->nchunks && nx_op_chunk_ready(op)) {
         exec_chunk(op);
         for (uint32_t r = 0; r < c->size; r++) {
             struct nx_part *p = &op->parts[r];
-            if (part_direct(p))
+            if (nx_part_direct(p))
                 continue;
             if (op->sig.kind != NX_K_SPLIT)
                 complete(p->client, p->q[p->q_head].user_data, NEXAR_OK, NULL);
@@ -335,21 +359,8 @@ static void run_ready(struct nx_op *op)
             nx_xsplit_take(op);
         else
             finish_split(op);
-    } else {
-        for (uint32_t r = 0; r < c->size; r++) {
-            struct nx_part *p = &op->parts[r];
-            if (part_direct(p)) {
-                complete(p->client, p->first.user_data, NEXAR_OK, NULL);
-                p->client->pending--;
-            }
-        }
     }
-done:
-    for (uint32_t r = 0; r < c->size; r++)
-        c->ranks[r].ops_completed++;
-    c->sched.done_seq++;
-    nxd.stats.ops_completed++;
-    op_free(c, op);
+    nx_op_finish(op);
 }
 
 static void mismatch(struct nx_comm *c, struct nx_op *op, uint32_t rank,
@@ -370,7 +381,7 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
                               const struct nx_sqe *e)
 {
     struct nx_sched *s = &c->sched;
-    struct nx_op *op = op_find(s, e->seq);
+    struct nx_op *op = nx_sched_op_find(s, e->seq);
     struct nx_part *p = op ? &op->parts[rank] : NULL;
     char why[160];
 
@@ -412,7 +423,7 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
         if (!(e->flags & NX_SQE_DIRECT))
             push_staged(p, e);
     } else {
-        if (part_direct(p))
+        if (nx_part_direct(p))
             return nx_client_violation(cl, "a second descriptor for a direct op");
         if (e->chunk != p->next_chunk || !sig_equal(&p->first, e) ||
             (e->flags & NX_SQE_DIRECT)) {
@@ -501,8 +512,8 @@ void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
         return fail_desc(c, cl, e);
     }
 
-    if (c->nodes > 1 && e->kind != NX_K_COMM_FREE && e->kind != NX_K_COMM_ABORT &&
-        e->kind != NX_K_SPLIT)
+    if (c->nodes > 1 && ((e->flags & NX_SQE_DEVICE) || e->kind == NX_K_SEND ||
+                         e->kind == NX_K_RECV))
         return refuse_spanning(c, cl, rank, e);
 
     switch (e->kind) {
@@ -510,8 +521,6 @@ void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
         char who[160];
         nx_comm_fail(c, NEXAR_ERR_ABORTED, "communicator %u aborted by %s", c->id,
                      nx_client_name(cl, who, sizeof(who)));
-        if (c->nodes > 1)
-            nx_rdv_comm_aborted(c, c->failed_text);
         return complete(cl, e->user_data, NEXAR_OK, NULL);
     }
     case NX_K_COMM_FREE: {
@@ -540,7 +549,7 @@ void nx_sched_fail_all(struct nx_comm *c)
                     p->client->pending--;
                 continue;
             }
-            if (part_direct(p)) {
+            if (nx_part_direct(p)) {
                 complete(p->client, p->first.user_data, c->failed_status, c->failed_text);
                 p->client->pending--;
                 continue;
@@ -564,7 +573,7 @@ static void waiting_ranks(const struct nx_op *op, char *buf, size_t len, bool *n
     *none_arrived = true;
     for (uint32_t r = 0; r < op->comm->size && off < len; r++) {
         const struct nx_part *p = &op->parts[r];
-        bool waiting = !p->client || (!part_direct(p) && p->q_head == p->q_len);
+        bool waiting = !p->client || (!nx_part_direct(p) && p->q_head == p->q_len);
         if (p->client)
             *none_arrived = false;
         if (waiting && shown++ < 32)

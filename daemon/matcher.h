@@ -14,6 +14,7 @@
 struct nx_client;
 struct nx_comm;
 struct nx_dev_part;
+struct nx_xrun;
 
 struct nx_staged {
     uint64_t user_data;
@@ -39,6 +40,7 @@ struct nx_op {
     uint64_t chunk_elems, nchunks, next_chunk;
     uint32_t arrived;
     double started;
+    struct nx_xrun *xr; /* on a communicator spanning nodes: its parts (xcoll.c) */
     TAILQ_ENTRY(nx_op) link;
     struct nx_part parts[];
 };

@@ -243,8 +243,8 @@ static bool check_split(const Nexar__PeerSplit *x, const char **why)
         REJECT("split: job name not 1-255 printable characters");
     if (x->key == 0)
         REJECT("split: key is 0");
-    if (x->comm != 0)
-        REJECT("split: only the job's world spans nodes");
+    if (x->comm == 0)
+        REJECT("split: communicator key is 0");
     if (x->node >= NX_PEER_MAX_NODES)
         REJECT("split: node id out of range");
     if (x->n_ranks == 0 || x->n_ranks > NX_PEER_MAX_WORLD || x->n_colors != x->n_ranks ||

@@ -33,8 +33,5 @@ void nx_rdvc_fini(void);
 /* ---- shared helpers (rendezvous.c) ---- */
 /* A random non-zero key. */
 uint64_t nx_rdv_new_key(void);
-/* "0-3, 7" of the indices i < n where v[i] == want (at most ~30 ranges, then "and N
- * more"); buf is written even when nothing matches ("none"). */
-void nx_rdv_fmt_ranks(const uint32_t *v, size_t n, uint32_t want, char *buf, size_t len);
 
 #endif

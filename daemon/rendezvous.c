@@ -16,6 +16,7 @@
 #include "nexar.h"
 #include "peer_msg.h"
 #include "rdv_int.h"
+#include "xcomm.h"
 #include "xsplit.h"
 
 /* Aborts that named a job key before the table announcing that key arrived here (the
@@ -144,6 +145,15 @@ uint32_t nx_rdv_nodes(const struct nx_job *j)
     return j->net && j->net->formed ? j->net->nnodes : 1;
 }
 
+struct nx_job *nx_rdv_job_by_key(uint64_t key)
+{
+    struct nx_job *j;
+    LIST_FOREACH(j, &nx_jobs, link)
+        if (j->net && j->net->formed && j->net->key == key)
+            return j;
+    return NULL;
+}
+
 static void send_register(struct nx_job *j, Nexar__PeerRegister *g)
 {
     if (j->net->is_coord)
@@ -219,22 +229,6 @@ void nx_rdv_rank_left(struct nx_job *j, uint32_t rank, bool lost, const char *wh
     snprintf(reason, sizeof(reason), "%s at node %s is gone: its connection to nexard closed",
              who, nx_cluster_addr());
     abort_others(j, NEXAR_ERR_PEER_LOST, reason);
-}
-
-void nx_rdv_comm_aborted(struct nx_comm *c, const char *text)
-{
-    struct nx_job *j = c->job;
-    if (j && j->net && j->net->formed && c->nodes > 1)
-        abort_others(j, NEXAR_ERR_ABORTED, text);
-}
-
-/* Fails every communicator of j that spans nodes with status (an abort of the world). */
-static void fail_spanning(struct nx_job *j, uint32_t status, const char *reason)
-{
-    struct nx_comm *c;
-    LIST_FOREACH(c, &nx_comms, link)
-        if (c->job == j && c->nodes > 1)
-            nx_comm_fail(c, status, "%s", reason);
 }
 
 static struct tomb *tomb_find(const char *job, uint64_t key)
@@ -380,12 +374,15 @@ bool nx_rdv_member_abort(struct nx_tpeer *from, const Nexar__PeerAbort *a)
         return false;
     if (j->state == NX_JOB_FAILED)
         return true;
+    if (a->comm) {
+        /* One communicator failed at another node: only it fails here. */
+        if (j->net->formed)
+            nx_xcomm_remote_abort(j, a->comm, a->status, a->reason);
+        return true;
+    }
     NX_INFO("rdv", "job \"%s\" aborted by %s: %s", j->name, from ? from->addr : "its coordinator",
             a->reason);
-    if (j->net->formed && a->status == NEXAR_ERR_ABORTED)
-        fail_spanning(j, a->status, a->reason);
-    else
-        nx_job_fail(j, a->status, a->reason);
+    nx_job_fail(j, a->status, a->reason);
     return true;
 }
 

@@ -83,11 +83,15 @@ void nx_rdv_rank_joined(struct nx_job *j, uint32_t rank, uid_t uid, uint32_t tim
  * the job's communicators. */
 void nx_rdv_rank_left(struct nx_job *j, uint32_t rank, bool lost, const char *who);
 
-/* A communicator spanning nodes was aborted here; the other nodes abort it too. */
-void nx_rdv_comm_aborted(struct nx_comm *c, const char *text);
-
 /* Number of nodes of j (1 for a local job). */
 uint32_t nx_rdv_nodes(const struct nx_job *j);
+
+/* The formed multi-node job whose job key is key, or NULL. */
+struct nx_job *nx_rdv_job_by_key(uint64_t key);
+
+/* "0-3, 7" of the indices i < n where v[i] == want (at most ~30 ranges, then "and N
+ * more"); buf is written even when nothing matches ("none"). */
+void nx_rdv_fmt_ranks(const uint32_t *v, size_t n, uint32_t want, char *buf, size_t len);
 
 /* ---- from cluster.c ---- */
 

@@ -100,7 +100,7 @@ static void promises(const Nexar__PeerMsg *m)
         check_text(m->split->job, NX_PEER_MAX_JOB);
         CHECK(m->split->n_ranks == m->split->n_colors && m->split->n_ranks == m->split->n_keys);
         check_ranks(m->split->ranks, m->split->n_ranks, NX_PEER_MAX_WORLD);
-        CHECK(m->split->node < NX_PEER_MAX_NODES && m->split->comm == 0);
+        CHECK(m->split->node < NX_PEER_MAX_NODES && m->split->comm != 0);
         break;
     default:
         CHECK(!"accepted a message without a body");

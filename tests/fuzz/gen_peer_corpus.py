@@ -73,9 +73,9 @@ def rank_table(job="j", key=7, job_key=99, nodes=("127.0.0.1:7000", "[::1]:7001"
     return msg(4, b)
 
 
-def abort(job="j", key=99, status=6, reason="node 127.0.0.1:7001 was lost"):
+def abort(job="j", key=99, status=6, reason="node 127.0.0.1:7001 was lost", comm=0):
     return msg(5, f_bytes(1, job) + f_varint(2, key) + f_varint(3, status) +
-               f_bytes(4, reason))
+               f_bytes(4, reason) + (f_varint(5, comm) if comm else b""))
 
 
 def hello(addr="127.0.0.1:7002"):
@@ -99,8 +99,10 @@ def test_result(tid=5, status=0, nbytes=4 << 20, msgs=4, bad=False, ch=0, off=0,
     return msg(9, b)
 
 
-def split(job="j", key=99, seq=3, node=1, ranks=(2, 3), colors=(1, 0xFFFFFFFF), keys=(0, 5)):
-    return msg(10, f_bytes(1, job) + f_varint(2, key) + f_varint(4, seq) + f_varint(5, node) +
+def split(job="j", key=99, comm=1, seq=3, node=1, ranks=(2, 3), colors=(1, 0xFFFFFFFF),
+          keys=(0, 5)):
+    return msg(10, f_bytes(1, job) + f_varint(2, key) + f_varint(3, comm) + f_varint(4, seq) +
+               f_varint(5, node) +
                f_packed(6, ranks) + f_packed(7, colors) + f_packed(8, keys))
 
 
@@ -118,6 +120,7 @@ SEEDS = {
     "rank_table_dup_node": env(rank_table(nodes=("127.0.0.1:7000", "127.0.0.1:7000"))),
     "rank_table_node_oob": env(rank_table(node=2)),
     "abort": env(abort()),
+    "abort_comm": env(abort(status=3, reason="all_reduce seq 4: mismatch", comm=0x1234)),
     "abort_ctrl_chars": env(abort(reason="a\nb")),
     "hello": env(hello()),
     "test_begin": env(test_begin()),
@@ -127,6 +130,8 @@ SEEDS = {
                                        error="stream 2: byte at offset 12345 differs")),
     "split": env(split()),
     "split_counts_differ": env(split(colors=(1,))),
+    "split_derived_comm": env(split(comm=0x9E3779B97F4A7C15)),
+    "split_comm_zero": env(split(comm=0)),
     "no_body": env(f_varint(1, 1)),
     "empty_ctl": env(b""),
     "data_envelope": env(b"\0" * 48, mtype=2),

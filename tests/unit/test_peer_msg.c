@@ -212,6 +212,7 @@ static void test_others(void)
     x.n_colors = 2;
     x.keys = sk;
     x.n_keys = 2;
+    x.comm = 1;
     m.body_case = NEXAR__PEER_MSG__BODY_SPLIT;
     m.split = &x;
     ACCEPT(&m, "split");
@@ -221,8 +222,10 @@ static void test_others(void)
     sr[1] = 2;
     REJECT(&m, "split naming a rank twice");
     sr[1] = 3;
-    x.comm = 5;
-    REJECT(&m, "split of a communicator other than the world");
+    x.comm = 0x9e3779b97f4a7c15ull;
+    ACCEPT(&m, "split of a communicator that a split made");
+    x.comm = 0;
+    REJECT(&m, "split of communicator key 0");
 
     const char *why = NULL;
     static const uint8_t junk[] = {0xff, 0xff, 0xff, 0x0f};

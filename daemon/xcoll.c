@@ -1,0 +1,635 @@
+/* xcoll.c - see xcoll.h. */
+#include "xcoll.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include "algo.h"
+#include "client.h"
+#include "cluster.h"
+#include "comm.h"
+#include "daemon.h"
+#include "job.h"
+#include "log.h"
+#include "matcher_int.h"
+#include "mem.h"
+#include "nexar.h"
+#include "rendezvous.h"
+#include "xcomm.h"
+#include "xlocal.h"
+
+#define ID_BUCKETS 256u
+#define ID_LIMIT (1u << 29) /* a part's id fills token bits 32..60 */
+
+/* A DATA message that came before its part started here. */
+struct nx_xheld {
+    TAILQ_ENTRY(nx_xheld) link;
+    uint64_t seq, offset;
+    uint32_t src, step, sig; /* src: comm node */
+    size_t len;
+    uint8_t data[];
+};
+
+/* One part of an op: one xop over node-level buffers. */
+struct xpart {
+    struct nx_op *op;
+    uint64_t index, n; /* part k; elements per block */
+    uint32_t id;       /* for transport tokens */
+    struct nx_xop *x;
+    uint8_t *in, *out;
+    bool out_is_in;
+    struct nx_rank_io *io; /* per local rank: its chunk's buffers */
+    uint64_t *user_data;   /* per local rank: its staged chunk's descriptor */
+    bool *staged;
+    bool ended;
+    uint32_t status;
+    char *text;
+    LIST_ENTRY(xpart) op_link;
+    LIST_ENTRY(xpart) id_link;
+    TAILQ_ENTRY(xpart) q_link;
+    bool queued;
+};
+
+struct nx_xrun {
+    uint64_t done;  /* parts ended well */
+    uint32_t live;  /* parts with an xop */
+    uint32_t sig;   /* of the whole op, carried by every message */
+    bool failed;
+    const char *algo;
+    LIST_HEAD(, xpart) parts;
+};
+
+static int depth;
+static TAILQ_HEAD(, xpart) ended_q = TAILQ_HEAD_INITIALIZER(ended_q);
+static LIST_HEAD(, xpart) by_id[ID_BUCKETS];
+static uint32_t next_id = 1;
+
+static void start_parts(struct nx_op *op);
+
+/* ---- helpers -------------------------------------------------------------------- */
+
+static uint32_t esize(const struct nx_op *op)
+{
+    uint32_t es = nx_dtype_size(op->sig.dtype);
+    return es ? es : 1; /* barrier */
+}
+
+/* Byte offset of part k within a block; an op of one part adds nothing (its chunk size
+ * may be "unbounded" for kinds without data). */
+static uint64_t part_base(const struct nx_op *op, uint64_t k)
+{
+    return op->nchunks > 1 ? k * op->chunk_elems * esize(op) : 0;
+}
+
+static uint64_t part_of(const struct nx_op *op, uint64_t offset)
+{
+    return op->nchunks > 1 ? offset / (op->chunk_elems * esize(op)) : 0;
+}
+
+static uint32_t op_sig(const struct nx_op *op)
+{
+    const struct nx_sqe *e = &op->sig;
+    return nx_xop_sig(e->kind, e->dtype, e->count, nx_kind_has_root(e->kind) ? e->peer : 0,
+                      e->redop);
+}
+
+static void what_of(const struct nx_op *op, uint64_t k, char *buf, size_t len)
+{
+    const struct nx_comm *c = op->comm;
+    int n = snprintf(buf, len, "%s seq %" PRIu64 " on comm %u (job \"%s\")",
+                     nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name);
+    if (op->nchunks > 1 && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - n, " part %" PRIu64 "/%" PRIu64, k + 1, op->nchunks);
+}
+
+/* " (node 1 = 127.0.0.1:7001, ranks 2-3; ...)": whom "node i" means in an xop's text. */
+static void legend(const struct nx_comm *c, char *buf, size_t len)
+{
+    size_t off = (size_t)snprintf(buf, len, " (");
+    for (uint32_t i = 0; i < c->x->nnodes && off + 2 < len; i++) {
+        if (i == c->x->me)
+            continue;
+        if (off > 2)
+            off += (size_t)snprintf(buf + off, len - off, "; ");
+        if (off < len)
+            nx_xcomm_node_name(c, i, buf + off, len - off);
+        off += strlen(buf + off);
+    }
+    if (off + 2 < len)
+        snprintf(buf + off, len - off, ")");
+}
+
+static void complete(struct nx_client *cl, uint64_t user_data, uint32_t status, const char *text)
+{
+    struct nx_done d = {.user_data = user_data, .status = status};
+    nx_client_complete(cl, &d, text);
+    cl->pending--;
+}
+
+/* ---- part lifecycle ----------------------------------------------------------------- */
+
+static struct xpart *part_by_id(uint32_t id)
+{
+    struct xpart *p;
+    LIST_FOREACH(p, &by_id[id % ID_BUCKETS], id_link)
+        if (p->id == id)
+            return p;
+    return NULL;
+}
+
+static uint32_t new_id(void)
+{
+    for (;;) {
+        uint32_t id = next_id++ % ID_LIMIT;
+        if (id && !part_by_id(id))
+            return id;
+    }
+}
+
+static void part_free(struct xpart *p)
+{
+    if (p->queued)
+        TAILQ_REMOVE(&ended_q, p, q_link);
+    LIST_REMOVE(p, op_link);
+    LIST_REMOVE(p, id_link);
+    p->op->xr->live--;
+    nx_xop_destroy(p->x);
+    free(p->in);
+    free(p->out);
+    free(p->io);
+    free(p->user_data);
+    free(p->staged);
+    free(p->text);
+    free(p);
+}
+
+/* An xop ended (or could not start): handled once the outermost call returns. */
+static void part_ended(struct xpart *p, uint32_t status, const char *text)
+{
+    if (p->ended)
+        return;
+    p->ended = true;
+    p->status = status;
+    p->text = text ? nx_xstrdup(text) : NULL;
+    if (status != NEXAR_OK)
+        p->op->xr->failed = true; /* start nothing more of it */
+    TAILQ_INSERT_TAIL(&ended_q, p, q_link);
+    p->queued = true;
+}
+
+static int xop_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
+{
+    struct xpart *p = arg;
+    struct nx_op *op = p->op;
+    struct nx_comm *c = op->comm;
+    uint8_t hdr[NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES];
+    struct nx_data_hdr h = {
+        .job = c->job->net->key,
+        .comm = c->x->key,
+        .seq = op->seq,
+        .step = m->step,
+        .sig = m->sig,
+        .offset = m->offset + part_base(op, p->index),
+        .length = (uint32_t)m->len,
+        .src = c->x->node_job[c->x->me],
+    };
+    size_t hl = nx_wire_put_data(hdr, NX_WIRE_DATA, 0, &h);
+    struct iovec iov[2] = {{hdr, hl}, {(void *)m->data, m->len}};
+    uint64_t token = m->token ? NX_TOKEN_XCOLL | (uint64_t)p->id << 32 | m->token : 0;
+    return nx_xcomm_send(c, m->dst, c->x->channel, iov, m->len ? 2 : 1, token);
+}
+
+static void xop_done(void *arg, struct nx_xop *x, uint32_t status, const char *text)
+{
+    part_ended(arg, status, text);
+}
+
+static void xlocal_of(const struct xpart *p, struct nx_xlocal *j)
+{
+    const struct nx_op *op = p->op;
+    const struct nx_comm *c = op->comm;
+    *j = (struct nx_xlocal){
+        .kind = op->sig.kind,
+        .dtype = op->sig.dtype,
+        .redop = op->sig.redop,
+        .P = nx_comm_span_size(c),
+        .L = c->size,
+        .n = p->n,
+        .io = p->io,
+        .in = p->in,
+        .out = p->out_is_in ? p->in : p->out,
+    };
+    if (nx_kind_has_root(op->sig.kind)) {
+        uint32_t root = op->sig.peer;
+        j->root_here = c->x->rank_node[root] == c->x->me;
+        for (uint32_t i = 0; i < c->size; i++)
+            if (nx_comm_span_rank(c, i) == root)
+                j->root_local = i;
+    }
+}
+
+/* Node-level buffers, the local combine and the xop.  0, or -1 with the reason. */
+static int part_setup(struct xpart *p, char *err, size_t errlen)
+{
+    struct nx_op *op = p->op;
+    struct nx_comm *c = op->comm;
+    uint32_t es = esize(op);
+    struct nx_xlocal j;
+    xlocal_of(p, &j);
+    uint64_t in_n, out_n;
+    nx_xlocal_sizes(&j, &in_n, &out_n, &p->out_is_in);
+    p->in = in_n ? nx_xmalloc(in_n * es) : NULL;
+    p->out = out_n ? nx_xmalloc(out_n * es) : NULL;
+    xlocal_of(p, &j);
+    if (nx_xlocal_gather(&nx_adapter_cpu, &j) < 0) {
+        snprintf(err, errlen, "the node-local combine of its ranks failed");
+        return -1;
+    }
+    char what[192];
+    what_of(op, p->index, what, sizeof(what));
+    struct nx_xop_desc d = {
+        .kind = op->sig.kind,
+        .dtype = op->sig.dtype,
+        .redop = op->sig.redop,
+        .algo = NX_ALGO_AUTO,
+        .count = p->n,
+        .root = nx_kind_has_root(op->sig.kind) ? op->sig.peer : 0,
+        .nnodes = c->x->nnodes,
+        .me = c->x->me,
+        .nranks = nx_comm_span_size(c),
+        .rank_node = c->x->rank_node,
+        .in = p->in,
+        .out = p->out_is_in ? p->in : p->out,
+        .ad = &nx_adapter_cpu,
+        .what = what,
+        .sig = op->xr->sig,
+    };
+    struct nx_xnet net = {.arg = p, .send = xop_send, .done = xop_done};
+    char why[192];
+    if (nx_xop_create(&d, &net, &p->x, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "%s: %s", what, why);
+        return -1;
+    }
+    op->xr->algo = nx_xop_algo_name(p->x);
+    return 0;
+}
+
+/* The held messages of p's op that belong to p, in arrival order. */
+static void feed_held(struct xpart *p)
+{
+    struct nx_op *op = p->op;
+    struct nx_xcomm *x = op->comm->x;
+    struct nx_xheld *h, *tmp;
+    for (h = TAILQ_FIRST(&x->held); h; h = tmp) {
+        tmp = TAILQ_NEXT(h, link);
+        if (h->seq != op->seq || part_of(op, h->offset) != p->index)
+            continue;
+        TAILQ_REMOVE(&x->held, h, link);
+        x->held_bytes -= h->len;
+        x->held_msgs--;
+        nx_xop_on_data(p->x, h->src, h->step, h->sig, h->offset - part_base(op, p->index),
+                       h->data, h->len);
+        free(h);
+    }
+}
+
+static void part_start(struct nx_op *op)
+{
+    struct nx_comm *c = op->comm;
+    struct nx_xrun *xr = op->xr;
+    uint64_t k = op->next_chunk++, off = k * op->chunk_elems;
+    struct xpart *p = nx_xcalloc(1, sizeof(*p));
+    p->op = op;
+    p->index = k;
+    p->n = op->sig.count > off ? op->sig.count - off : 0;
+    if (p->n > op->chunk_elems)
+        p->n = op->chunk_elems;
+    p->id = new_id();
+    p->io = nx_xcalloc(c->size, sizeof(*p->io));
+    p->user_data = nx_xcalloc(c->size, sizeof(*p->user_data));
+    p->staged = nx_xcalloc(c->size, sizeof(*p->staged));
+    nx_op_chunk_io(op, off, p->n, p->io);
+    /* The staged chunks are the part's now: completed when it ends. */
+    for (uint32_t r = 0; r < c->size; r++) {
+        struct nx_part *rp = &op->parts[r];
+        if (nx_part_direct(rp))
+            continue;
+        p->user_data[r] = rp->q[rp->q_head++].user_data;
+        p->staged[r] = true;
+    }
+    LIST_INSERT_HEAD(&xr->parts, p, op_link);
+    LIST_INSERT_HEAD(&by_id[p->id % ID_BUCKETS], p, id_link);
+    xr->live++;
+    op->started = nx_now();
+    nxd.stats.chunks++;
+    char err[512];
+    if (part_setup(p, err, sizeof(err)) < 0) {
+        part_ended(p, NEXAR_ERR_INTERNAL, err);
+        return;
+    }
+    feed_held(p);
+    nx_xop_start(p->x);
+}
+
+/* Only the oldest ops of a communicator run: what other nodes may send ahead stays
+ * bounded (XC_HELD_BYTES) whatever the ranks queue. */
+static bool may_run(const struct nx_op *op)
+{
+    unsigned i = 0;
+    const struct nx_op *it;
+    TAILQ_FOREACH(it, &op->comm->sched.ops, link) {
+        if (it == op)
+            return true;
+        if (++i >= XC_OPS_PER_COMM)
+            return false;
+    }
+    return false;
+}
+
+static void drop_held(struct nx_comm *c, bool all, uint64_t seq)
+{
+    struct nx_xcomm *x = c->x;
+    struct nx_xheld *h, *tmp;
+    for (h = TAILQ_FIRST(&x->held); h; h = tmp) {
+        tmp = TAILQ_NEXT(h, link);
+        if (!all && h->seq != seq)
+            continue;
+        TAILQ_REMOVE(&x->held, h, link);
+        x->held_bytes -= h->len;
+        x->held_msgs--;
+        free(h);
+    }
+}
+
+/* The ops behind a finished one may run now. */
+static void kick(struct nx_comm *c)
+{
+    unsigned i = 0;
+    struct nx_op *it;
+    TAILQ_FOREACH(it, &c->sched.ops, link) {
+        if (i++ >= XC_OPS_PER_COMM)
+            break;
+        /* A newly allowed op has no part ending yet, so this never frees it. */
+        if (it->xr && !it->xr->failed)
+            start_parts(it);
+    }
+}
+
+static void start_parts(struct nx_op *op)
+{
+    struct nx_xrun *xr = op->xr;
+    while (!xr->failed && op->next_chunk < op->nchunks && xr->live < XC_PARTS_PER_OP &&
+           may_run(op) && nx_op_chunk_ready(op))
+        part_start(op);
+    if (xr->failed || xr->done < op->nchunks)
+        return;
+    struct nx_comm *c = op->comm;
+    if (nx_kind_has_redop(op->sig.kind))
+        nxd.stats.bytes_reduced += op->sig.count * esize(op) * c->size;
+    else
+        nxd.stats.bytes_copied += op->sig.count * esize(op) * c->size;
+    drop_held(c, false, op->seq); /* stale now */
+    nx_op_finish(op);
+    kick(c);
+}
+
+static void part_fail_text(struct xpart *p, char *buf, size_t len)
+{
+    char leg[512];
+    legend(p->op->comm, leg, sizeof(leg));
+    snprintf(buf, len, "%s%s", p->text ? p->text : nx_status_text(p->status), leg);
+}
+
+static void handle_ended(struct xpart *p)
+{
+    struct nx_op *op = p->op;
+    struct nx_comm *c = op->comm;
+    if (p->status != NEXAR_OK) {
+        char text[1024];
+        part_fail_text(p, text, sizeof(text));
+        if (p->status == NEXAR_ERR_MISMATCH)
+            nxd.stats.mismatches++;
+        nx_comm_fail(c, p->status, "%s", text); /* frees op, p with it */
+        return;
+    }
+    struct nx_xlocal j;
+    xlocal_of(p, &j);
+    nx_xlocal_scatter(&nx_adapter_cpu, &j);
+    for (uint32_t r = 0; r < c->size; r++)
+        if (p->staged[r])
+            complete(op->parts[r].client, p->user_data[r], NEXAR_OK, NULL);
+    part_free(p);
+    op->xr->done++;
+    op->started = nx_now();
+    start_parts(op);
+}
+
+static void enter(void)
+{
+    depth++;
+}
+
+/* The outermost return handles the ended parts, at depth 1 so that nothing it calls
+ * drains again. */
+static void leave(void)
+{
+    if (--depth > 0)
+        return;
+    depth++;
+    struct xpart *p;
+    while ((p = TAILQ_FIRST(&ended_q))) {
+        TAILQ_REMOVE(&ended_q, p, q_link);
+        p->queued = false;
+        handle_ended(p);
+    }
+    depth--;
+}
+
+/* ---- the matcher's side ------------------------------------------------------------- */
+
+static void mismatch(struct nx_comm *c, struct nx_op *op, uint32_t node, uint32_t sig)
+{
+    char ours[160], who[160];
+    nx_sig_format(&op->sig, ours, sizeof(ours));
+    nx_xcomm_node_name(c, node, who, sizeof(who));
+    nxd.stats.mismatches++;
+    nx_comm_fail(c, NEXAR_ERR_MISMATCH,
+                 "%s seq %" PRIu64 " on comm %u (job \"%s\"): %s called another collective "
+                 "(signature %08x) than this node's %s (signature %08x)",
+                 nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, who, sig, ours,
+                 op->xr ? op->xr->sig : op_sig(op));
+}
+
+void nx_xcoll_run(struct nx_op *op)
+{
+    enter();
+    if (!op->xr) {
+        struct nx_xrun *xr = nx_xcalloc(1, sizeof(*xr));
+        LIST_INIT(&xr->parts);
+        xr->sig = op_sig(op);
+        op->xr = xr;
+        /* Another node may have started something else at this sequence already. */
+        struct nx_xheld *h;
+        TAILQ_FOREACH(h, &op->comm->x->held, link) {
+            if (h->seq == op->seq && h->sig != xr->sig) {
+                mismatch(op->comm, op, h->src, h->sig); /* frees op */
+                leave();
+                return;
+            }
+        }
+    }
+    start_parts(op);
+    leave();
+}
+
+void nx_xcoll_op_free(struct nx_op *op)
+{
+    struct nx_xrun *xr = op->xr;
+    struct nx_comm *c = op->comm;
+    while (!LIST_EMPTY(&xr->parts)) {
+        struct xpart *p = LIST_FIRST(&xr->parts);
+        for (uint32_t r = 0; r < c->size; r++)
+            if (p->staged[r] && op->parts[r].client)
+                complete(op->parts[r].client, p->user_data[r],
+                         c->failed_status ? c->failed_status : NEXAR_ERR_INTERNAL,
+                         c->failed_text);
+        part_free(p);
+    }
+    free(xr);
+    op->xr = NULL;
+}
+
+/* ---- the network's side ------------------------------------------------------------- */
+
+/* Every local rank is past seq: its op ended here (or failed). */
+static bool ended_here(const struct nx_comm *c, uint64_t seq)
+{
+    for (uint32_t r = 0; r < c->size; r++)
+        if (c->sched.next_seq[r] <= seq)
+            return false;
+    return true;
+}
+
+static void hold(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *h,
+                 const void *data, size_t len)
+{
+    struct nx_xcomm *x = c->x;
+    if (x->held_bytes + len > XC_HELD_BYTES) {
+        char who[160];
+        nx_xcomm_node_name(c, node, who, sizeof(who));
+        nx_comm_fail(c, NEXAR_ERR_INTERNAL,
+                     "comm %u (job \"%s\"): %s sent more than %llu MiB for ops this node's "
+                     "ranks have not reached (at seq %" PRIu64 ")",
+                     c->id, c->job->name, who, (unsigned long long)(XC_HELD_BYTES >> 20),
+                     h->seq);
+        return;
+    }
+    struct nx_xheld *e = nx_xmalloc(sizeof(*e) + len);
+    *e = (struct nx_xheld){.seq = h->seq, .offset = h->offset, .src = node, .step = h->step,
+                           .sig = h->sig, .len = len};
+    memcpy(e->data, data, len);
+    TAILQ_INSERT_TAIL(&x->held, e, link);
+    x->held_bytes += len;
+    x->held_msgs++;
+}
+
+static struct xpart *live_part(const struct nx_xrun *xr, uint64_t k)
+{
+    struct xpart *p;
+    LIST_FOREACH(p, &xr->parts, op_link)
+        if (p->index == k)
+            return p;
+    return NULL;
+}
+
+static void deliver(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *h,
+                    const void *data, size_t len)
+{
+    struct nx_op *op = nx_sched_op_find(&c->sched, h->seq);
+    if (!op) {
+        if (!ended_here(c, h->seq))
+            hold(c, node, h, data, len);
+        return; /* else a late credit */
+    }
+    if (!op->xr || h->sig != op->xr->sig)
+        return mismatch(c, op, node, h->sig); /* a split (or device op) here, or another op */
+    uint64_t k = part_of(op, h->offset);
+    if (k >= op->nchunks) {
+        char who[160];
+        nx_xcomm_node_name(c, node, who, sizeof(who));
+        nx_comm_fail(c, NEXAR_ERR_INTERNAL,
+                     "%s seq %" PRIu64 " on comm %u (job \"%s\"): %s sent data at byte %" PRIu64
+                     ", past the op's %" PRIu64 " parts (do the nodes' slot_bytes differ?)",
+                     nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, who, h->offset,
+                     op->nchunks);
+        return;
+    }
+    struct xpart *p = live_part(op->xr, k);
+    if (p) {
+        if (!p->ended)
+            nx_xop_on_data(p->x, node, h->step, h->sig, h->offset - part_base(op, k), data, len);
+        return;
+    }
+    if (k >= op->next_chunk)
+        hold(c, node, h, data, len);
+    /* else that part ended here: a late credit */
+}
+
+const char *nx_xcoll_on_data(struct nx_tpeer *tp, uint64_t channel, const struct nx_wire_msg *w,
+                             const void *raw, size_t rawlen)
+{
+    struct nx_comm *c;
+    uint32_t node;
+    const char *why = NULL;
+    int r = nx_xcomm_route(tp, channel, w, raw, rawlen, &c, &node, &why);
+    if (r <= 0)
+        return r < 0 ? why : NULL;
+    enter();
+    deliver(c, node, &w->hdr, w->body, w->body_len);
+    leave();
+    return NULL;
+}
+
+void nx_xcoll_on_sent(uint64_t token)
+{
+    struct xpart *p = part_by_id((uint32_t)(token >> 32) % ID_LIMIT);
+    if (!p || p->ended)
+        return;
+    enter();
+    nx_xop_on_sent(p->x, (uint32_t)token);
+    leave();
+}
+
+void nx_xcoll_comm_gone(struct nx_comm *c)
+{
+    drop_held(c, true, 0);
+}
+
+/* ---- inspection --------------------------------------------------------------------- */
+
+void nx_xcoll_describe(const struct nx_op *op, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (!op->xr)
+        return;
+    const struct xpart *oldest = NULL, *p;
+    LIST_FOREACH(p, &op->xr->parts, op_link)
+        if (!oldest || p->index < oldest->index)
+            oldest = p;
+    if (!oldest || !oldest->x)
+        return;
+    char st[256], leg[512];
+    nx_xop_describe(oldest->x, st, sizeof(st));
+    legend(op->comm, leg, sizeof(leg));
+    snprintf(buf, len, "part %" PRIu64 "/%" PRIu64 " (%s): %s%s", oldest->index + 1,
+             op->nchunks, nx_xop_algo_name(oldest->x), st, leg);
+}
+
+const char *nx_xcoll_algo(const struct nx_op *op)
+{
+    return op->xr ? op->xr->algo : NULL;
+}

@@ -1,0 +1,70 @@
+/*
+ * xcoll.h - collectives on communicators that span nodes: how the matcher drives the
+ * inter-node algorithms (algo.h).  docs/algorithms.md, "Glue", is the long form.
+ *
+ * The matcher collects this node's ranks for op seq k as for any op.  An op is cut into
+ * parts, one per chunk of the ranks' plan (elements [k*C, k*C + C) of every block, C =
+ * nx_chunk_elems of the communicator's size and the staging slot, the same on every
+ * node).  A part starts when every local rank supplied its chunk: the ranks' inputs are
+ * combined into node-level buffers the daemon owns (xlocal.h), an xop runs among the
+ * communicator's nodes on them, and when it ends the result goes back into each rank's
+ * output and their descriptors complete.  Up to XC_PARTS_PER_OP parts of an op, and the
+ * parts of the oldest XC_OPS_PER_COMM ops of a communicator, run at once; parts of
+ * different communicators run independently, on their own transport channels.
+ *
+ * On the wire a part is found by its offset: the xop's offsets within the part plus
+ * k*C*esize.  DATA for an op or part this node has not reached is held (at most
+ * XC_HELD_BYTES per communicator; beyond, the communicator fails naming the node) and fed
+ * to the part's xop when it starts; a credit for a part that ended is dropped.
+ *
+ * Failures: an xop that fails (a mismatch across nodes, a protocol error in the data, a
+ * lost node) fails the communicator with its text, naming the node with its address and
+ * ranks; the other nodes learn it through the communicator's PeerAbort (xcomm.h).
+ *
+ * Everything runs on the loop thread.  The xops' done callbacks are queued and handled
+ * when the outermost call into this module returns, so no caller ever sees an op or a
+ * part vanish under it.
+ */
+#ifndef NX_XCOLL_H
+#define NX_XCOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+struct nx_comm;
+struct nx_op;
+struct nx_tpeer;
+
+#define XC_PARTS_PER_OP 4
+#define XC_OPS_PER_COMM 2
+#define XC_HELD_BYTES (256ull << 20)
+
+/* The matcher has new descriptors of op (a collective on a spanning communicator):
+ * start the parts that can start; completes and frees op when its last part ended. */
+void nx_xcoll_run(struct nx_op *op);
+
+/* op is being freed: its live parts go.  When its communicator failed, the staged
+ * chunks those parts had taken complete with the failure. */
+void nx_xcoll_op_free(struct nx_op *op);
+
+/* A DATA message from p on channel (raw: the whole message, kept when it is early for a
+ * communicator not here yet).  NULL, or why the peer must be dropped. */
+const char *nx_xcoll_on_data(struct nx_tpeer *p, uint64_t channel, const struct nx_wire_msg *w,
+                             const void *raw, size_t rawlen);
+
+/* The transport acknowledged a message sent with an NX_TOKEN_XCOLL token. */
+void nx_xcoll_on_sent(uint64_t token);
+
+/* c's spanning record goes: what was held for it is freed. */
+void nx_xcoll_comm_gone(struct nx_comm *c);
+
+/* Where op stands across nodes, for timeouts and nexarctl ops: "part 2/16 (ring): piece
+ * 3/4 step 2/2: waiting for node 1 (127.0.0.1:7001, ranks 2-3)"; "" when no part runs. */
+void nx_xcoll_describe(const struct nx_op *op, char *buf, size_t len);
+
+/* The inter-node algorithm of op's latest part ("ring"), or NULL before one started. */
+const char *nx_xcoll_algo(const struct nx_op *op);
+
+#endif

@@ -1,0 +1,328 @@
+/* xcomm.c - see xcomm.h. */
+#include "xcomm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "comm.h"
+#include "daemon.h"
+#include "job.h"
+#include "log.h"
+#include "mem.h"
+#include "nexar.h"
+#include "rendezvous.h"
+#include "xcoll.h"
+
+/* A message for a communicator not (yet) here, kept whole. */
+struct orphan {
+    struct orphan *next;
+    uint64_t job, comm, channel;
+    char addr[NX_TADDR_MAX];
+    double expires;
+    size_t len;
+    uint8_t data[];
+};
+
+static struct {
+    struct orphan *head;
+    uint64_t bytes;
+    bool warned;
+} orph;
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+uint64_t nx_xcomm_split_key(uint64_t parent, uint64_t seq, uint32_t color)
+{
+    uint64_t k = mix64(mix64(mix64(parent) ^ seq) ^ color);
+    return k > NX_XCOMM_WORLD ? k : k + 2; /* 0 is nothing, 1 the world */
+}
+
+static uint64_t coll_channel(uint64_t job_key, uint64_t key)
+{
+    return NX_CHAN_COLL(mix64(job_key ^ mix64(key)));
+}
+
+struct nx_comm *nx_xcomm_find(uint64_t job_key, uint64_t comm_key)
+{
+    struct nx_comm *c;
+    LIST_FOREACH(c, &nx_comms, link)
+        if (c->x && c->x->key == comm_key && c->job && c->job->net &&
+            c->job->net->key == job_key)
+            return c;
+    return NULL;
+}
+
+static void replay(struct orphan *o)
+{
+    struct nx_transport *t = nx_cluster_transport();
+    char err[160];
+    struct nx_tpeer *p = t ? t->ops->peer(t, o->addr, err, sizeof(err)) : NULL;
+    struct nx_wire_msg w;
+    const char *why = NULL;
+    if (!p || nx_wire_decode(o->data, o->len, &w, &why) < 0)
+        return;
+    if (w.type == NX_WIRE_DATA)
+        why = nx_xcoll_on_data(p, o->channel, &w, o->data, o->len);
+    if (why)
+        nx_cluster_drop(p, why);
+}
+
+void nx_xcomm_attach(struct nx_comm *c, uint64_t key, const uint32_t *job_node)
+{
+    const struct nx_jobnet *net = c->job->net;
+    uint32_t S = nx_comm_span_size(c);
+    struct nx_xcomm *x = nx_xcalloc(1, sizeof(*x));
+    x->key = key;
+    x->channel = coll_channel(net->key, key);
+    TAILQ_INIT(&x->held);
+    /* The comm's nodes: the job nodes that host its ranks, in job order. */
+    uint32_t *comm_node_of_job = nx_xmalloc(net->nnodes * sizeof(uint32_t));
+    for (uint32_t i = 0; i < net->nnodes; i++)
+        comm_node_of_job[i] = UINT32_MAX;
+    for (uint32_t r = 0; r < S; r++)
+        comm_node_of_job[job_node[r]] = 0;
+    x->node_job = nx_xcalloc(net->nnodes, sizeof(uint32_t));
+    for (uint32_t i = 0; i < net->nnodes; i++) {
+        if (comm_node_of_job[i] == UINT32_MAX)
+            continue;
+        if (i == net->node)
+            x->me = x->nnodes;
+        comm_node_of_job[i] = x->nnodes;
+        x->node_job[x->nnodes++] = i;
+    }
+    x->rank_node = nx_xcalloc(S, sizeof(uint32_t));
+    for (uint32_t r = 0; r < S; r++)
+        x->rank_node[r] = comm_node_of_job[job_node[r]];
+    free(comm_node_of_job);
+    c->x = x;
+    c->nodes = x->nnodes;
+
+    /* What came early for it, in arrival order. */
+    struct orphan **pp = &orph.head, *mine = NULL, **tail = &mine;
+    while (*pp) {
+        struct orphan *o = *pp;
+        if (o->job == net->key && o->comm == key) {
+            *pp = o->next;
+            orph.bytes -= o->len;
+            o->next = NULL;
+            *tail = o;
+            tail = &o->next;
+        } else {
+            pp = &o->next;
+        }
+    }
+    while (mine) {
+        struct orphan *o = mine;
+        mine = o->next;
+        replay(o);
+        free(o);
+    }
+}
+
+void nx_xcomm_detach(struct nx_comm *c)
+{
+    if (!c->x)
+        return;
+    nx_xcoll_comm_gone(c);
+    free(c->x->node_job);
+    free(c->x->rank_node);
+    free(c->x);
+    c->x = NULL;
+}
+
+static void keep_orphan(struct nx_tpeer *p, uint64_t channel, uint64_t job, uint64_t comm,
+                        const void *raw, size_t len)
+{
+    if (orph.bytes + len > NX_XCOMM_ORPHAN_BYTES) {
+        if (!orph.warned)
+            NX_WARN("xcomm", "%s: more than %llu MiB of messages for communicators not "
+                    "(yet) at this node; dropping such messages", p->addr,
+                    (unsigned long long)(NX_XCOMM_ORPHAN_BYTES >> 20));
+        orph.warned = true;
+        return;
+    }
+    struct orphan *o = nx_xmalloc(sizeof(*o) + len);
+    *o = (struct orphan){.job = job, .comm = comm, .channel = channel,
+                         .expires = nx_now() + NX_XCOMM_ORPHAN_S, .len = len};
+    snprintf(o->addr, sizeof(o->addr), "%s", p->addr);
+    memcpy(o->data, raw, len);
+    struct orphan **tail = &orph.head;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = o;
+    orph.bytes += len;
+}
+
+static uint32_t job_node_of(const struct nx_jobnet *net, const char *addr)
+{
+    for (uint32_t i = 0; i < net->nnodes; i++)
+        if (!strcmp(net->nodes[i], addr))
+            return i;
+    return UINT32_MAX;
+}
+
+static uint32_t comm_node_of(const struct nx_xcomm *x, uint32_t job_node)
+{
+    for (uint32_t i = 0; i < x->nnodes; i++)
+        if (x->node_job[i] == job_node)
+            return i;
+    return UINT32_MAX;
+}
+
+int nx_xcomm_route(struct nx_tpeer *p, uint64_t channel, const struct nx_wire_msg *w,
+                   const void *raw, size_t rawlen, struct nx_comm **cp, uint32_t *node,
+                   const char **why)
+{
+    bool p2p = w->type == NX_WIRE_P2P;
+    uint64_t job_key = p2p ? w->p2p.job : w->hdr.job;
+    uint64_t comm_key = p2p ? w->p2p.comm : w->hdr.comm;
+    struct nx_job *j = nx_rdv_job_by_key(job_key);
+    struct nx_comm *c = j ? nx_xcomm_find(job_key, comm_key) : NULL;
+    if (!c) {
+        /* A job that failed here keeps its key: its messages are stale, not early. */
+        if (!j || j->state != NX_JOB_FAILED)
+            keep_orphan(p, channel, job_key, comm_key, raw, rawlen);
+        return 0;
+    }
+    const struct nx_xcomm *x = c->x;
+    uint32_t from = job_node_of(j->net, p->addr), cn;
+    if (from == UINT32_MAX) {
+        *why = "data for a job whose rank table does not name the sender";
+        return -1;
+    }
+    if (p2p) {
+        uint32_t S = nx_comm_span_size(c);
+        if (w->p2p.src >= S || w->p2p.dst >= S) {
+            *why = "p2p message names a rank outside its communicator";
+            return -1;
+        }
+        /* Data travels from the src rank's node, its acknowledgement back from dst's. */
+        bool ack = (w->flags & NX_WIRE_F_ACK) != 0;
+        uint32_t remote = ack ? w->p2p.dst : w->p2p.src, local = ack ? w->p2p.src : w->p2p.dst;
+        cn = x->rank_node[remote];
+        if (x->node_job[cn] != from) {
+            *why = "p2p message about a rank that is not on the sending node";
+            return -1;
+        }
+        if (x->rank_node[local] != x->me) {
+            *why = "p2p message about a rank that is not on this node";
+            return -1;
+        }
+        if (channel != nx_xcomm_p2p_channel(c, w->p2p.tag)) {
+            *why = "p2p message outside its channel";
+            return -1;
+        }
+    } else {
+        if (w->hdr.src != from) {
+            *why = "data whose header names another node than its sender";
+            return -1;
+        }
+        cn = comm_node_of(x, from);
+        if (cn == UINT32_MAX || cn == x->me) {
+            *why = "data from a node that is not in its communicator";
+            return -1;
+        }
+        if (channel != x->channel) {
+            *why = "collective data outside its communicator's channel";
+            return -1;
+        }
+    }
+    if (c->failed_status)
+        return 0;
+    *cp = c;
+    *node = cn;
+    return 1;
+}
+
+uint64_t nx_xcomm_p2p_channel(const struct nx_comm *c, uint32_t tag)
+{
+    return NX_CHAN_P2P(mix64(c->x->channel ^ mix64(tag)));
+}
+
+int nx_xcomm_send(struct nx_comm *c, uint32_t node, uint64_t channel, const struct iovec *iov,
+                  int iovcnt, uint64_t token)
+{
+    struct nx_transport *t = nx_cluster_transport();
+    const char *addr = c->job->net->nodes[c->x->node_job[node]];
+    char err[160];
+    struct nx_tpeer *p = t ? t->ops->peer(t, addr, err, sizeof(err)) : NULL;
+    if (!p)
+        return -EHOSTUNREACH;
+    return t->ops->send(p, channel, iov, iovcnt, token);
+}
+
+void nx_xcomm_node_name(const struct nx_comm *c, uint32_t node, char *buf, size_t len)
+{
+    char ranks[128];
+    nx_rdv_fmt_ranks(c->x->rank_node, nx_comm_span_size(c), node, ranks, sizeof(ranks));
+    snprintf(buf, len, "node %u (%s, rank%s %s)", node,
+             c->job->net->nodes[c->x->node_job[node]], strpbrk(ranks, ",-") ? "s" : "",
+             ranks);
+}
+
+void nx_xcomm_failed(struct nx_comm *c)
+{
+    struct nx_job *j = c->job;
+    if (!c->x || c->x->remote_fail || !j || j->state == NX_JOB_FAILED)
+        return;
+    Nexar__PeerAbort a = NEXAR__PEER_ABORT__INIT;
+    a.job = j->name;
+    a.key = j->net->key;
+    a.status = c->failed_status;
+    a.reason = c->failed_text;
+    a.comm = c->x->key;
+    Nexar__PeerMsg m = NEXAR__PEER_MSG__INIT;
+    m.body_case = NEXAR__PEER_MSG__BODY_ABORT;
+    m.abort = &a;
+    for (uint32_t i = 0; i < c->x->nnodes; i++)
+        if (i != c->x->me)
+            nx_cluster_send_addr(j->net->nodes[c->x->node_job[i]], &m);
+}
+
+void nx_xcomm_remote_abort(struct nx_job *j, uint64_t key, uint32_t status, const char *reason)
+{
+    struct nx_comm *c = nx_xcomm_find(j->net->key, key);
+    if (!c || c->failed_status)
+        return;
+    c->x->remote_fail = true;
+    nx_comm_fail(c, status, "%s", reason);
+}
+
+void nx_xcomm_tick(double now)
+{
+    struct orphan **pp = &orph.head;
+    while (*pp) {
+        struct orphan *o = *pp;
+        if (o->expires > now) {
+            pp = &o->next;
+            continue;
+        }
+        NX_DEBUG("xcomm", "dropping a message from %s for communicator %llx of job key %llx "
+                 "that never appeared here", o->addr, (unsigned long long)o->comm,
+                 (unsigned long long)o->job);
+        *pp = o->next;
+        orph.bytes -= o->len;
+        free(o);
+    }
+    if (!orph.head)
+        orph.warned = false;
+}
+
+void nx_xcomm_fini(void)
+{
+    while (orph.head) {
+        struct orphan *o = orph.head;
+        orph.head = o->next;
+        free(o);
+    }
+    orph.bytes = 0;
+}

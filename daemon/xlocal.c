@@ -1,0 +1,184 @@
+/* xlocal.c - see xlocal.h. */
+#include "xlocal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "mem.h"
+#include "shm_abi.h"
+
+#define MAX_STACK_RANKS 64
+
+static uint8_t *blk(uint8_t *base, uint64_t stride, uint64_t j, uint32_t es)
+{
+    return base + j * stride * es;
+}
+
+void nx_xlocal_sizes(const struct nx_xlocal *j, uint64_t *in, uint64_t *out, bool *out_is_in)
+{
+    uint64_t n = j->n, L = j->L, P = j->P;
+    *in = *out = 0;
+    *out_is_in = false;
+    switch (j->kind) {
+    case NX_K_ALL_REDUCE:
+    case NX_K_ALL_REDUCE_BUCKETED:
+        *in = n;
+        *out_is_in = true;
+        break;
+    case NX_K_REDUCE:
+        *in = n;
+        *out_is_in = j->root_here;
+        break;
+    case NX_K_BROADCAST:
+        *in = j->root_here ? n : 0;
+        *out = j->root_here ? 0 : n;
+        break;
+    case NX_K_ALL_GATHER:
+    case NX_K_GATHER:
+        *in = L * n;
+        *out = j->kind == NX_K_GATHER && !j->root_here ? 0 : P * n;
+        break;
+    case NX_K_SCAN:
+    case NX_K_EXSCAN:
+        *in = *out = L * n;
+        break;
+    case NX_K_REDUCE_SCATTER:
+        *in = P * n;
+        *out = L * n;
+        break;
+    case NX_K_SCATTER:
+        *in = j->root_here ? P * n : 0;
+        *out = L * n;
+        break;
+    case NX_K_ALL_TO_ALL:
+        *in = *out = L * P * n;
+        break;
+    default: /* barrier */
+        break;
+    }
+}
+
+/* dst = the reduction over the local ranks of block b of their inputs. */
+static int reduce_block(const struct nx_adapter *ad, const struct nx_xlocal *j, uint64_t b,
+                        uint8_t *dst, const void **srcs)
+{
+    uint32_t es = nx_dtype_size(j->dtype);
+    for (uint32_t i = 0; i < j->L; i++)
+        srcs[i] = blk(j->io[i].in, j->io[i].in_stride, b, es);
+    if (j->L == 1)
+        return ad->receive_to_device(dst, srcs[0], j->n * es);
+    void *d = dst;
+    return ad->reduce_fanout(&d, 1, srcs, j->L, j->n, j->dtype, j->redop);
+}
+
+static int gather(const struct nx_adapter *ad, const struct nx_xlocal *j, const void **srcs)
+{
+    uint32_t es = nx_dtype_size(j->dtype);
+    uint64_t bytes = j->n * es, P = j->P;
+    const struct nx_rank_io *io = j->io;
+    int rv = 0;
+    switch (j->kind) {
+    case NX_K_ALL_REDUCE:
+    case NX_K_ALL_REDUCE_BUCKETED:
+    case NX_K_REDUCE:
+        return reduce_block(ad, j, 0, j->in, srcs);
+    case NX_K_REDUCE_SCATTER:
+        for (uint64_t b = 0; b < P && rv == 0; b++)
+            rv = reduce_block(ad, j, b, j->in + b * bytes, srcs);
+        return rv;
+    case NX_K_BROADCAST:
+        return j->root_here ? ad->stage_for_send(j->in, io[j->root_local].in, bytes) : 0;
+    case NX_K_ALL_GATHER:
+    case NX_K_GATHER:
+    case NX_K_SCAN:
+    case NX_K_EXSCAN:
+        for (uint32_t i = 0; i < j->L && rv == 0; i++)
+            rv = ad->stage_for_send(j->in + i * bytes, io[i].in, bytes);
+        return rv;
+    case NX_K_SCATTER:
+        if (!j->root_here)
+            return 0;
+        for (uint64_t b = 0; b < P && rv == 0; b++)
+            rv = ad->stage_for_send(j->in + b * bytes,
+                                    blk(io[j->root_local].in, io[j->root_local].in_stride, b, es),
+                                    bytes);
+        return rv;
+    case NX_K_ALL_TO_ALL:
+        for (uint32_t i = 0; i < j->L && rv == 0; i++)
+            for (uint64_t b = 0; b < P && rv == 0; b++)
+                rv = ad->stage_for_send(j->in + (i * P + b) * bytes,
+                                        blk(io[i].in, io[i].in_stride, b, es), bytes);
+        return rv;
+    case NX_K_BARRIER:
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
+
+int nx_xlocal_gather(const struct nx_adapter *ad, const struct nx_xlocal *j)
+{
+    const void *stack[MAX_STACK_RANKS];
+    const void **srcs = j->L <= MAX_STACK_RANKS ? stack : nx_xcalloc(j->L, sizeof(*srcs));
+    int rv = j->n ? gather(ad, j, srcs) : 0;
+    if (srcs != stack)
+        free(srcs);
+    return rv;
+}
+
+int nx_xlocal_scatter(const struct nx_adapter *ad, const struct nx_xlocal *j)
+{
+    uint32_t es = nx_dtype_size(j->dtype);
+    uint64_t bytes = j->n * es, P = j->P;
+    const struct nx_rank_io *io = j->io;
+    int rv = 0;
+    if (j->n == 0)
+        return 0;
+    switch (j->kind) {
+    case NX_K_ALL_REDUCE:
+    case NX_K_ALL_REDUCE_BUCKETED:
+        for (uint32_t i = 0; i < j->L && rv == 0; i++)
+            rv = ad->receive_to_device(io[i].out, j->in, bytes);
+        return rv;
+    case NX_K_REDUCE:
+        return j->root_here ? ad->receive_to_device(io[j->root_local].out, j->in, bytes) : 0;
+    case NX_K_BROADCAST:
+        for (uint32_t i = 0; i < j->L && rv == 0; i++) {
+            if (j->root_here && i == j->root_local)
+                continue;
+            rv = ad->receive_to_device(io[i].out, j->root_here ? j->in : j->out, bytes);
+        }
+        return rv;
+    case NX_K_ALL_GATHER:
+        for (uint32_t i = 0; i < j->L && rv == 0; i++)
+            for (uint64_t b = 0; b < P && rv == 0; b++)
+                rv = ad->receive_to_device(blk(io[i].out, io[i].out_stride, b, es),
+                                           j->out + b * bytes, bytes);
+        return rv;
+    case NX_K_GATHER:
+        if (!j->root_here)
+            return 0;
+        for (uint64_t b = 0; b < P && rv == 0; b++)
+            rv = ad->receive_to_device(
+                blk(io[j->root_local].out, io[j->root_local].out_stride, b, es),
+                j->out + b * bytes, bytes);
+        return rv;
+    case NX_K_SCAN:
+    case NX_K_EXSCAN:
+    case NX_K_REDUCE_SCATTER:
+    case NX_K_SCATTER:
+        for (uint32_t i = 0; i < j->L && rv == 0; i++)
+            rv = ad->receive_to_device(io[i].out, j->out + i * bytes, bytes);
+        return rv;
+    case NX_K_ALL_TO_ALL:
+        for (uint32_t i = 0; i < j->L && rv == 0; i++)
+            for (uint64_t b = 0; b < P && rv == 0; b++)
+                rv = ad->receive_to_device(blk(io[i].out, io[i].out_stride, b, es),
+                                           j->out + (i * P + b) * bytes, bytes);
+        return rv;
+    case NX_K_BARRIER:
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
