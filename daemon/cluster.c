@@ -18,6 +18,7 @@
 #include "wire.h"
 #include "xcoll.h"
 #include "xcomm.h"
+#include "xp2p.h"
 #include "xsplit.h"
 
 static struct {
@@ -183,6 +184,8 @@ static const char *handle(struct nx_tpeer *p, uint64_t channel, const void *data
         return nx_peertest_on_data(p, channel, &w);
     case NX_WIRE_DATA:
         return nx_xcoll_on_data(p, channel, &w, data, len);
+    case NX_WIRE_P2P:
+        return nx_xp2p_on_msg(p, channel, &w, data, len);
     default:
         return "unknown message type";
     }

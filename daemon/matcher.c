@@ -17,6 +17,7 @@
 #include "mem.h"
 #include "nexar.h"
 #include "xcoll.h"
+#include "xp2p.h"
 #include "xsplit.h"
 
 void nx_sched_init(struct nx_sched *s, uint32_t size)
@@ -439,29 +440,21 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
 }
 
 /*
- * CROSS-NODE OPS ARE NOT BUILT YET.  A communicator spanning nodes (a multi-node job's
- * world) has no inter-node algorithm behind it: every collective and send/recv on it
- * ends here at once with NEXAR_ERR_UNSUPPORTED; free and abort keep working, and split
- * runs (xsplit.c: groups that stay on one node become local communicators).  The
- * inter-node algorithms replace this.
+ * Device buffers on a communicator spanning nodes: the CUDA backend runs ops among the
+ * ranks of one node only, so such an op ends at once with NEXAR_ERR_UNSUPPORTED, through
+ * its device record (the rank's stream waits on its done word).
  */
-static void refuse_spanning(struct nx_comm *c, struct nx_client *cl, uint32_t rank,
-                            const struct nx_sqe *e)
+static void refuse_device_spanning(struct nx_comm *c, struct nx_client *cl, uint32_t rank,
+                                   const struct nx_sqe *e)
 {
     char text[256], why[128];
-    /* The rank counted this op: keep the sequence in step, so that a later split (which
-     * does run here) finds its number expected. */
-    if (e->kind != NX_K_SEND && e->kind != NX_K_RECV && e->seq == c->sched.next_seq[rank] &&
-        ((e->flags & NX_SQE_DIRECT) || e->chunk == 0))
+    /* The rank counted this op: keep the sequence in step for the ops after it. */
+    if (e->kind != NX_K_SEND && e->kind != NX_K_RECV && e->seq == c->sched.next_seq[rank])
         c->sched.next_seq[rank]++;
     snprintf(text, sizeof(text),
-             "%s on communicator %u (job \"%s\") spans %u nodes: cross-node collectives and "
-             "point-to-point are not implemented yet (this nexard runs ops among the ranks "
-             "of one node only)",
+             "%s on device buffers on communicator %u (job \"%s\"), which spans %u nodes: "
+             "device buffers across nodes are not supported yet (host buffers are)",
              nx_kind_name(e->kind), c->id, c->job ? c->job->name : "?", c->nodes);
-    if (!(e->flags & NX_SQE_DEVICE))
-        return complete(cl, e->user_data, NEXAR_ERR_UNSUPPORTED, text);
-    /* A device op's stream waits on its done word: complete through the record. */
     struct nx_dev_part *dev = nx_xcalloc(1, sizeof(*dev));
     if (nx_dev_part_load(cl, e, nx_comm_span_size(c), nx_comm_span_rank(c, rank), dev, why,
                          sizeof(why)) < 0)
@@ -512,9 +505,8 @@ void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
         return fail_desc(c, cl, e);
     }
 
-    if (c->nodes > 1 && ((e->flags & NX_SQE_DEVICE) || e->kind == NX_K_SEND ||
-                         e->kind == NX_K_RECV))
-        return refuse_spanning(c, cl, rank, e);
+    if (c->nodes > 1 && (e->flags & NX_SQE_DEVICE))
+        return refuse_device_spanning(c, cl, rank, e);
 
     switch (e->kind) {
     case NX_K_COMM_ABORT: {
@@ -588,6 +580,8 @@ void nx_sched_tick(double now)
     LIST_FOREACH(c, &nx_comms, link) {
         if (!c->failed_status)
             nx_p2p_tick(c, now);
+        if (!c->failed_status)
+            nx_xp2p_tick(c, now);
         struct nx_op *op = TAILQ_FIRST(&c->sched.ops);
         if (!op || c->failed_status || now - op->started < c->timeout_ms / 1000.0)
             continue;

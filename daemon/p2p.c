@@ -14,6 +14,8 @@
 #include "job.h"
 #include "mem.h"
 #include "nexar.h"
+#include "xcomm.h"
+#include "xp2p.h"
 
 /* One chunk of one side of a message. */
 struct nx_pentry {
@@ -21,11 +23,12 @@ struct nx_pentry {
     uint64_t off;       /* arena offset of the chunk (send: input, recv: output) */
     uint64_t bytes;
     uint8_t *buf; /* send: the eager copy we own; NULL while parked in the rank's slot */
+    bool acked;   /* remote send: the sending node was told it may reuse its slot */
 };
 
 struct nx_side {
-    struct nx_client *cl;
-    bool have, direct, completed;
+    struct nx_client *cl; /* NULL for a send from another node (remote) */
+    bool have, direct, completed, remote;
     struct nx_dev_part *dev; /* a device side: its record (no entries, no eager copy) */
     struct nx_sqe first;
     uint64_t nchunks, submitted, finished;
@@ -67,6 +70,10 @@ static struct nx_msg *msg_get(struct nx_comm *c, uint32_t src, uint32_t dst, uin
 
 static void side_free(struct nx_side *sd)
 {
+    /* Remote chunks still here were never delivered: the message failed. */
+    if (sd->remote)
+        for (size_t i = sd->head; i < sd->len; i++)
+            free(sd->q[i].buf);
     free(sd->q);
     if (sd->dev) {
         nx_dev_part_release(sd->dev);
@@ -101,21 +108,39 @@ static void finish_chunk(struct nx_side *sd, const struct nx_pentry *pe)
     }
 }
 
+/* A chunk from another node reached its receive: it no longer counts against the
+ * buffer, and its sender hears of it now if it did not when it came. */
+static void remote_delivered(struct nx_comm *c, struct nx_msg *m, struct nx_pentry *se)
+{
+    free(se->buf);
+    se->buf = NULL;
+    m->s.finished++;
+    if (se->acked) {
+        c->p2p.remote_buffered -= se->bytes;
+        return;
+    }
+    se->acked = true;
+    nx_xp2p_ack(c, &m->s.first, m->src, se->off);
+}
+
 static bool side_closed(const struct nx_side *sd)
 {
     return sd->have && sd->submitted == sd->nchunks && sd->head == sd->len;
 }
 
-static void match(struct nx_comm *c, struct nx_msg *m)
+/* Pairs the chunks both sides have; true when that finished (and freed) the message. */
+static bool match(struct nx_comm *c, struct nx_msg *m)
 {
     struct nx_side *s = &m->s, *r = &m->r;
     while (s->head < s->len && r->head < r->len) {
         struct nx_pentry *se = &s->q[s->head++], *re = &r->q[r->head++];
-        const uint8_t *src = se->buf ? se->buf : s->cl->seg.arena + se->off;
+        const uint8_t *src = se->buf || s->remote ? se->buf : s->cl->seg.arena + se->off;
         if (re->bytes)
             memcpy(r->cl->seg.arena + re->off, src, re->bytes);
         nxd.stats.bytes_copied += re->bytes;
-        if (se->buf) {
+        if (s->remote) {
+            remote_delivered(c, m, se);
+        } else if (se->buf) {
             free(se->buf);
             s->cl->p2p_buffered -= se->bytes;
         } else {
@@ -127,7 +152,9 @@ static void match(struct nx_comm *c, struct nx_msg *m)
     if (side_closed(s) && side_closed(r)) {
         nxd.stats.p2p_messages++;
         msg_free(c, m);
+        return true;
     }
+    return false;
 }
 
 static void push(struct nx_side *sd, uint64_t user_data, uint64_t off, uint64_t bytes)
@@ -154,8 +181,17 @@ static void eager(struct nx_side *sd)
     }
 }
 
-static void fail_side(struct nx_side *sd, uint32_t status, const char *text)
+static void fail_side(struct nx_p2p *pp, struct nx_side *sd, uint32_t status, const char *text)
 {
+    if (sd->remote) { /* nothing of the rank's to complete: only our copies go */
+        for (; sd->head < sd->len; sd->head++) {
+            struct nx_pentry *pe = &sd->q[sd->head];
+            if (pe->acked)
+                pp->remote_buffered -= pe->bytes;
+            free(pe->buf);
+        }
+        return;
+    }
     for (; sd->head < sd->len; sd->head++) {
         struct nx_pentry *pe = &sd->q[sd->head];
         if (pe->buf) {
@@ -201,19 +237,45 @@ static void run_device(struct nx_comm *c, struct nx_msg *m)
 
 void nx_p2p_fail_all(struct nx_comm *c)
 {
+    nx_xp2p_fail_all(c);
     while (!TAILQ_EMPTY(&c->p2p.msgs)) {
         struct nx_msg *m = TAILQ_FIRST(&c->p2p.msgs);
-        fail_side(&m->s, c->failed_status, c->failed_text);
-        fail_side(&m->r, c->failed_status, c->failed_text);
+        fail_side(&c->p2p, &m->s, c->failed_status, c->failed_text);
+        fail_side(&c->p2p, &m->r, c->failed_status, c->failed_text);
         msg_free(c, m);
     }
+}
+
+static bool sizes_differ(const struct nx_sqe *a, const struct nx_sqe *b)
+{
+    return a->count != b->count || a->dtype != b->dtype ||
+           ((a->flags ^ b->flags) & NX_SQE_DEVICE);
+}
+
+static void fail_mismatch(struct nx_comm *c, const struct nx_msg *m, const struct nx_sqe *se,
+                          const struct nx_sqe *re)
+{
+    nxd.stats.mismatches++;
+    nx_comm_fail(c, NEXAR_ERR_MISMATCH,
+                 "message %" PRIu64 " from rank %u to rank %u with tag %u on comm %u "
+                 "(job \"%s\"): the send has count=%" PRIu64 " %s%s but the recv "
+                 "expects count=%" PRIu64 " %s%s",
+                 m->k, m->src, m->dst, m->tag, c->id, c->job->name, se->count,
+                 nx_dtype_name(se->dtype),
+                 (se->flags & NX_SQE_DEVICE) ? " in device memory" : "", re->count,
+                 nx_dtype_name(re->dtype),
+                 (re->flags & NX_SQE_DEVICE) ? " in device memory" : "");
 }
 
 void nx_p2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
                    const struct nx_sqe *e)
 {
     bool is_send = e->kind == NX_K_SEND;
-    uint32_t src = is_send ? rank : e->peer, dst = is_send ? e->peer : rank;
+    /* Messages are named by the ranks as the communicator numbers them. */
+    uint32_t me = nx_comm_span_rank(c, rank);
+    if (is_send && c->x && c->x->rank_node[e->peer] != c->x->me)
+        return nx_xp2p_submit(c, rank, cl, e);
+    uint32_t src = is_send ? me : e->peer, dst = is_send ? e->peer : me;
     struct nx_msg *m = msg_get(c, src, dst, e->tag, e->seq);
     struct nx_side *sd = is_send ? &m->s : &m->r, *other = is_send ? &m->r : &m->s;
     uint32_t es = nx_dtype_size(e->dtype);
@@ -230,7 +292,7 @@ void nx_p2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
             return nx_client_violation(cl, "a message's first descriptor is not chunk 0");
         if (e->flags & NX_SQE_DEVICE) {
             dev = nx_xcalloc(1, sizeof(*dev));
-            if (nx_dev_part_load(cl, e, c->size, rank, dev, why, sizeof(why)) < 0) {
+            if (nx_dev_part_load(cl, e, nx_comm_span_size(c), me, dev, why, sizeof(why)) < 0) {
                 nx_dev_part_release(dev);
                 free(dev);
                 return nx_client_violation(cl, why);
@@ -238,21 +300,8 @@ void nx_p2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
         }
         /* Checked before this side joins the message: failing the communicator frees
          * the message, and this descriptor is completed here, once. */
-        if (other->have &&
-            (other->first.count != e->count || other->first.dtype != e->dtype ||
-             ((other->first.flags ^ e->flags) & NX_SQE_DEVICE))) {
-            const struct nx_sqe *se = is_send ? e : &other->first;
-            const struct nx_sqe *re = is_send ? &other->first : e;
-            nxd.stats.mismatches++;
-            nx_comm_fail(c, NEXAR_ERR_MISMATCH,
-                         "message %" PRIu64 " from rank %u to rank %u with tag %u on comm %u "
-                         "(job \"%s\"): the send has count=%" PRIu64 " %s%s but the recv "
-                         "expects count=%" PRIu64 " %s%s",
-                         m->k, src, dst, m->tag, c->id, c->job->name, se->count,
-                         nx_dtype_name(se->dtype),
-                         (se->flags & NX_SQE_DEVICE) ? " in device memory" : "", re->count,
-                         nx_dtype_name(re->dtype),
-                         (re->flags & NX_SQE_DEVICE) ? " in device memory" : "");
+        if (other->have && sizes_differ(&other->first, e)) {
+            fail_mismatch(c, m, is_send ? e : &other->first, is_send ? &other->first : e);
             if (!dev) {
                 struct nx_done d = {.user_data = e->user_data, .status = c->failed_status};
                 return nx_client_complete(cl, &d, c->failed_text);
@@ -303,7 +352,7 @@ void nx_p2p_tick(struct nx_comm *c, double now)
         bool recv_waits = m->r.head < m->r.len || (m->r.dev && !m->s.have);
         bool send_waits = m->s.dev && !m->r.have;
         for (size_t i = m->s.head; i < m->s.len; i++)
-            send_waits |= m->s.q[i].buf == NULL;
+            send_waits |= !m->s.remote && m->s.q[i].buf == NULL;
         if ((!recv_waits && !send_waits) || now - m->since < limit)
             continue;
         nxd.stats.timeouts++;
@@ -314,4 +363,58 @@ void nx_p2p_tick(struct nx_comm *c, double now)
                      c->job->name, recv_waits ? "send" : "recv", limit);
         return; /* failing freed the list */
     }
+}
+
+const char *nx_p2p_remote_piece(struct nx_comm *c, const struct nx_p2p_hdr *h,
+                                const uint8_t *data, size_t len)
+{
+    struct nx_msg *m = msg_get(c, h->src, h->dst, h->tag, h->k);
+    struct nx_side *s = &m->s, *r = &m->r;
+    uint32_t es = nx_dtype_size(h->dtype);
+    uint64_t E = nx_chunk_elems(NX_K_SEND, 1, es, nxd.cfg.slot_bytes);
+    if (!s->have) {
+        if (h->offset != 0)
+            return "p2p: a message's first piece is not at offset 0";
+        s->have = s->remote = true;
+        s->first = (struct nx_sqe){.kind = NX_K_SEND, .dtype = h->dtype, .count = h->count,
+                                   .peer = h->dst, .tag = h->tag, .seq = h->k};
+        s->nchunks = nx_chunk_count(h->count, E);
+        if (r->have && sizes_differ(&s->first, &r->first)) {
+            fail_mismatch(c, m, &s->first, &r->first);
+            return NULL;
+        }
+    } else if (h->dtype != s->first.dtype || h->count != s->first.count) {
+        return "p2p: the pieces of one message disagree on its size";
+    }
+    /* Pieces come in order on their channel, one per chunk of the sender's plan, which
+     * is ours: the job's nodes share slot_bytes. */
+    uint64_t first = s->submitted * E, n = h->count > first ? h->count - first : 0;
+    if (n > E)
+        n = E;
+    if (s->submitted >= s->nchunks || h->offset != first * es || len != n * es) {
+        nx_comm_fail(c, NEXAR_ERR_INTERNAL,
+                     "message %" PRIu64 " from rank %u to rank %u with tag %u on comm %u "
+                     "(job \"%s\"): a piece of %zu bytes at byte %" PRIu64 " where this node "
+                     "expects %" PRIu64 " at %" PRIu64 " (do the nodes' slot_bytes differ?)",
+                     h->k, h->src, h->dst, h->tag, c->id, c->job->name, len, h->offset,
+                     n * es, first * es);
+        return NULL;
+    }
+    push(s, 0, h->offset, len);
+    struct nx_pentry *pe = &s->q[s->len - 1];
+    if (len) {
+        pe->buf = nx_xmalloc(len);
+        memcpy(pe->buf, data, len);
+    }
+    m->since = nx_now();
+    size_t idx = s->len - 1;
+    if (match(c, m) || idx < s->head)
+        return NULL; /* delivered, and acknowledged with it */
+    /* Parked: the sender may reuse its slot at once while the buffer lasts. */
+    if (c->p2p.remote_buffered + len <= nxd.cfg.p2p_eager_bytes) {
+        pe->acked = true;
+        c->p2p.remote_buffered += len;
+        nx_xp2p_ack(c, &s->first, m->src, pe->off);
+    }
+    return NULL;
 }

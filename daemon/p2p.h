@@ -7,6 +7,7 @@
 #ifndef NX_P2P_H
 #define NX_P2P_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
 
@@ -21,6 +22,7 @@ TAILQ_HEAD(nx_msg_list, nx_msg);
 struct nx_p2p {
     struct nx_msg_list msgs;
     uint64_t nmsgs;
+    uint64_t remote_buffered; /* bytes from other nodes' sends held and acknowledged */
 };
 
 void nx_p2p_init(struct nx_p2p *p);
@@ -31,5 +33,17 @@ void nx_p2p_submit(struct nx_comm *comm, uint32_t rank, struct nx_client *cl,
 void nx_p2p_tick(struct nx_comm *comm, double now);
 /* Completes everything pending with the comm's failure and frees all messages. */
 void nx_p2p_fail_all(struct nx_comm *comm);
+
+struct nx_p2p_hdr;
+/*
+ * One piece of a send from a rank on another node (xp2p.c routed it to comm; its ranks
+ * are the communicator's).  It is matched with the receive like a local send's chunk;
+ * the sending node is acknowledged once the piece is delivered, or at once while the
+ * communicator's remote buffer (p2p_eager_bytes) lasts.  A size that differs from the
+ * receive's fails the communicator (NEXAR_ERR_MISMATCH).  NULL, or why the peer broke
+ * the protocol.
+ */
+const char *nx_p2p_remote_piece(struct nx_comm *comm, const struct nx_p2p_hdr *h,
+                                const uint8_t *data, size_t len);
 
 #endif

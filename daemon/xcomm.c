@@ -15,6 +15,7 @@
 #include "nexar.h"
 #include "rendezvous.h"
 #include "xcoll.h"
+#include "xp2p.h"
 
 /* A message for a communicator not (yet) here, kept whole. */
 struct orphan {
@@ -72,6 +73,8 @@ static void replay(struct orphan *o)
         return;
     if (w.type == NX_WIRE_DATA)
         why = nx_xcoll_on_data(p, o->channel, &w, o->data, o->len);
+    else
+        why = nx_xp2p_on_msg(p, o->channel, &w, o->data, o->len);
     if (why)
         nx_cluster_drop(p, why);
 }
@@ -84,6 +87,7 @@ void nx_xcomm_attach(struct nx_comm *c, uint64_t key, const uint32_t *job_node)
     x->key = key;
     x->channel = coll_channel(net->key, key);
     TAILQ_INIT(&x->held);
+    TAILQ_INIT(&x->sends);
     /* The comm's nodes: the job nodes that host its ranks, in job order. */
     uint32_t *comm_node_of_job = nx_xmalloc(net->nnodes * sizeof(uint32_t));
     for (uint32_t i = 0; i < net->nnodes; i++)

@@ -37,12 +37,14 @@ struct nx_comm;
 struct nx_job;
 struct nx_tpeer;
 struct nx_xheld;
+struct nx_xsend;
 
 #define NX_XCOMM_WORLD 1ull
 #define NX_XCOMM_ORPHAN_BYTES (64ull << 20)
 #define NX_XCOMM_ORPHAN_S 30.0
 
 TAILQ_HEAD(nx_xheld_list, nx_xheld);
+TAILQ_HEAD(nx_xsend_list, nx_xsend);
 
 struct nx_xcomm {
     uint64_t key;
@@ -54,6 +56,8 @@ struct nx_xcomm {
     /* xcoll.c: DATA that came before this node opened its op or part. */
     struct nx_xheld_list held;
     uint64_t held_bytes, held_msgs;
+    /* xp2p.c: sends of local ranks to ranks on other nodes. */
+    struct nx_xsend_list sends;
 };
 
 /* Makes c (a communicator of job j over this node's ranks, whose span ranks are set)

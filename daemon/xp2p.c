@@ -1,0 +1,242 @@
+/* xp2p.c - see xp2p.h. */
+#include "xp2p.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "comm.h"
+#include "daemon.h"
+#include "job.h"
+#include "mem.h"
+#include "nexar.h"
+#include "p2p.h"
+#include "rendezvous.h"
+#include "xcomm.h"
+
+/* One chunk of a send: its descriptor (staged) and where its bytes are. */
+struct piece {
+    uint64_t user_data, off, bytes;
+};
+
+/* A local rank's send to a rank on another node. */
+struct nx_xsend {
+    TAILQ_ENTRY(nx_xsend) link;
+    struct nx_client *cl;
+    uint32_t rank; /* local index of the sender */
+    uint32_t src, dst, tag;
+    uint64_t k;
+    struct nx_sqe first;
+    bool direct;
+    uint32_t es;
+    uint64_t E, nchunks;
+    uint64_t submitted, sent, acked; /* chunks */
+    struct piece *q;                 /* q[i]: chunk i */
+    size_t cap;
+    double since; /* last progress */
+};
+
+static struct nx_xsend *find(struct nx_comm *c, uint32_t src, uint32_t dst, uint32_t tag,
+                             uint64_t k)
+{
+    struct nx_xsend *xs;
+    TAILQ_FOREACH(xs, &c->x->sends, link)
+        if (xs->src == src && xs->dst == dst && xs->tag == tag && xs->k == k)
+            return xs;
+    return NULL;
+}
+
+static void xs_free(struct nx_comm *c, struct nx_xsend *xs)
+{
+    TAILQ_REMOVE(&c->x->sends, xs, link);
+    free(xs->q);
+    free(xs);
+}
+
+static void complete(struct nx_client *cl, uint64_t user_data, uint32_t status, const char *text)
+{
+    struct nx_done d = {.user_data = user_data, .status = status};
+    nx_client_complete(cl, &d, text);
+    cl->pending--;
+}
+
+static void msg_name(struct nx_comm *c, const struct nx_xsend *xs, char *buf, size_t len)
+{
+    char node[160];
+    nx_xcomm_node_name(c, c->x->rank_node[xs->dst], node, sizeof(node));
+    snprintf(buf, len,
+             "message %" PRIu64 " from rank %u to rank %u (at %s) with tag %u on comm %u "
+             "(job \"%s\")",
+             xs->k, xs->src, xs->dst, node, xs->tag, c->id, c->job->name);
+}
+
+/* Sends what the window allows.  False when that failed the communicator (xs is gone). */
+static bool pump(struct nx_comm *c, struct nx_xsend *xs)
+{
+    uint64_t channel = nx_xcomm_p2p_channel(c, xs->tag);
+    uint32_t node = c->x->rank_node[xs->dst];
+    while (xs->sent < xs->submitted && xs->sent - xs->acked < XP_WINDOW) {
+        const struct piece *pc = &xs->q[xs->sent];
+        uint8_t hdr[NX_WIRE_ENV_BYTES + NX_P2P_HDR_BYTES];
+        struct nx_p2p_hdr h = {
+            .job = c->job->net->key,
+            .comm = c->x->key,
+            .k = xs->k,
+            .tag = xs->tag,
+            .src = xs->src,
+            .dst = xs->dst,
+            .dtype = xs->first.dtype,
+            .count = xs->first.count,
+            .offset = xs->sent * xs->E * xs->es,
+            .length = (uint32_t)pc->bytes,
+        };
+        size_t hl = nx_wire_put_p2p(hdr, 0, &h);
+        struct iovec iov[2] = {{hdr, hl}, {xs->cl->seg.arena + pc->off, pc->bytes}};
+        int rv = nx_xcomm_send(c, node, channel, iov, pc->bytes ? 2 : 1, 0);
+        if (rv < 0) {
+            char what[320];
+            msg_name(c, xs, what, sizeof(what));
+            nx_comm_fail(c, rv == -ENOTCONN ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_INTERNAL,
+                         "%s: cannot send to its node: %s", what, strerror(-rv));
+            return false;
+        }
+        xs->sent++;
+    }
+    return true;
+}
+
+void nx_xp2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
+                    const struct nx_sqe *e)
+{
+    uint32_t src = nx_comm_span_rank(c, rank);
+    struct nx_xsend *xs = find(c, src, e->peer, e->tag, e->seq);
+    if (xs) {
+        if (xs->direct || (e->flags & NX_SQE_DIRECT) || e->chunk != xs->submitted ||
+            e->count != xs->first.count || e->dtype != xs->first.dtype)
+            return nx_client_violation(cl, "send chunk out of order or inconsistent");
+    } else {
+        if (!(e->flags & NX_SQE_DIRECT) && e->chunk != 0)
+            return nx_client_violation(cl, "a message's first descriptor is not chunk 0");
+        xs = nx_xcalloc(1, sizeof(*xs));
+        xs->cl = cl;
+        xs->rank = rank;
+        xs->src = src;
+        xs->dst = e->peer;
+        xs->tag = e->tag;
+        xs->k = e->seq;
+        xs->first = *e;
+        xs->direct = (e->flags & NX_SQE_DIRECT) != 0;
+        xs->es = nx_dtype_size(e->dtype);
+        xs->E = nx_chunk_elems(NX_K_SEND, 1, xs->es, cl->seg.hdr.slot_bytes);
+        xs->nchunks = nx_chunk_count(e->count, xs->E);
+        xs->q = nx_xcalloc(xs->nchunks, sizeof(*xs->q));
+        xs->since = nx_now();
+        TAILQ_INSERT_TAIL(&c->x->sends, xs, link);
+    }
+    cl->pending++;
+    c->ranks[rank].ops_submitted++;
+    uint64_t first = xs->direct ? 0 : e->chunk, last = xs->direct ? xs->nchunks : first + 1;
+    for (uint64_t ch = first; ch < last; ch++) {
+        uint64_t off = ch * xs->E, n = e->count > off ? e->count - off : 0;
+        if (n > xs->E)
+            n = xs->E;
+        xs->q[ch] = (struct piece){
+            .user_data = e->user_data,
+            .off = xs->direct ? e->in_off + off * xs->es : e->in_off,
+            .bytes = n * xs->es,
+        };
+    }
+    xs->submitted = last;
+    pump(c, xs);
+}
+
+static const char *on_ack(struct nx_comm *c, const struct nx_p2p_hdr *h)
+{
+    struct nx_xsend *xs = find(c, h->src, h->dst, h->tag, h->k);
+    if (!xs || xs->acked >= xs->sent || h->offset != xs->acked * xs->E * xs->es)
+        return "p2p: an acknowledgement of a piece that is not the oldest in flight";
+    const struct piece *pc = &xs->q[xs->acked++];
+    if (!xs->direct)
+        complete(xs->cl, pc->user_data, NEXAR_OK, NULL);
+    xs->since = nx_now();
+    if (xs->acked == xs->nchunks) {
+        if (xs->direct)
+            complete(xs->cl, xs->first.user_data, NEXAR_OK, NULL);
+        xs_free(c, xs);
+        return NULL;
+    }
+    pump(c, xs);
+    return NULL;
+}
+
+const char *nx_xp2p_on_msg(struct nx_tpeer *p, uint64_t channel, const struct nx_wire_msg *w,
+                           const void *raw, size_t rawlen)
+{
+    struct nx_comm *c;
+    uint32_t node;
+    const char *why = NULL;
+    int r = nx_xcomm_route(p, channel, w, raw, rawlen, &c, &node, &why);
+    if (r <= 0)
+        return r < 0 ? why : NULL;
+    if (w->flags & NX_WIRE_F_ACK)
+        return on_ack(c, &w->p2p);
+    return nx_p2p_remote_piece(c, &w->p2p, w->body, w->body_len);
+}
+
+void nx_xp2p_ack(struct nx_comm *c, const struct nx_sqe *send, uint32_t src, uint64_t offset)
+{
+    uint8_t hdr[NX_WIRE_ENV_BYTES + NX_P2P_HDR_BYTES];
+    struct nx_p2p_hdr h = {
+        .job = c->job->net->key,
+        .comm = c->x->key,
+        .k = send->seq,
+        .tag = send->tag,
+        .src = src,
+        .dst = send->peer,
+        .dtype = send->dtype,
+        .count = send->count,
+        .offset = offset,
+    };
+    size_t hl = nx_wire_put_p2p(hdr, NX_WIRE_F_ACK, &h);
+    struct iovec iov = {hdr, hl};
+    /* A lost node fails the job through the rendezvous: nothing to do here. */
+    nx_xcomm_send(c, c->x->rank_node[src], nx_xcomm_p2p_channel(c, send->tag), &iov, 1, 0);
+}
+
+void nx_xp2p_fail_all(struct nx_comm *c)
+{
+    if (!c->x)
+        return;
+    while (!TAILQ_EMPTY(&c->x->sends)) {
+        struct nx_xsend *xs = TAILQ_FIRST(&c->x->sends);
+        if (xs->direct)
+            complete(xs->cl, xs->first.user_data, c->failed_status, c->failed_text);
+        else
+            for (uint64_t i = xs->acked; i < xs->submitted; i++)
+                complete(xs->cl, xs->q[i].user_data, c->failed_status, c->failed_text);
+        xs_free(c, xs);
+    }
+}
+
+void nx_xp2p_tick(struct nx_comm *c, double now)
+{
+    if (!c->x)
+        return;
+    double limit = c->timeout_ms / 1000.0;
+    struct nx_xsend *xs;
+    TAILQ_FOREACH(xs, &c->x->sends, link) {
+        if (xs->sent == xs->acked || now - xs->since < limit)
+            continue;
+        char what[320];
+        msg_name(c, xs, what, sizeof(what));
+        nxd.stats.timeouts++;
+        nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
+                     "send of %s found no matching recv within %.0f s (the receiving node "
+                     "holds it without a recv and has no room for more)", what, limit);
+        return; /* failing freed the list */
+    }
+}
