@@ -16,6 +16,7 @@
 #include "rendezvous.h"
 #include "xcoll.h"
 #include "xp2p.h"
+#include "xsplit.h"
 
 /* A message for a communicator not (yet) here, kept whole. */
 struct orphan {
@@ -130,6 +131,7 @@ void nx_xcomm_attach(struct nx_comm *c, uint64_t key, const uint32_t *job_node)
         replay(o);
         free(o);
     }
+    nx_xsplit_comm_attached(c);
 }
 
 void nx_xcomm_detach(struct nx_comm *c)

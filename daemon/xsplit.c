@@ -16,7 +16,9 @@
 #include "matcher.h"
 #include "mem.h"
 #include "nexar.h"
+#include "peer_msg.h"
 #include "rendezvous.h"
+#include "xcomm.h"
 
 #define NONE UINT32_MAX
 /* Splits of one communicator that other nodes may open ahead of ours. */
@@ -108,7 +110,6 @@ static void complete_all(struct xs *x, const struct nx_done *res, char *const *t
 static void finish(struct xs *x)
 {
     struct nx_comm *c = x->c;
-    const struct nx_jobnet *net = c->job->net;
     uint32_t S = x->span;
     struct kv *kv = nx_xcalloc(S, sizeof(*kv));
     for (uint32_t r = 0; r < S; r++)
@@ -120,9 +121,9 @@ static void finish(struct xs *x)
     for (uint32_t i = 0; i < x->nloc; i++)
         local_of[nx_comm_span_rank(c, x->loc[i].idx)] = i;
     struct nx_done *res = nx_xcalloc(x->nloc, sizeof(*res));
-    char **text = nx_xcalloc(x->nloc, sizeof(*text));
     struct nx_client **cls = nx_xcalloc(S, sizeof(*cls));
-    uint32_t *wr = nx_xcalloc(S, sizeof(*wr));
+    uint32_t *wr = nx_xcalloc(S, sizeof(*wr)), *span = nx_xcalloc(S, sizeof(*span));
+    uint32_t *job_node = nx_xcalloc(S, sizeof(*job_node));
     for (uint32_t i = 0; i < S;) {
         uint32_t j = i, color = kv[i].color, ours = 0;
         bool all_here = true;
@@ -135,61 +136,37 @@ static void finish(struct xs *x)
             i = j;
             continue;
         }
-        if (all_here) {
-            uint32_t g = 0;
-            for (uint32_t k = i; k < j; k++, g++) {
-                const struct xs_local *l = &x->loc[local_of[kv[k].rank]];
-                cls[g] = l->cl;
-                wr[g] = c->ranks[l->idx].world_rank;
-            }
-            struct nx_comm *nc = nx_comm_new(c->job, g, cls, wr, c->timeout_ms);
-            for (uint32_t k = i; k < j; k++)
-                res[local_of[kv[k].rank]] =
-                    (struct nx_done){.res_comm = nc->id, .res_rank = k - i, .res_size = g};
-        } else {
-            uint32_t *rk = nx_xcalloc(j - i, sizeof(*rk));
-            for (uint32_t k = i; k < j; k++)
-                rk[k - i] = kv[k].rank;
-            char ranks[128];
-            size_t off = 0;
-            ranks[0] = '\0';
-            for (uint32_t k = 0; k < j - i && off < sizeof(ranks) - 16; k++)
-                off += (size_t)snprintf(ranks + off, sizeof(ranks) - off, "%s%u@%u",
-                                        k ? ", " : "", rk[k], net->rank_node[rk[k]]);
-            if (off >= sizeof(ranks) - 16)
-                snprintf(ranks + off, sizeof(ranks) - off, ", ...");
-            free(rk);
-            char *t = nx_xasprintf("comm_split seq %" PRIu64 " of communicator %u (job \"%s\"): "
-                                   "color %u has ranks on several nodes (rank@node: %s); "
-                                   "communicators across nodes are not implemented yet",
-                                   x->seq, c->id, c->job->name, color, ranks);
-            for (uint32_t k = i; k < j; k++) {
-                uint32_t li = local_of[kv[k].rank];
-                if (li == NONE)
-                    continue;
-                res[li].status = NEXAR_ERR_UNSUPPORTED;
-                text[li] = t;
-            }
-            NX_INFO("xsplit", "%s", t);
+        /* This node's ranks of the group, in the group's rank order. */
+        uint32_t g = 0;
+        for (uint32_t k = i; k < j; k++) {
+            uint32_t li = local_of[kv[k].rank];
+            if (li == NONE)
+                continue;
+            cls[g] = x->loc[li].cl;
+            wr[g] = c->ranks[x->loc[li].idx].world_rank;
+            span[g++] = k - i;
         }
+        struct nx_comm *nc = nx_comm_new(c->job, g, cls, wr, c->timeout_ms);
+        if (!all_here) {
+            /* A group across nodes: every node makes its part of the same communicator. */
+            for (uint32_t k = i; k < j; k++)
+                job_node[k - i] = c->x->node_job[c->x->rank_node[kv[k].rank]];
+            nx_comm_span(nc, 0, j - i, span);
+            nx_xcomm_attach(nc, nx_xcomm_split_key(c->x->key, x->seq, color), job_node);
+        }
+        for (uint32_t k = i; k < j; k++)
+            if (local_of[kv[k].rank] != NONE)
+                res[local_of[kv[k].rank]] = (struct nx_done){
+                    .res_comm = nc->id, .res_rank = k - i, .res_size = j - i};
         i = j;
     }
-    complete_all(x, res, text);
-    /* Each text is shared by its group's ranks: free each once. */
-    for (uint32_t i = 0; i < x->nloc; i++) {
-        if (!text[i])
-            continue;
-        char *t = text[i];
-        for (uint32_t k = i; k < x->nloc; k++)
-            if (text[k] == t)
-                text[k] = NULL;
-        free(t);
-    }
+    complete_all(x, res, NULL);
     NX_DEBUG("xsplit", "split seq %" PRIu64 " of communicator %u done", x->seq, c->id);
-    free(text);
     free(res);
     free(cls);
     free(wr);
+    free(span);
+    free(job_node);
     free(local_of);
     free(kv);
     xs_free(x);
@@ -229,6 +206,7 @@ void nx_xsplit_take(struct nx_op *op)
     Nexar__PeerSplit s = NEXAR__PEER_SPLIT__INIT;
     s.job = j->name;
     s.key = j->net->key;
+    s.comm = c->x->key;
     s.seq = op->seq;
     s.node = j->net->node;
     s.ranks = ranks;
@@ -240,23 +218,85 @@ void nx_xsplit_take(struct nx_op *op)
     Nexar__PeerMsg m = NEXAR__PEER_MSG__INIT;
     m.body_case = NEXAR__PEER_MSG__BODY_SPLIT;
     m.split = &s;
-    for (uint32_t i = 0; i < j->net->nnodes; i++)
-        if (i != j->net->node)
-            nx_cluster_send_addr(j->net->nodes[i], &m);
+    for (uint32_t i = 0; i < c->x->nnodes; i++)
+        if (i != c->x->me)
+            nx_cluster_send_addr(j->net->nodes[c->x->node_job[i]], &m);
     free(ranks);
     free(colors);
     free(keys);
     maybe_finish(x);
 }
 
-/* The communicator of a formed job that spans nodes (its world). */
-static struct nx_comm *spanning(const struct nx_job *j)
+/* A split of a communicator not here yet (this node's ranks have not finished the
+ * split that makes it): kept whole until it appears, like xcomm.c's orphans. */
+struct early {
+    struct early *next;
+    uint64_t job, comm;
+    char addr[NX_ADDR_MAX];
+    double expires;
+    size_t len;
+    uint8_t *packed;
+};
+static struct early *early_head;
+static unsigned early_count;
+#define XS_EARLY_MAX 1024
+
+static void keep_early(struct nx_tpeer *p, const Nexar__PeerSplit *m)
 {
-    struct nx_comm *c;
-    LIST_FOREACH(c, &nx_comms, link)
-        if (c->job == j && c->nodes > 1)
-            return c;
-    return NULL;
+    if (early_count >= XS_EARLY_MAX) {
+        NX_WARN("xsplit", "%s: more than %d splits of communicators not here; ignored", p->addr,
+                XS_EARLY_MAX);
+        return;
+    }
+    Nexar__PeerMsg w = NEXAR__PEER_MSG__INIT;
+    w.version = NX_PEER_VERSION;
+    w.body_case = NEXAR__PEER_MSG__BODY_SPLIT;
+    w.split = (Nexar__PeerSplit *)m;
+    struct early *e = nx_xcalloc(1, sizeof(*e));
+    e->packed = nx_peer_msg_pack(&w, &e->len);
+    e->job = m->key;
+    e->comm = m->comm;
+    e->expires = nx_now() + NX_XCOMM_ORPHAN_S;
+    snprintf(e->addr, sizeof(e->addr), "%s", p->addr);
+    struct early **tail = &early_head;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = e;
+    early_count++;
+}
+
+static void early_free(struct early **pp)
+{
+    struct early *e = *pp;
+    *pp = e->next;
+    free(e->packed);
+    free(e);
+    early_count--;
+}
+
+void nx_xsplit_comm_attached(struct nx_comm *c)
+{
+    struct nx_transport *t = nx_cluster_transport();
+    struct early **pp = &early_head;
+    while (*pp) {
+        struct early *e = *pp;
+        if (e->job != c->job->net->key || e->comm != c->x->key) {
+            pp = &e->next;
+            continue;
+        }
+        char err[160];
+        const char *why = NULL;
+        struct nx_tpeer *p = t ? t->ops->peer(t, e->addr, err, sizeof(err)) : NULL;
+        Nexar__PeerMsg *m = p ? nx_peer_msg_decode(e->packed, e->len, &why) : NULL;
+        early_free(pp);
+        if (!m)
+            continue;
+        why = nx_xsplit_on_msg(p, m->split);
+        nx_peer_msg_free(m);
+        if (why)
+            nx_cluster_drop(p, why);
+        pp = &early_head; /* the walk may have changed the list */
+    }
 }
 
 const char *nx_xsplit_on_msg(struct nx_tpeer *p, const Nexar__PeerSplit *m)
@@ -267,16 +307,28 @@ const char *nx_xsplit_on_msg(struct nx_tpeer *p, const Nexar__PeerSplit *m)
     const struct nx_jobnet *net = j->net;
     if (m->node >= net->nnodes || m->node == net->node || strcmp(net->nodes[m->node], p->addr))
         return "split: the sender is not that node of the job";
-    struct nx_comm *c = spanning(j);
-    if (!c || c->failed_status)
+    struct nx_comm *c = nx_xcomm_find(net->key, m->comm);
+    if (!c) {
+        if (j->state != NX_JOB_FAILED)
+            keep_early(p, m);
         return NULL;
+    }
+    if (c->failed_status)
+        return NULL;
+    const struct nx_xcomm *xc = c->x;
+    uint32_t cn = UINT32_MAX, S = nx_comm_span_size(c);
+    for (uint32_t i = 0; i < xc->nnodes; i++)
+        if (xc->node_job[i] == m->node && i != xc->me)
+            cn = i;
+    if (cn == UINT32_MAX)
+        return "split: the sender is not a node of the communicator";
     size_t on_node = 0;
-    for (uint32_t r = 0; r < j->world_size; r++)
-        on_node += net->rank_node[r] == m->node;
+    for (uint32_t r = 0; r < S; r++)
+        on_node += xc->rank_node[r] == cn;
     if (m->n_ranks != on_node)
         return "split: not every rank of the sender's node";
     for (size_t i = 0; i < m->n_ranks; i++)
-        if (m->ranks[i] >= nx_comm_span_size(c) || net->rank_node[m->ranks[i]] != m->node)
+        if (m->ranks[i] >= S || xc->rank_node[m->ranks[i]] != cn)
             return "split: a rank that is not on the sender's node";
     struct xs *x = get(c, m->seq, false);
     if (!x) {
@@ -341,6 +393,12 @@ bool nx_xsplit_pending(const struct nx_comm *c)
 
 void nx_xsplit_tick(double now)
 {
+    for (struct early **pp = &early_head; *pp;) {
+        if ((*pp)->expires <= now)
+            early_free(pp);
+        else
+            pp = &(*pp)->next;
+    }
     struct xs *x, *tmp;
     for (x = LIST_FIRST(&all); x; x = tmp) {
         tmp = LIST_NEXT(x, link);
@@ -353,7 +411,7 @@ void nx_xsplit_tick(double now)
         size_t off = 0;
         uint8_t *named = nx_xcalloc(net->nnodes, 1);
         for (uint32_t r = 0; r < x->span && off < sizeof(nodes) - 8; r++) {
-            uint32_t n = net->rank_node[r];
+            uint32_t n = c->x->node_job[c->x->rank_node[r]];
             if (x->have[r] || named[n])
                 continue;
             named[n] = 1;
@@ -373,6 +431,8 @@ void nx_xsplit_tick(double now)
 
 void nx_xsplit_fini(void)
 {
+    while (early_head)
+        early_free(&early_head);
     while (!LIST_EMPTY(&all))
         xs_free(LIST_FIRST(&all));
 }

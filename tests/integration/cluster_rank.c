@@ -3,22 +3,22 @@
  * through nexar-run --nodes or directly with the NEXAR_* environment.
  *
  *   itest_cluster_rank MODE     (result files go to $HX_OUT)
- *     form      init; an allreduce on the multi-node world must end with
- *               NEXAR_ERR_UNSUPPORTED naming cross-node collectives; so must a
- *               send; write form<rank> ("rank size status text"); wait for
+ *     form      init; an allreduce on the multi-node world and a ring of send/recv
+ *               (rank r to r+1), both checked exactly; write form<rank> ("rank size
+ *               allreduce-status sendrecv-status text", -1/-2: wrong values); wait for
  *               $HX_OUT/release (at most 30 s) so that every rank is seen formed;
- *               finalize; exit 0
+ *               finalize; exit 0 when both worked
  *     init      init only; write init<rank> ("status text") and exit 0 whatever
  *               nexar_init returned (the test reads the file)
  *     hold      init; write ready<rank>; then poll with a barrier every 20 ms until it
- *               fails with something other than UNSUPPORTED; write lost<rank>
+ *               fails; write lost<rank>
  *               ("status monotonic_ns text"); exit 0 (60 s limit: exit 3)
  *     split     ($HX_NODES = K, ranks placed as nexar-run --nodes does) an allreduce on
- *               the world (UNSUPPORTED), then split the world by node (reversed keys):
- *               a node-local communicator whose allreduce works;
- *               split by rank % 2: groups across nodes, NEXAR_ERR_UNSUPPORTED; split
- *               with only rank 0 defined: a communicator of one; write split<rank>
- *               ("ok" or what failed); exit 0 when ok
+ *               the world, then split the world by node (reversed keys): a node-local
+ *               communicator whose allreduce works; split by rank % 2 (reversed keys):
+ *               groups across nodes whose allreduce works; split with only rank 0
+ *               defined: a communicator of one; write split<rank> ("ok" or what
+ *               failed); exit 0 when ok
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,19 +84,29 @@ int main(int argc, char **argv)
     int me = nexar_comm_rank(w), n = nexar_comm_size(w);
 
     if (!strcmp(mode, "form")) {
+        /* An allreduce and a ring of send/recv across the nodes, checked exactly. */
         float v[4] = {1, 2, 3, 4};
         nexar_status_t a = nexar_all_reduce(w, v, 4, NEXAR_F32, NEXAR_SUM);
-        snprintf(text, sizeof(text), "%d %d %d %s\n", me, n, (int)a,
-                 a ? nexar_last_error() : "");
-        nexar_status_t s = nexar_send(w, v, 1, NEXAR_F32, (me + 1) % n, 7);
-        if (s != NEXAR_ERR_UNSUPPORTED)
-            fprintf(stderr, "rank %d: send on the multi-node world: %s\n", me,
-                    nexar_strerror(s));
+        if (a == NEXAR_OK && (v[0] != n || v[1] != 2 * n || v[2] != 3 * n || v[3] != 4 * n))
+            a = (nexar_status_t)-1;
+        int32_t mine = 1000 + me, in = -1;
+        nexar_request_t *rq = NULL;
+        nexar_status_t s = n < 2 ? NEXAR_OK : nexar_isend(w, &mine, 1, NEXAR_I32, (me + 1) % n, 7, &rq);
+        if (s == NEXAR_OK && n > 1)
+            s = nexar_recv(w, &in, 1, NEXAR_I32, (me + n - 1) % n, 7);
+        if (rq) {
+            nexar_status_t ws = nexar_wait(rq);
+            s = s ? s : ws;
+        }
+        if (s == NEXAR_OK && n > 1 && in != 1000 + (me + n - 1) % n)
+            s = (nexar_status_t)-2;
+        snprintf(text, sizeof(text), "%d %d %d %d %s\n", me, n, (int)a, (int)s,
+                 a || s ? nexar_last_error() : "");
         put("form", text);
         for (int i = 0; i < 3000 && !exists("release"); i++)
             usleep(10000);
         nexar_finalize();
-        return s == NEXAR_ERR_UNSUPPORTED ? 0 : 4;
+        return a || s ? 4 : 0;
     }
     if (!strcmp(mode, "hold")) {
         snprintf(text, sizeof(text), "%d %d\n", me, n);
@@ -104,7 +114,7 @@ int main(int argc, char **argv)
         long long end = now_ns() + 60ll * 1000000000ll;
         while (now_ns() < end) {
             nexar_status_t b = nexar_barrier(w);
-            if (b != NEXAR_OK && b != NEXAR_ERR_UNSUPPORTED) {
+            if (b != NEXAR_OK) {
                 snprintf(text, sizeof(text), "%d %lld %s\n", (int)b, now_ns(),
                          nexar_last_error());
                 put("lost", text);
@@ -121,11 +131,11 @@ int main(int argc, char **argv)
         int first = (node * n + K - 1) / K, last = ((node + 1) * n + K - 1) / K - 1;
         char why[1024] = "ok";
         nexar_comm_t *loc = NULL, *odd = NULL, *one = NULL;
-        /* A refused collective first: the split after it must still be matched. */
+        /* A collective first: the split after it is op 1 of the world. */
         int32_t v = me;
         nexar_status_t a = nexar_all_reduce(w, &v, 1, NEXAR_I32, NEXAR_SUM);
-        if (a != NEXAR_ERR_UNSUPPORTED)
-            snprintf(why, sizeof(why), "allreduce on the world: %s", nexar_strerror(a));
+        if (a != NEXAR_OK || v != n * (n - 1) / 2)
+            snprintf(why, sizeof(why), "allreduce on the world: %s, %d", nexar_strerror(a), v);
         a = nexar_comm_split(w, (uint32_t)node, (uint32_t)(n - me), &loc);
         v = me;
         if (strcmp(why, "ok"))
@@ -141,11 +151,23 @@ int main(int argc, char **argv)
             snprintf(why, sizeof(why), "allreduce on the node's communicator: %s, %d",
                      nexar_strerror(a), v);
         if (!strcmp(why, "ok")) {
-            a = nexar_comm_split(w, (uint32_t)(me % 2), 0, &odd);
-            if (a != NEXAR_ERR_UNSUPPORTED || odd ||
-                !strstr(nexar_last_error(), "several nodes"))
+            /* Groups across nodes, ordered by reversed keys: rank me is rank (size-1-i)
+             * of its group, where i = me / 2. */
+            int gsize = (n - me % 2 + 1) / 2, gi = me / 2;
+            a = nexar_comm_split(w, (uint32_t)(me % 2), (uint32_t)(n - me), &odd);
+            int64_t x = me, want = 0;
+            for (int q = me % 2; q < n; q += 2)
+                want += q;
+            if (a != NEXAR_OK || !odd)
                 snprintf(why, sizeof(why), "split by rank %% 2: %s (%s)", nexar_strerror(a),
                          a ? nexar_last_error() : "");
+            else if (nexar_comm_size(odd) != gsize || nexar_comm_rank(odd) != gsize - 1 - gi)
+                snprintf(why, sizeof(why), "split by rank %% 2: rank %d of %d, want %d of %d",
+                         nexar_comm_rank(odd), nexar_comm_size(odd), gsize - 1 - gi, gsize);
+            else if ((a = nexar_all_reduce(odd, &x, 1, NEXAR_I64, NEXAR_SUM)) != NEXAR_OK ||
+                     x != want)
+                snprintf(why, sizeof(why), "allreduce across nodes on the split: %s, %lld "
+                         "(want %lld)", nexar_strerror(a), (long long)x, (long long)want);
         }
         if (!strcmp(why, "ok")) {
             a = nexar_comm_split(w, me == 0 ? 7u : NEXAR_UNDEFINED, 0, &one);
@@ -155,6 +177,8 @@ int main(int argc, char **argv)
         }
         if (loc)
             nexar_comm_free(loc);
+        if (odd)
+            nexar_comm_free(odd);
         if (one)
             nexar_comm_free(one);
         snprintf(text, sizeof(text), "%s\n", why);
