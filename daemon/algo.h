@@ -42,6 +42,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "adapter.h"
 
@@ -91,6 +92,9 @@ struct nx_xop_desc {
     uint32_t sig;          /* the signature carried and checked; 0: nx_xop_sig() of this
                               descriptor.  An op cut into several xops passes the sig of
                               the whole op, so that a different total count shows. */
+    int iov_send;          /* nonzero: messages go to the net as an iov of the node-level
+                              buffers (host memory, copied by the net before send
+                              returns) instead of one staged copy */
 };
 
 /* One DATA message for the glue to put on the wire (proto/wire.h: the glue adds job,
@@ -100,8 +104,10 @@ struct nx_xmsg {
     uint32_t step;     /* algorithm step, or NX_XSTEP_CREDIT */
     uint32_t sig;      /* nx_xop_sig() of the op */
     uint64_t offset;   /* byte offset of the piece in one block (credit: see above) */
-    const void *data;  /* host memory, valid during the call only */
-    size_t len;
+    const void *data;  /* host memory, valid during the call only (NULL with iov) */
+    size_t len;        /* payload bytes in all */
+    const struct iovec *iov; /* desc.iov_send: the payload, iovcnt pieces of len in all */
+    int iovcnt;
     uint32_t token;    /* nonzero: report nx_xop_on_sent(token) when acknowledged */
 };
 

@@ -104,23 +104,39 @@ static bool can_send(const struct nx_xop *x, uint32_t peer, uint64_t piece, uint
 static int send_one(struct nx_xop *x, struct nx_xslot *sl, const struct nx_xfer *f)
 {
     int rv;
-    if (x->stage_cap < f->bytes) {
-        free(x->stage);
-        x->stage = nx_xmalloc(f->bytes);
-        x->stage_cap = f->bytes;
-    }
-    if ((rv = stage(x, sl, f, x->stage)) < 0) {
-        nx_xop_fail_adapter(x, "stage", rv);
-        return rv;
-    }
     struct nx_xmsg m = {.dst = f->peer, .step = sl->step, .sig = x->sig,
-                        .offset = sl->pc.e0 * x->es, .data = x->stage, .len = f->bytes};
+                        .offset = sl->pc.e0 * x->es, .len = f->bytes};
+    struct iovec iov_stack[8], *iov = iov_stack;
+    if (x->d.iov_send) {
+        /* The net copies as it sends: the regions go as they lie, no staging copy. */
+        if (f->nreg > 8)
+            iov = nx_xcalloc(f->nreg, sizeof(*iov));
+        for (uint32_t i = 0; i < f->nreg; i++) {
+            const struct nx_xreg *r = &sl->plan.reg[f->reg0 + i];
+            iov[i] = (struct iovec){nx_xbuf_at(x, &sl->pc, r->buf, r->off), r->n * x->es};
+        }
+        m.iov = iov;
+        m.iovcnt = (int)f->nreg;
+    } else {
+        if (x->stage_cap < f->bytes) {
+            free(x->stage);
+            x->stage = nx_xmalloc(f->bytes);
+            x->stage_cap = f->bytes;
+        }
+        if ((rv = stage(x, sl, f, x->stage)) < 0) {
+            nx_xop_fail_adapter(x, "stage", rv);
+            return rv;
+        }
+        m.data = x->stage;
+    }
     if (f->bytes > 0) {
         m.token = x->next_token++;
         if (x->next_token == 0)
             x->next_token = 1;
     }
     rv = x->net.send(x->net.arg, x, &m);
+    if (iov != iov_stack)
+        free(iov);
     if (rv < 0) {
         nx_xop_fail(x, rv == -ENOTCONN ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_INTERNAL,
                     "node %u could not send step %u to node %u: %s", x->d.me, sl->step,

@@ -42,6 +42,7 @@ struct xpart {
     struct nx_xop *x;
     uint8_t *in, *out;
     bool out_is_in;
+    bool in_place; /* in and out are the one local rank's own regions */
     struct nx_rank_io *io; /* per local rank: its chunk's buffers */
     uint64_t *user_data;   /* per local rank: its staged chunk's descriptor */
     bool *staged;
@@ -158,8 +159,10 @@ static void part_free(struct xpart *p)
     LIST_REMOVE(p, id_link);
     p->op->xr->live--;
     nx_xop_destroy(p->x);
-    free(p->in);
-    free(p->out);
+    if (!p->in_place) {
+        free(p->in);
+        free(p->out);
+    }
     free(p->io);
     free(p->user_data);
     free(p->staged);
@@ -198,9 +201,20 @@ static int xop_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
         .src = c->x->node_job[c->x->me],
     };
     size_t hl = nx_wire_put_data(hdr, NX_WIRE_DATA, 0, &h);
-    struct iovec iov[2] = {{hdr, hl}, {(void *)m->data, m->len}};
+    struct iovec stack[9], *iov = stack;
+    int n = 1 + (m->iov ? m->iovcnt : m->len > 0);
+    if (n > 9)
+        iov = nx_xcalloc((size_t)n, sizeof(*iov));
+    iov[0] = (struct iovec){hdr, hl};
+    if (m->iov)
+        memcpy(iov + 1, m->iov, (size_t)m->iovcnt * sizeof(*iov));
+    else if (m->len)
+        iov[1] = (struct iovec){(void *)m->data, m->len};
     uint64_t token = m->token ? NX_TOKEN_XCOLL | (uint64_t)p->id << 32 | m->token : 0;
-    return nx_xcomm_send(c, m->dst, c->x->channel, iov, m->len ? 2 : 1, token);
+    int rv = nx_xcomm_send(c, m->dst, c->x->channel, iov, n, token);
+    if (iov != stack)
+        free(iov);
+    return rv;
 }
 
 static void xop_done(void *arg, struct nx_xop *x, uint32_t status, const char *text)
@@ -240,14 +254,19 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
     uint32_t es = esize(op);
     struct nx_xlocal j;
     xlocal_of(p, &j);
-    uint64_t in_n, out_n;
-    nx_xlocal_sizes(&j, &in_n, &out_n, &p->out_is_in);
-    p->in = in_n ? nx_xmalloc(in_n * es) : NULL;
-    p->out = out_n ? nx_xmalloc(out_n * es) : NULL;
-    xlocal_of(p, &j);
-    if (nx_xlocal_gather(&nx_adapter_cpu, &j) < 0) {
-        snprintf(err, errlen, "the node-local combine of its ranks failed");
-        return -1;
+    bool staged = c->size == 1 && p->staged[0];
+    if (p->n && nx_xlocal_in_place(&j, staged, op->nchunks == 1, &p->in, &p->out)) {
+        p->in_place = true;
+    } else {
+        uint64_t in_n, out_n;
+        nx_xlocal_sizes(&j, &in_n, &out_n, &p->out_is_in);
+        p->in = in_n ? nx_xmalloc(in_n * es) : NULL;
+        p->out = out_n ? nx_xmalloc(out_n * es) : NULL;
+        xlocal_of(p, &j);
+        if (nx_xlocal_gather(&nx_adapter_cpu, &j) < 0) {
+            snprintf(err, errlen, "the node-local combine of its ranks failed");
+            return -1;
+        }
     }
     char what[192];
     what_of(op, p->index, what, sizeof(what));
@@ -267,6 +286,7 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
         .ad = &nx_adapter_cpu,
         .what = what,
         .sig = op->xr->sig,
+        .iov_send = 1, /* host buffers; the transport copies as it sends */
     };
     struct nx_xnet net = {.arg = p, .send = xop_send, .done = xop_done};
     char why[192];
@@ -416,9 +436,11 @@ static void handle_ended(struct xpart *p)
         nx_comm_fail(c, p->status, "%s", text); /* frees op, p with it */
         return;
     }
-    struct nx_xlocal j;
-    xlocal_of(p, &j);
-    nx_xlocal_scatter(&nx_adapter_cpu, &j);
+    if (!p->in_place) {
+        struct nx_xlocal j;
+        xlocal_of(p, &j);
+        nx_xlocal_scatter(&nx_adapter_cpu, &j);
+    }
     for (uint32_t r = 0; r < c->size; r++)
         if (p->staged[r])
             complete(op->parts[r].client, p->user_data[r], NEXAR_OK, NULL);

@@ -58,6 +58,41 @@ void nx_xlocal_sizes(const struct nx_xlocal *j, uint64_t *in, uint64_t *out, boo
     }
 }
 
+bool nx_xlocal_in_place(const struct nx_xlocal *j, bool staged, bool whole, uint8_t **in,
+                        uint8_t **out)
+{
+    if (j->L != 1)
+        return false;
+    const struct nx_rank_io *io = &j->io[0];
+    bool contiguous = staged || whole; /* blocks of n elements, back to back */
+    *in = io->in;
+    *out = io->out;
+    switch (j->kind) {
+    case NX_K_ALL_REDUCE:
+    case NX_K_ALL_REDUCE_BUCKETED:
+    case NX_K_BARRIER:
+        return true;
+    case NX_K_BROADCAST:
+        if (j->root_here)
+            *out = NULL; /* the root keeps its data */
+        return true;
+    case NX_K_REDUCE: /* the input is working memory */
+        return staged;
+    case NX_K_SCAN:
+    case NX_K_EXSCAN: /* in is read after out is written: they must differ */
+        return io->in != io->out;
+    case NX_K_REDUCE_SCATTER: /* the input is working memory, P blocks */
+        return staged;
+    case NX_K_ALL_GATHER:
+    case NX_K_GATHER:
+    case NX_K_SCATTER:
+    case NX_K_ALL_TO_ALL:
+        return contiguous;
+    default:
+        return false;
+    }
+}
+
 /* dst = the reduction over the local ranks of block b of their inputs. */
 static int reduce_block(const struct nx_adapter *ad, const struct nx_xlocal *j, uint64_t b,
                         uint8_t *dst, const void **srcs)

@@ -133,6 +133,7 @@ static void sweep_kind(uint8_t kind, const struct sweep *sw, uint64_t *rng)
                             c.window = 1 + (uint32_t)(ta_rand(rng) % 4);
                             c.max_inflight = ta_rand(rng) % 3 == 0 ? 50 : 0;
                             c.inplace = ta_rand(rng) % 2;
+                            c.iov_send = ta_rand(rng) % 2;
                             c.vals = ta_rand(rng) % 2 ? TA_RANDOM : TA_EXACT;
                             run_case(&c, c.seed);
                             /* NaN payloads: rd/hd/ring must agree to the bit anyway */

@@ -37,6 +37,7 @@ struct ta_case {
     uint32_t window;
     uint8_t vals;     /* enum ta_vals */
     uint8_t inplace;  /* in == out where the kind allows */
+    uint8_t iov_send; /* messages as an iov of the buffers (desc.iov_send) */
     uint64_t seed;
 };
 

@@ -70,9 +70,18 @@ static int g_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
                             .sig = m->sig, .offset = m->offset, .length = (uint32_t)m->len,
                             .src = nd->id};
     size_t hl = nx_wire_put_data(hdr, NX_WIRE_DATA, 0, &h);
-    struct iovec iov[2] = {{hdr, hl}, {(void *)m->data, m->len}};
+    struct iovec iov[1 + 64] = {{hdr, hl}};
+    int n = 1;
+    if (m->iov) {
+        if (m->iovcnt > 64)
+            abort();
+        memcpy(iov + 1, m->iov, (size_t)m->iovcnt * sizeof(*iov));
+        n += m->iovcnt;
+    } else if (m->len) {
+        iov[n++] = (struct iovec){(void *)m->data, m->len};
+    }
     uint64_t token = m->token ? nd->seq << 32 | m->token : 0;
-    return nd->t->ops->send(nd->peer[m->dst], CHANNEL, iov, m->len ? 2 : 1, token);
+    return nd->t->ops->send(nd->peer[m->dst], CHANNEL, iov, n, token);
 }
 
 static void g_done(void *arg, struct nx_xop *x, uint32_t st, const char *text)
@@ -205,6 +214,7 @@ static void plan_ops(uint64_t seed)
             c.inplace = ta_rand(&rng) % 2;
             c.max_inflight = nops % 4 == 1 ? 8192 : 0;
             c.seed = ta_rand(&rng);
+            c.iov_send = nops % 2;
             ops[nops++] = c;
         }
 }

@@ -52,9 +52,22 @@ static int p_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
     q->next = NULL;
     q->m = *m;
     q->src = nd->id;
-    if (m->len)
+    if (m->iov) {
+        size_t off = 0;
+        for (int i = 0; i < m->iovcnt; i++) {
+            memcpy(q->data + off, m->iov[i].iov_base, m->iov[i].iov_len);
+            off += m->iov[i].iov_len;
+        }
+        if (off != m->len) {
+            fprintf(stderr, "pump: node %u: iov of %zu bytes, len %zu\n", nd->id, off, m->len);
+            abort();
+        }
+    } else if (m->len) {
         memcpy(q->data, m->data, m->len);
+    }
     q->m.data = NULL;
+    q->m.iov = NULL;
+    q->m.iovcnt = 0;
     if (m->token) {
         uint64_t lim = p->o.inflight_limit;
         if (lim && p->unacked[nd->id] > 0 && p->unacked[nd->id] + m->len > lim) {

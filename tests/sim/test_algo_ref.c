@@ -210,6 +210,7 @@ void ta_desc(const struct ta_case *c, struct ta_bufs *b, uint32_t n, struct nx_x
         .nranks = c->nranks, .rank_node = c->rank_node, .in = b->in[n],
         .out = b->out[n] ? b->out[n] : NULL, .ad = &nx_adapter_cpu,
         .chunk_bytes = c->chunk_bytes, .window = c->window, .max_inflight = c->max_inflight,
+        .iov_send = c->iov_send,
     };
     /* in place: the output is the input (broadcast: only the root has one) */
     if (!b->out[n] && c->kind != NX_K_GATHER && c->kind != NX_K_REDUCE)
@@ -223,10 +224,10 @@ void ta_desc(const struct ta_case *c, struct ta_bufs *b, uint32_t n, struct nx_x
 void ta_name(const struct ta_case *c, char *buf, size_t len)
 {
     int o = snprintf(buf, len, "%s/%s %s %s count=%" PRIu64 " N=%u P=%u root=%u w=%u "
-                     "chunk=%" PRIu64 " vals=%d inplace=%d seed=%" PRIu64 " placement=",
+                     "chunk=%" PRIu64 " vals=%d inplace=%d iov=%d seed=%" PRIu64 " placement=",
                      nx_kind_name(c->kind), nx_algo_name(c->algo), nx_dtype_name(c->dtype),
                      nx_redop_name(c->redop), c->count, c->nnodes, c->nranks, c->root,
-                     c->window, c->chunk_bytes, c->vals, c->inplace, c->seed);
+                     c->window, c->chunk_bytes, c->vals, c->inplace, c->iov_send, c->seed);
     for (uint32_t r = 0; r < c->nranks && o > 0 && (size_t)o < len; r++)
         o += snprintf(buf + o, len - o, "%u", c->rank_node[r]);
 }
