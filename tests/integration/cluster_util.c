@@ -173,6 +173,32 @@ pid_t cu_rank(const char *sock, const char *coord, const char *job, int rank, in
     return hx_spawn(argv, env, log);
 }
 
+pid_t cu_rank_exec(const char *sock, const char *coord, const char *job, int rank, int world,
+                   int timeout_s, const char *const *argv, const char *const *env_extra,
+                   const char *log)
+{
+    char e_rank[32], e_world[32], e_job[300], e_sock[300], e_coord[128], e_out[300], e_to[32];
+    snprintf(e_rank, sizeof(e_rank), "NEXAR_RANK=%d", rank);
+    snprintf(e_world, sizeof(e_world), "NEXAR_WORLD_SIZE=%d", world);
+    snprintf(e_job, sizeof(e_job), "NEXAR_JOB=%s", job);
+    snprintf(e_sock, sizeof(e_sock), "NEXAR_SOCKET=%s", sock);
+    snprintf(e_out, sizeof(e_out), "HX_OUT=%s", g_out);
+    const char *env[40] = {e_rank, e_world, e_job, e_sock, e_out};
+    int n = 5;
+    if (coord) {
+        snprintf(e_coord, sizeof(e_coord), "NEXAR_COORD=%s", coord);
+        env[n++] = e_coord;
+    }
+    if (timeout_s) {
+        snprintf(e_to, sizeof(e_to), "NEXAR_TIMEOUT=%d", timeout_s);
+        env[n++] = e_to;
+    }
+    for (int i = 0; env_extra && env_extra[i] && n < 39; i++)
+        env[n++] = env_extra[i];
+    env[n] = NULL;
+    return hx_spawn(argv, env, log);
+}
+
 int cu_read(const char *name, int rank, char *buf, size_t len)
 {
     char p[300];

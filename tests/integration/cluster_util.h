@@ -48,6 +48,13 @@ int cu_ctl(const char *sock, const char *const *args, char *out, size_t outlen,
 pid_t cu_rank(const char *sock, const char *coord, const char *job, int rank, int world,
               const char *mode, int timeout_s);
 
+/* Like cu_rank for any program: argv (argv[0] the program), extra environment env_extra
+ * ("K=V", NULL-terminated, may be NULL), stdout and stderr to log (NULL: this
+ * process's, so that the ranks' lines land in the test log). */
+pid_t cu_rank_exec(const char *sock, const char *coord, const char *job, int rank, int world,
+                   int timeout_s, const char *const *argv, const char *const *env_extra,
+                   const char *log);
+
 /* Reads <out>/<name><rank> into buf; 0, or -1 while it does not exist. */
 int cu_read(const char *name, int rank, char *buf, size_t len);
 /* Waits up to limit_s for <out>/<name><rank>; 0 or -1. */

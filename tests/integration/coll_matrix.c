@@ -142,33 +142,6 @@ static int reduce_in_place(nexar_comm_t *w, struct tally *t)
     return bad ? -1 : 0;
 }
 
-/* Barrier: nobody leaves before the last rank entered (one clock on one machine). */
-static int barrier_order(nexar_comm_t *w)
-{
-    int me = nexar_comm_rank(w), size = nexar_comm_size(w), bad = 0;
-    for (int round = 0; round < 3; round++) {
-        usleep((useconds_t)(((me + round) % size) * 40000));
-        double t_in = tl_now();
-        nexar_status_t st = nexar_barrier(w);
-        double t_out = tl_now();
-        if (tl_check_status("barrier", NEXAR_OK, st))
-            return -1;
-        double all_in[HX_MAX_RANKS];
-        st = nexar_all_gather(w, &t_in, all_in, 1, NEXAR_F64);
-        if (tl_check_status("all_gather of barrier entry times", NEXAR_OK, st))
-            return -1;
-        for (int r = 0; r < size; r++)
-            if (all_in[r] > t_out) {
-                tl_log("FAIL barrier round %d: rank %d left at %.6f before rank %d entered "
-                       "at %.6f", round, me, t_out, r, all_in[r]);
-                bad = 1;
-            }
-    }
-    if (me == 0 && !bad)
-        tl_log("barrier: no rank left before the last one entered (3 rounds)");
-    return bad ? -1 : 0;
-}
-
 static int rank_main(struct hx_rank *r)
 {
     nexar_comm_t *w = NULL;
@@ -238,8 +211,10 @@ static int rank_main(struct hx_rank *r)
             rc = sweep(w, &t, "input arena, output malloc", TL_HALF, hf_dt, 2, sum, 1, hf_c,
                        1, 1);
     }
-    if (!rc && barrier_order(w))
+    if (!rc && tl_barrier_order(w, 3))
         rc = -1;
+    else if (!rc && nexar_comm_rank(w) == 0)
+        tl_log("barrier: no rank left before the last one entered (3 rounds)");
     nexar_status_t fst = nexar_finalize();
     if (fst != NEXAR_OK)
         tl_log("FAIL nexar_finalize: %s: %s", tl_status_name((int)fst), nexar_last_error());

@@ -383,3 +383,39 @@ out:
     free(got);
     return rv;
 }
+
+/* ---- barrier order ------------------------------------------------------------------- */
+
+int tl_barrier_order(nexar_comm_t *w, int rounds)
+{
+    int me = nexar_comm_rank(w), size = nexar_comm_size(w), bad = 0;
+    double *all_in = malloc(sizeof(double) * (size_t)size);
+    if (!all_in)
+        return -1;
+    for (int round = 0; round < rounds && !bad; round++) {
+        usleep((useconds_t)(((me + round) % size) * 40000));
+        double t_in = tl_now();
+        nexar_status_t st = nexar_barrier(w);
+        double t_out = tl_now();
+        char ctx[64];
+        snprintf(ctx, sizeof(ctx), "rank %d/%d barrier round %d", me, size, round);
+        if (tl_check_status(ctx, NEXAR_OK, st)) {
+            bad = 1;
+            break;
+        }
+        st = nexar_all_gather(w, &t_in, all_in, 1, NEXAR_F64);
+        snprintf(ctx, sizeof(ctx), "rank %d/%d all_gather of barrier entry times", me, size);
+        if (tl_check_status(ctx, NEXAR_OK, st)) {
+            bad = 1;
+            break;
+        }
+        for (int r = 0; r < size; r++)
+            if (all_in[r] > t_out) {
+                tl_log("FAIL barrier round %d: rank %d left at %.6f before rank %d entered "
+                       "at %.6f", round, me, t_out, r, all_in[r]);
+                bad = 1;
+            }
+    }
+    free(all_in);
+    return bad ? -1 : 0;
+}

@@ -69,4 +69,12 @@ void tl_case_str(const struct tl_case *c, char *out, size_t len);
 
 int tl_run_case(nexar_comm_t *comm, const struct tl_case *c);
 
+/*
+ * Barrier order: `rounds` barriers entered at staggered times (rank-dependent sleeps of
+ * up to 40 ms x size); every rank checks, through an all_gather of the entry times,
+ * that it left no earlier than the last rank entered.  The ranks must share one
+ * CLOCK_MONOTONIC (one machine, simulated nodes included).  0, or -1 after printing.
+ */
+int tl_barrier_order(nexar_comm_t *comm, int rounds);
+
 #endif /* TL_COLLREF_H */
