@@ -1,0 +1,476 @@
+/*
+ * xcoll_rank.c - the rank program of the cross-node correctness tests (test_xcoll.c):
+ * every collective, point to point and comm_split on a world whose ranks are spread
+ * over several nodes, every result checked bit for bit against tests/lib's reference.
+ *
+ *   itest_xcoll_rank [--level small|rep|full] [--long] [--parts matrix,p2p,split]
+ *
+ * Placement: see xcoll.h ($XC_PLACE or $XC_NODES).  NEXAR_LONG_TESTS=1 is --long.
+ *
+ * matrix  every collective (barrier included) over dtypes x ops x counts {0, 1, 7, 13,
+ *         1001} (odd, and no multiple of any world size used), ~1 MiB cases (many staging
+ *         slots; the daemons run with --slot-bytes 64 KiB), every root of the rooted ops,
+ *         arena (direct) buffers beside malloc'd (staged) ones, blocking, wait and test
+ *         calls, several nonblocking ops in flight at once, barrier order.  The level
+ *         picks how much of the dtype x op cross product runs (full: all of it at the
+ *         small counts); --long runs it at ten counts in every buffer mode and call form.
+ * p2p     xcoll_p2p.c;  split  xcoll_split.c.
+ *
+ * A part stops at its first error status (the communicator may be failed; later cases
+ * would only repeat it) or after 10 cases with wrong data.  Every failure line names
+ * the rank, the case (tl_case_str) and the status with nexar_last_error().  Exit 0
+ * when every check passed, 1 otherwise.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collref.h"
+#include "harness.h"
+#include "xcoll.h"
+
+#define MiB (1024u * 1024u)
+#define NA(...) (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
+#define NC(...) (const size_t[]){__VA_ARGS__}, \
+                (int)(sizeof((size_t[]){__VA_ARGS__}) / sizeof(size_t))
+
+/* ---- placement ------------------------------------------------------------------- */
+
+int xc_place_init(struct xc_place *p, int size)
+{
+    memset(p, 0, sizeof(*p));
+    p->size = size;
+    if (size < 1 || size > XC_MAX) {
+        tl_log("FAIL: world size %d (1..%d)", size, XC_MAX);
+        return -1;
+    }
+    const char *pl = getenv("XC_PLACE"), *k = getenv("XC_NODES");
+    if (pl && *pl) {
+        const char *s = pl;
+        for (int r = 0; r < size; r++) {
+            char *end;
+            long v = strtol(s, &end, 10);
+            if (end == s || v < 0 || v >= XC_MAX) {
+                tl_log("FAIL: XC_PLACE=%s does not place rank %d", pl, r);
+                return -1;
+            }
+            p->node[r] = (int)v;
+            if (v + 1 > p->nodes)
+                p->nodes = (int)v + 1;
+            s = *end == ',' ? end + 1 : end;
+        }
+    } else {
+        p->nodes = k && *k ? atoi(k) : 1;
+        if (p->nodes < 1 || p->nodes > size) {
+            tl_log("FAIL: XC_NODES=%s with %d ranks", k, size);
+            return -1;
+        }
+        for (int r = 0; r < size; r++)
+            p->node[r] = r * p->nodes / size;
+    }
+    return 0;
+}
+
+void xc_place_str(const struct xc_place *p, char *out, size_t len)
+{
+    size_t off = 0;
+    out[0] = '\0';
+    for (int r = 0; r < p->size && off < len; r++)
+        off += (size_t)snprintf(out + off, len - off, "%s%d", r ? "," : "", p->node[r]);
+}
+
+int xc_local_index(const struct xc_place *p, int r)
+{
+    int li = 0;
+    for (int q = 0; q < r; q++)
+        li += p->node[q] == p->node[r];
+    return li;
+}
+
+int xc_local_count(const struct xc_place *p, int node)
+{
+    int n = 0;
+    for (int q = 0; q < p->size; q++)
+        n += p->node[q] == node;
+    return n;
+}
+
+int xc_next(const struct xc_place *p, int r)
+{
+    if (p->nodes < 2)
+        return (r + 1) % p->size;
+    int nn = (p->node[r] + 1) % p->nodes, want = xc_local_index(p, r) % xc_local_count(p, nn);
+    for (int q = 0; q < p->size; q++)
+        if (p->node[q] == nn && xc_local_index(p, q) == want)
+            return q;
+    return -1;
+}
+
+int xc_prev(const struct xc_place *p, int r)
+{
+    for (int q = 0; q < p->size; q++)
+        if (xc_next(p, q) == r)
+            return q;
+    return -1;
+}
+
+/* ---- the matrix ------------------------------------------------------------------- */
+
+struct tally {
+    int cases, wrong;
+};
+
+/* ~1 MiB per buffer and 3 elements more: sixteen 64 KiB staging slots and a piece. */
+static size_t big_count(int coll, int dtype, int w)
+{
+    size_t blocks = 1;
+    if (coll == TL_ALL_GATHER || coll == TL_GATHER || coll == TL_ALL_TO_ALL ||
+        coll == TL_REDUCE_SCATTER || coll == TL_SCATTER)
+        blocks = (size_t)w;
+    return MiB / tl_esize(dtype) / blocks + 3;
+}
+
+/* One case; -1 when the part must stop. */
+static int run1(nexar_comm_t *w, struct tally *t, struct tl_case *c)
+{
+    c->seed = tl_mix64((uint64_t)t->cases * 7919u + 17u);
+    if (!tl_coll_has_root(c->coll))
+        c->root = 0;
+    if (!tl_coll_has_op(c->coll))
+        c->op = 0;
+    int rv = tl_run_case(w, c); /* prints rank, case, status and last error on failure */
+    t->cases++;
+    if (rv == TL_CASE_WRONG && ++t->wrong >= 10) {
+        tl_log("FAIL: 10 cases with wrong data; the matrix stops here");
+        return -1;
+    }
+    return rv == TL_CASE_STATUS || rv == TL_CASE_SETUP ? -1 : 0;
+}
+
+struct sweep {
+    const char *label;
+    int mode, call;
+    const int *dt;
+    int ndt;
+    const int *ops;
+    int nops;
+    const size_t *counts;
+    int ncounts;
+    int big; /* one more count per dtype x op: big_count() */
+};
+
+/* Every collective over s's dtypes x ops (where it has one) x counts; barrier once. */
+static int sweep(nexar_comm_t *w, struct tally *t, const struct sweep *s)
+{
+    int size = nexar_comm_size(w);
+    int before = t->cases, wrong = t->wrong;
+    for (int coll = 0; coll < TL_COLL_COUNT; coll++) {
+        if (coll == TL_BARRIER) {
+            struct tl_case c = {.coll = coll, .mode = s->mode, .call = s->call};
+            if (run1(w, t, &c))
+                return -1;
+            continue;
+        }
+        for (int d = 0; d < s->ndt; d++) {
+            int nop = tl_coll_has_op(coll) ? s->nops : 1;
+            for (int o = 0; o < nop; o++)
+                for (int k = 0; k < s->ncounts + (s->big ? 1 : 0); k++) {
+                    struct tl_case c = {.coll = coll, .dtype = s->dt[d], .op = s->ops[o],
+                                        .mode = s->mode, .call = s->call};
+                    c.count = k < s->ncounts ? s->counts[k] : big_count(coll, c.dtype, size);
+                    c.root = (t->cases + k) % size; /* the roots rotate */
+                    if (run1(w, t, &c))
+                        return -1;
+                }
+        }
+    }
+    if (nexar_comm_rank(w) == 0)
+        tl_log("%-44s %5d cases, %s", s->label, t->cases - before,
+               t->wrong == wrong ? "all exact" : "WRONG RESULTS (above)");
+    return 0;
+}
+
+/* Every root of the rooted collectives at the given counts (big: also ~1 MiB). */
+static int every_root(nexar_comm_t *w, struct tally *t, const size_t *counts, int ncounts,
+                      int big)
+{
+    static const int rooted[] = {TL_BROADCAST, TL_REDUCE, TL_GATHER, TL_SCATTER};
+    int size = nexar_comm_size(w), before = t->cases, wrong = t->wrong;
+    for (int i = 0; i < 4; i++)
+        for (int root = 0; root < size; root++)
+            for (int k = 0; k < ncounts + (big ? 1 : 0); k++) {
+                struct tl_case c = {.coll = rooted[i], .dtype = k % 2 ? NEXAR_F32 : NEXAR_I32,
+                                    .op = NEXAR_SUM, .root = root, .mode = TL_HEAP};
+                c.count = k < ncounts ? counts[k] : big_count(c.coll, c.dtype, size);
+                if (run1(w, t, &c))
+                    return -1;
+            }
+    if (nexar_comm_rank(w) == 0)
+        tl_log("%-44s %5d cases, %s", "every root of broadcast/reduce/gather/scatter",
+               t->cases - before, t->wrong == wrong ? "all exact" : "WRONG RESULTS (above)");
+    return 0;
+}
+
+/* Five nonblocking ops of different kinds in flight at once, completed out of order
+ * (test, wait, then nexar_sync for the rest): each must come back exact. */
+static int overlap(nexar_comm_t *w, struct tally *t)
+{
+    int me = nexar_comm_rank(w), size = nexar_comm_size(w), bad = 0;
+    size_t na = MiB / 4 + 3, nb = 1001, nc = 13, nd = 4099;
+    int broot = size - 1;
+    float *a = malloc(na * 4), *ea = malloc(na * 4);
+    int32_t *b = malloc(nb * 4), *eb = malloc(nb * 4);
+    uint8_t *cs = malloc(nc), *cr = malloc(nc * (size_t)size), *ec = malloc(nc * (size_t)size);
+    double *ds = malloc(nd * 8 * (size_t)size), *dr = malloc(nd * 8), *ed = malloc(nd * 8);
+    void **in_a = calloc((size_t)size, sizeof(void *)), **in_d = calloc((size_t)size, sizeof(void *));
+    const void **blk = calloc((size_t)size, sizeof(void *));
+    for (int r = 0; r < size; r++) {
+        in_a[r] = malloc(na * 4);
+        tl_pattern(NEXAR_F32, NEXAR_SUM, 101, r, 0, in_a[r], na);
+        in_d[r] = malloc(nd * 8 * (size_t)size);
+        tl_pattern(NEXAR_F64, NEXAR_MAX, 103, r, 0, in_d[r], nd * (size_t)size);
+        blk[r] = (const char *)in_d[r] + (size_t)me * nd * 8;
+        tl_pattern(NEXAR_U8, -1, 104, r, 0, ec + (size_t)r * nc, nc);
+    }
+    tl_reduce(NEXAR_F32, NEXAR_SUM, ea, (const void *const *)in_a, size, na);
+    tl_pattern(NEXAR_I32, -1, 102, broot, 0, eb, nb);
+    tl_reduce(NEXAR_F64, NEXAR_MAX, ed, blk, size, nd);
+    memcpy(a, in_a[me], na * 4);
+    if (me == broot)
+        memcpy(b, eb, nb * 4);
+    else
+        memset(b, 0x5a, nb * 4);
+    memcpy(cs, ec + (size_t)me * nc, nc);
+    memcpy(ds, in_d[me], nd * 8 * (size_t)size);
+
+    nexar_request_t *q[5] = {NULL};
+    nexar_status_t st[5];
+    st[0] = nexar_iall_reduce(w, a, na, NEXAR_F32, NEXAR_SUM, &q[0]);
+    st[1] = nexar_ibroadcast(w, b, nb, NEXAR_I32, broot, &q[1]);
+    st[2] = nexar_iall_gather(w, cs, cr, nc, NEXAR_U8, &q[2]);
+    st[3] = nexar_ireduce_scatter(w, ds, dr, nd, NEXAR_F64, NEXAR_MAX, &q[3]);
+    st[4] = nexar_ibarrier(w, &q[4]);
+    char ctx[160];
+    for (int i = 0; i < 5; i++) {
+        snprintf(ctx, sizeof(ctx), "rank %d/%d overlap: posting op %d of 5", me, size, i);
+        bad |= tl_check_status(ctx, NEXAR_OK, st[i]);
+    }
+    if (!bad) {
+        int done = 0;
+        nexar_status_t s2 = NEXAR_OK;
+        while (!done && s2 == NEXAR_OK)
+            s2 = nexar_test(q[2], &done);
+        snprintf(ctx, sizeof(ctx), "rank %d/%d overlap: test of all_gather u8 count=13", me, size);
+        bad |= tl_check_status(ctx, NEXAR_OK, s2);
+        snprintf(ctx, sizeof(ctx), "rank %d/%d overlap: wait of all_reduce f32 sum count=%zu",
+                 me, size, na);
+        bad |= tl_check_status(ctx, NEXAR_OK, nexar_wait(q[0]));
+        snprintf(ctx, sizeof(ctx), "rank %d/%d overlap: nexar_sync for broadcast, "
+                 "reduce_scatter and barrier", me, size);
+        bad |= tl_check_status(ctx, NEXAR_OK, nexar_sync(w));
+    }
+    if (!bad) {
+        snprintf(ctx, sizeof(ctx), "rank %d/%d overlap: all_reduce f32 sum count=%zu", me, size, na);
+        t->wrong += tl_check_elems(ctx, NEXAR_F32, ea, a, na) != 0;
+        snprintf(ctx, sizeof(ctx), "rank %d/%d overlap: broadcast i32 count=1001 root=%d", me,
+                 size, broot);
+        t->wrong += tl_check_elems(ctx, NEXAR_I32, eb, b, nb) != 0;
+        snprintf(ctx, sizeof(ctx), "rank %d/%d overlap: all_gather u8 count=13", me, size);
+        t->wrong += tl_check_elems(ctx, NEXAR_U8, ec, cr, nc * (size_t)size) != 0;
+        snprintf(ctx, sizeof(ctx), "rank %d/%d overlap: reduce_scatter f64 max count=4099", me, size);
+        t->wrong += tl_check_elems(ctx, NEXAR_F64, ed, dr, nd) != 0;
+    }
+    t->cases += 5;
+    for (int r = 0; r < size; r++) {
+        free(in_a[r]);
+        free(in_d[r]);
+    }
+    free(in_a), free(in_d), free(blk);
+    free(a), free(ea), free(b), free(eb), free(cs), free(cr), free(ec), free(ds), free(dr),
+        free(ed);
+    if (me == 0 && !bad)
+        tl_log("%-44s %5d ops, %s", "5 nonblocking ops in flight at once", 5,
+               t->wrong ? "WRONG RESULTS (above)" : "all exact");
+    return bad ? -1 : 0;
+}
+
+enum { L_SMALL, L_REP, L_FULL };
+
+static const int all_dt[] = {NEXAR_F32, NEXAR_F64, NEXAR_F16, NEXAR_BF16, NEXAR_I8,
+                             NEXAR_U8,  NEXAR_I32, NEXAR_U32, NEXAR_I64,  NEXAR_U64};
+static const int all_ops[] = {NEXAR_SUM, NEXAR_PROD, NEXAR_MIN, NEXAR_MAX};
+#define ALL_DT all_dt, 10
+#define ALL_OPS all_ops, 4
+#define C5 NC(0, 1, 7, 13, 1001)
+
+/* The default sets: A small counts on malloc'd buffers, B ~1 MiB, D arena, E the
+ * nonblocking forms, F mixed and half buffers.  See the file comment. */
+static const struct sweep full_set[] = {
+    {"A every dtype x op, counts 0 1 7 13 1001", TL_HEAP, TL_BLOCKING, ALL_DT, ALL_OPS, C5, 0},
+    {"B ~1 MiB every dtype, sum", TL_HEAP, TL_BLOCKING, ALL_DT, NA(NEXAR_SUM), NULL, 0, 1},
+    {"B ~1 MiB f32 bf16 i8 u64, max", TL_HEAP, TL_BLOCKING,
+     NA(NEXAR_F32, NEXAR_BF16, NEXAR_I8, NEXAR_U64), NA(NEXAR_MAX), NULL, 0, 1},
+    {"B ~1 MiB f16, prod min", TL_HEAP, TL_BLOCKING, NA(NEXAR_F16), NA(NEXAR_PROD, NEXAR_MIN),
+     NULL, 0, 1},
+    {"D arena f32 f16 i32 u8 x sum prod max", TL_ARENA, TL_BLOCKING,
+     NA(NEXAR_F32, NEXAR_F16, NEXAR_I32, NEXAR_U8), NA(NEXAR_SUM, NEXAR_PROD, NEXAR_MAX),
+     NC(0, 1, 13, 1001), 0},
+    {"D arena ~1 MiB f32 sum", TL_ARENA, TL_BLOCKING, NA(NEXAR_F32), NA(NEXAR_SUM), NULL, 0, 1},
+    {"E iwait f32 bf16 i64 x sum min", TL_HEAP, TL_WAIT, NA(NEXAR_F32, NEXAR_BF16, NEXAR_I64),
+     NA(NEXAR_SUM, NEXAR_MIN), NC(1, 1001), 1},
+    {"E itest f64 u8 max", TL_HEAP, TL_TESTLOOP, NA(NEXAR_F64, NEXAR_U8), NA(NEXAR_MAX),
+     NC(13), 1},
+    {"F mixed f64 bf16 i64 x sum min", TL_MIXED, TL_BLOCKING,
+     NA(NEXAR_F64, NEXAR_BF16, NEXAR_I64), NA(NEXAR_SUM, NEXAR_MIN), NC(7, 1001), 0},
+    {"F half (input arena) f32 u32 sum", TL_HALF, TL_BLOCKING, NA(NEXAR_F32, NEXAR_U32),
+     NA(NEXAR_SUM), NC(13), 1},
+};
+
+static const struct sweep rep_set[] = {
+    {"A f32 f16 bf16 i8 u64 x every op, 0 1 7 1001", TL_HEAP, TL_BLOCKING,
+     NA(NEXAR_F32, NEXAR_F16, NEXAR_BF16, NEXAR_I8, NEXAR_U64), ALL_OPS, NC(0, 1, 7, 1001), 0},
+    {"A every dtype, sum, count 13", TL_HEAP, TL_BLOCKING, ALL_DT, NA(NEXAR_SUM), NC(13), 0},
+    {"B ~1 MiB f32 f16 i64, sum", TL_HEAP, TL_BLOCKING, NA(NEXAR_F32, NEXAR_F16, NEXAR_I64),
+     NA(NEXAR_SUM), NULL, 0, 1},
+    {"B ~1 MiB bf16 u8, max", TL_HEAP, TL_BLOCKING, NA(NEXAR_BF16, NEXAR_U8), NA(NEXAR_MAX),
+     NULL, 0, 1},
+    {"D arena f32 u8 x sum max", TL_ARENA, TL_BLOCKING, NA(NEXAR_F32, NEXAR_U8),
+     NA(NEXAR_SUM, NEXAR_MAX), NC(1, 1001), 1},
+    {"E iwait f32 i64 sum", TL_HEAP, TL_WAIT, NA(NEXAR_F32, NEXAR_I64), NA(NEXAR_SUM), NC(13),
+     1},
+    {"E itest bf16 max", TL_HEAP, TL_TESTLOOP, NA(NEXAR_BF16), NA(NEXAR_MAX), NC(13), 0},
+    {"F mixed f64 sum", TL_MIXED, TL_BLOCKING, NA(NEXAR_F64), NA(NEXAR_SUM), NC(1001), 0},
+    {"F half (input arena) f32 sum", TL_HALF, TL_BLOCKING, NA(NEXAR_F32), NA(NEXAR_SUM),
+     NC(13), 1},
+};
+
+static const struct sweep small_set[] = {
+    {"A f32 bf16 i32 u8 x sum max, 0 1 7 1001", TL_HEAP, TL_BLOCKING,
+     NA(NEXAR_F32, NEXAR_BF16, NEXAR_I32, NEXAR_U8), NA(NEXAR_SUM, NEXAR_MAX),
+     NC(0, 1, 7, 1001), 0},
+    {"A every dtype, sum, count 13", TL_HEAP, TL_BLOCKING, ALL_DT, NA(NEXAR_SUM), NC(13), 0},
+    {"B ~1 MiB f32 f16 sum, i8 max", TL_HEAP, TL_BLOCKING, NA(NEXAR_F32, NEXAR_F16),
+     NA(NEXAR_SUM), NULL, 0, 1},
+    {"B ~1 MiB i8 max", TL_HEAP, TL_BLOCKING, NA(NEXAR_I8), NA(NEXAR_MAX), NULL, 0, 1},
+    {"D arena f32 sum", TL_ARENA, TL_BLOCKING, NA(NEXAR_F32), NA(NEXAR_SUM), NC(1, 1001), 1},
+    {"E iwait f32 sum", TL_HEAP, TL_WAIT, NA(NEXAR_F32), NA(NEXAR_SUM), NC(13), 1},
+    {"E itest i64 min", TL_HEAP, TL_TESTLOOP, NA(NEXAR_I64), NA(NEXAR_MIN), NC(13), 0},
+    {"F mixed f64 sum", TL_MIXED, TL_BLOCKING, NA(NEXAR_F64), NA(NEXAR_SUM), NC(1001), 0},
+};
+
+static int matrix(nexar_comm_t *w, int level, int lng, struct tally *t)
+{
+    if (lng) {
+        static const size_t longc[] = {0, 1, 2, 3, 7, 13, 64, 1001, 4097, 65537};
+        char label[64];
+        for (int mode = 0; mode < TL_MODE_COUNT; mode++) {
+            snprintf(label, sizeof(label), "long: every dtype x op x 11 counts, %s",
+                     tl_mode_name(mode));
+            struct sweep s = {label, mode, TL_BLOCKING, ALL_DT, ALL_OPS, longc, 10, 1};
+            if (sweep(w, t, &s))
+                return -1;
+        }
+        for (int call = TL_WAIT; call <= TL_TESTLOOP; call++) {
+            struct sweep s = {call == TL_WAIT ? "long: every dtype x op, iwait"
+                                              : "long: every dtype x op, itest",
+                              TL_HEAP, call, ALL_DT, ALL_OPS, NC(1, 13, 1001), 1};
+            if (sweep(w, t, &s))
+                return -1;
+        }
+        if (every_root(w, t, NC(0, 1, 13, 1001), 1))
+            return -1;
+    } else {
+        const struct sweep *set = level == L_FULL ? full_set : level == L_REP ? rep_set : small_set;
+        size_t n = level == L_FULL ? sizeof(full_set) / sizeof(full_set[0])
+                   : level == L_REP ? sizeof(rep_set) / sizeof(rep_set[0])
+                                    : sizeof(small_set) / sizeof(small_set[0]);
+        for (size_t i = 0; i < n; i++) {
+            if (sweep(w, t, &set[i]))
+                return -1;
+            /* the rooted ops at every root, once the small cases passed */
+            if (i == 0 && level == L_SMALL && every_root(w, t, NC(13), 0))
+                return -1;
+            if (i == 0 && level != L_SMALL && every_root(w, t, NC(1, 13), 1))
+                return -1;
+        }
+    }
+    if (overlap(w, t))
+        return -1;
+    if (tl_barrier_order(w, 3))
+        return -1;
+    if (nexar_comm_rank(w) == 0)
+        tl_log("barrier: no rank left before the last one entered (3 rounds)");
+    return 0;
+}
+
+/* ---- main -------------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    int level = L_REP, lng = 0;
+    const char *parts = "matrix,p2p,split";
+    static const struct option lo[] = {{"level", required_argument, NULL, 'L'},
+                                       {"long", no_argument, NULL, 'l'},
+                                       {"parts", required_argument, NULL, 'p'},
+                                       {NULL, 0, NULL, 0}};
+    for (int ch; (ch = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
+        if (ch == 'L')
+            level = !strcmp(optarg, "full") ? L_FULL : !strcmp(optarg, "small") ? L_SMALL : L_REP;
+        else if (ch == 'l')
+            lng = 1;
+        else if (ch == 'p')
+            parts = optarg;
+        else
+            return 2;
+    }
+    lng |= hx_env_flag("NEXAR_LONG_TESTS");
+    const char *er = getenv("NEXAR_RANK");
+    char tag[64];
+    snprintf(tag, sizeof(tag), "xcoll r%s", er ? er : "?");
+    tl_set_log_tag(tag);
+
+    nexar_comm_t *w = NULL;
+    if (hx_init(&w) != NEXAR_OK)
+        return 1;
+    int me = nexar_comm_rank(w), size = nexar_comm_size(w);
+    struct xc_place p;
+    if ((er && atoi(er) != me) || xc_place_init(&p, size)) {
+        tl_log("FAIL: world rank %d of %d, NEXAR_RANK=%s", me, size, er ? er : "(unset)");
+        nexar_finalize();
+        return 1;
+    }
+    snprintf(tag, sizeof(tag), "xcoll r%d/%d node %d", me, size, p.node[me]);
+    tl_set_log_tag(tag);
+    if (me == 0) {
+        char pl[64];
+        xc_place_str(&p, pl, sizeof(pl));
+        tl_log("%d ranks on %d node(s), rank -> node %s; %s level, parts %s", size, p.nodes,
+               pl, lng ? "long" : level == L_FULL ? "full" : level == L_REP ? "rep" : "small",
+               parts);
+    }
+
+    int fails = 0;
+    if (strstr(parts, "matrix")) {
+        struct tally t = {0};
+        double t0 = tl_now();
+        int rc = matrix(w, level, lng, &t);
+        if (rc || t.wrong || me == 0)
+            tl_log("matrix: %d cases, %d with wrong data%s, %.1f s", t.cases, t.wrong,
+                   rc ? ", stopped at an error (above)" : "", tl_now() - t0);
+        fails += t.wrong + (rc != 0);
+    }
+    if (strstr(parts, "p2p"))
+        fails += xc_p2p(w, &p);
+    if (strstr(parts, "split"))
+        fails += xc_split(w, &p);
+
+    nexar_status_t fst = nexar_finalize();
+    if (fst != NEXAR_OK) {
+        tl_log("FAIL nexar_finalize: %s: %s", tl_status_name((int)fst), nexar_last_error());
+        fails++;
+    }
+    if (fails)
+        tl_log("FAILED: %d check(s)", fails);
+    return fails ? 1 : 0;
+}
