@@ -34,33 +34,6 @@ static void wait_kill_time(void)
         usleep(1000);
 }
 
-/* The text names rank r: "rank 2", "ranks 0, 2", "rank(s) 2", "rank 1 (pid ...)". */
-static int names_rank(const char *what, const char *text, int r)
-{
-    for (const char *p = text ? strstr(text, "rank") : NULL; p; p = strstr(p + 4, "rank")) {
-        /* the list after "rank" / "ranks" / "rank(s)": digits, commas, spaces */
-        const char *q = p + 4;
-        if (*q == 's')
-            q++;
-        else if (!strncmp(q, "(s)", 3))
-            q += 3;
-        while (*q == ' ' || *q == ',' || (*q >= '0' && *q <= '9') ||
-               !strncmp(q, "and ", 4)) {
-            if (*q >= '0' && *q <= '9') {
-                char *end;
-                long v = strtol(q, &end, 10);
-                if (v == r)
-                    return 0;
-                q = end;
-            } else {
-                q += !strncmp(q, "and ", 4) ? 4 : 1;
-            }
-        }
-    }
-    tl_log("FAIL %s: the text does not name rank %d: \"%s\"", what, r, text ? text : "(null)");
-    return 1;
-}
-
 /* ---- mismatch ---------------------------------------------------------------------- */
 
 static int mismatch_count(struct hx_rank *r)
@@ -77,9 +50,9 @@ static int mismatch_count(struct hx_rank *r)
         fails += tl_check_contains("mismatch text", t, "1024") ? 1 : 0;
         fails += tl_check_contains("mismatch text", t, "1000") ? 1 : 0;
         fails += tl_check_contains("mismatch text", t, "all_reduce") ? 1 : 0;
-        fails += names_rank("mismatch text", t, 1);
+        fails += tl_check_names_rank("mismatch text", t, 1);
         if (!strstr(t, "rank 0") && !strstr(t, "rank 2"))
-            fails += names_rank("mismatch text (a rank that called count=1024)", t, 0);
+            fails += tl_check_names_rank("mismatch text (a rank that called count=1024)", t, 0);
         if (r->rank == 0)
             tl_log("count mismatch -> NEXAR_ERR_MISMATCH: \"%s\"", t);
     }
@@ -109,7 +82,7 @@ static int mismatch_kind(struct hx_rank *r)
         const char *t = nexar_last_error();
         fails += tl_check_contains("mismatch text", t, "broadcast") ? 1 : 0;
         fails += tl_check_contains("mismatch text", t, "all_reduce") ? 1 : 0;
-        fails += names_rank("mismatch text", t, 1);
+        fails += tl_check_names_rank("mismatch text", t, 1);
         if (r->rank == 0)
             tl_log("kind mismatch -> NEXAR_ERR_MISMATCH: \"%s\"", t);
     }
@@ -163,7 +136,7 @@ static int timeout_rank(struct hx_rank *r)
         nexar_status_t st = nexar_all_reduce(w, v, 4, NEXAR_I32, NEXAR_SUM);
         double dt = tl_now() - t0;
         if (!EXPECT_ST(fails, NEXAR_ERR_TIMEOUT, "allreduce with rank 2 absent", st)) {
-            fails += names_rank("timeout text", nexar_last_error(), 2);
+            fails += tl_check_names_rank("timeout text", nexar_last_error(), 2);
             EXPECT_TRUE(fails, dt >= 1.5 && dt <= 4.5,
                         "the deadline is 2 s but the timeout came after %.2f s", dt);
             if (r->rank == 0)
@@ -184,7 +157,7 @@ static int check_peer_lost(nexar_status_t st, const char *what, int victim, int 
         return 1;
     wait_kill_time();
     double dt = now - sh->kill_time;
-    fails += names_rank("peer-lost text", nexar_last_error(), victim);
+    fails += tl_check_names_rank("peer-lost text", nexar_last_error(), victim);
     EXPECT_TRUE(fails, dt < 2.0, "%s: PEER_LOST %.3f s after the kill (limit 2 s)", what, dt);
     if (me == 0)
         tl_log("%s: PEER_LOST %.3f s after the kill: \"%s\"", what, dt, nexar_last_error());

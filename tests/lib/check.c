@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -88,4 +89,32 @@ int tl_check_contains(const char *ctx, const char *text, const char *needle)
     tl_log("FAIL %s: expected the text to contain \"%s\"; text: \"%s\"", ctx, needle,
            text ? text : "(null)");
     return -1;
+}
+
+int tl_check_names_rank(const char *what, const char *text, int r)
+{
+    for (const char *p = text ? strstr(text, "rank") : NULL; p; p = strstr(p + 4, "rank")) {
+        /* the list after "rank" / "ranks" / "rank(s)": numbers and ranges, commas, spaces */
+        const char *q = p + 4;
+        if (*q == 's')
+            q++;
+        else if (!strncmp(q, "(s)", 3))
+            q += 3;
+        while (*q == ' ' || *q == ',' || (*q >= '0' && *q <= '9') ||
+               !strncmp(q, "and ", 4)) {
+            if (*q >= '0' && *q <= '9') {
+                char *end;
+                long v = strtol(q, &end, 10), hi = v;
+                if (*end == '-' && end[1] >= '0' && end[1] <= '9') /* a range: "2-3" */
+                    hi = strtol(end + 1, &end, 10);
+                if (v <= r && r <= hi)
+                    return 0;
+                q = end;
+            } else {
+                q += !strncmp(q, "and ", 4) ? 4 : 1;
+            }
+        }
+    }
+    tl_log("FAIL %s: the text does not name rank %d: \"%s\"", what, r, text ? text : "(null)");
+    return 1;
 }

@@ -24,6 +24,11 @@ int tl_check_status(const char *ctx, nexar_status_t want, nexar_status_t st);
 /* Case-sensitive substring check of text; prints the text on failure. */
 int tl_check_contains(const char *ctx, const char *text, const char *needle);
 
+/* Checks that text names rank r: "rank 2", "ranks 0, 2", "rank(s) 2-3", "ranks 1 and 3",
+ * "rank 1 (pid ...)".  Prints what and the text when it does not; returns 0 when it does,
+ * 1 otherwise (so that failures add up). */
+int tl_check_names_rank(const char *what, const char *text, int r);
+
 /* Name of a status ("NEXAR_ERR_MISMATCH"). */
 const char *tl_status_name(int st);
 
