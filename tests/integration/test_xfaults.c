@@ -1,0 +1,315 @@
+/*
+ * test_xfaults.c - faults across nodes (issue 4): every op ends, with the documented
+ * status, on every rank of every node, in time.  Daemons A (the coordinator), B and C
+ * on loopback with QUIC and real certificates (cluster_util.c), each with
+ * peer_idle_timeout_ms=2000 and keepalive_ms=500; the ranks run xfault_rank.c.
+ *
+ *  1. mismatch (2 nodes x 2 ranks; the two ranks of a node agree, the nodes differ, so
+ *     only the daemons' exchange can see it): all_reduce count 64 on A vs 65 on B;
+ *     broadcast on A vs all_reduce on B; broadcast root 0 vs root 1.  Every rank gets
+ *     NEXAR_ERR_MISMATCH within 5 s although NEXAR_TIMEOUT is 30 (caught by the
+ *     signatures, not by a deadline), and the text names the op (and both counts, both
+ *     ops).
+ *  2. timeout (2 x 2, NEXAR_TIMEOUT=3): after a barrier, rank 3 (on B) never calls the
+ *     all_reduce.  Every other rank gets NEXAR_ERR_TIMEOUT 2-6 s after its call; on B
+ *     (where rank 3 lives) the text names rank 3, on A it names rank 3 or node B.
+ *  3. a rank killed with SIGKILL mid-allreduce (2 x 2 looping 1 MiB allreduces): rank 1,
+ *     on A.  Every survivor, on A and on B, gets NEXAR_ERR_PEER_LOST naming rank 1
+ *     within 2 s + the idle timeout of the kill.
+ *  4. a daemon killed with SIGKILL mid-allreduce (ranks 0 and 1 on A, 2 on B, 3 on C):
+ *     C.  The ranks on A and B get NEXAR_ERR_PEER_LOST naming C and rank 3 within the
+ *     idle timeout + 1.5 s; rank 3, whose daemon is gone, NEXAR_ERR_UNAVAILABLE.
+ * Then A and B stop cleanly (exit 0 on SIGTERM).  Every status, time and text is printed.
+ *
+ *   itest_test_xfaults [--one-node]
+ * --one-node puts every rank on A (the mismatch then sits between A's ranks) and skips
+ * 4: the same checks on one node, to check the test itself.
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cluster_util.h"
+#include "itest.h"
+
+#define IDLE_S 2.0 /* peer_idle_timeout_ms below */
+#define RANK_LOSS_BUDGET_S (2.0 + IDLE_S)
+#define NODE_LOSS_BUDGET_S (IDLE_S + 1.5)
+#define NR 4
+
+static int fails, one_node;
+static struct cu_node nd[3];
+
+struct end {
+    int status;
+    double t_end, elapsed;
+    long iters;
+    char op[32];
+    char text[1536];
+};
+
+/* The end<rank> file of xfault_rank.c, waiting up to limit_s.  0 or -1. */
+static int read_end(int r, double limit_s, struct end *e)
+{
+    char buf[2048];
+    memset(e, 0, sizeof(*e));
+    if (cu_read("end", r, buf, sizeof(buf)) &&
+        (cu_wait_file("end", r, limit_s) || cu_read("end", r, buf, sizeof(buf))))
+        return -1;
+    int off = 0;
+    if (sscanf(buf, "%d %lf %lf %ld %31s %n", &e->status, &e->t_end, &e->elapsed, &e->iters,
+               e->op, &off) < 5)
+        return -1;
+    snprintf(e->text, sizeof(e->text), "%.*s", (int)strcspn(buf + off, "\n"), buf + off);
+    return 0;
+}
+
+static void clear_out(void)
+{
+    hx_rmtree(cu_out());
+    mkdir(cu_out(), 0700);
+}
+
+struct job {
+    char name[64];
+    int node[NR]; /* logical node of each rank: 0 = A, 1 = B, 2 = C */
+    pid_t pid[NR];
+};
+
+/* Starts NR ranks of xfault_rank.c in mode; extra is one more "K=V" (or NULL). */
+static void job_start(struct job *j, const char *tag, const int *node, const char *mode,
+                      int timeout_s, const char *extra)
+{
+    hx_job_name(j->name, sizeof(j->name), tag);
+    const char *argv[] = {getenv("XFAULT_RANK"), mode, NULL};
+    for (int r = 0; r < NR; r++) {
+        char e_node[32];
+        j->node[r] = node[r];
+        snprintf(e_node, sizeof(e_node), "XF_NODE=%d", node[r]);
+        const char *env[] = {e_node, extra, NULL};
+        const struct cu_node *n = &nd[one_node ? 0 : node[r]];
+        j->pid[r] = cu_rank_exec(n->d.sock, nd[0].addr, j->name, r, NR, timeout_s, argv, env,
+                                 NULL);
+    }
+}
+
+/* Every rank but `skip` (-1: none) must have exited 0; the rest is reaped or killed. */
+static void job_reap(struct job *j, int skip)
+{
+    for (int r = 0; r < NR; r++) {
+        int code = cu_wait_exit(j->pid[r], 15);
+        EXPECT_TRUE(fails, r == skip || code == 0, "rank %d of %s exited %d", r, j->name, code);
+    }
+}
+
+/* ---- 1. mismatch ------------------------------------------------------------------ */
+
+static void mismatch(const char *variant, const char *const *needles)
+{
+    static const int node[NR] = {0, 0, 1, 1};
+    char env[64];
+    struct job j;
+    snprintf(env, sizeof(env), "XF_VARIANT=%s", variant);
+    clear_out();
+    tl_log("1. mismatch across nodes (%s)", variant);
+    job_start(&j, "xf-mismatch", node, "mismatch", 30, env);
+    for (int r = 0; r < NR; r++) {
+        struct end e;
+        if (read_end(r, 40, &e)) {
+            EXPECT_TRUE(fails, 0, "mismatch %s: rank %d reported nothing", variant, r);
+            continue;
+        }
+        tl_log("   rank %d (node %c) %s: %s after %.2f s: \"%s\"", r, 'A' + node[r], e.op,
+               tl_status_name(e.status), e.elapsed, e.text);
+        EXPECT_TRUE(fails, e.status == NEXAR_ERR_MISMATCH, "mismatch %s: rank %d got %s, "
+                    "expected NEXAR_ERR_MISMATCH", variant, r, tl_status_name(e.status));
+        EXPECT_TRUE(fails, e.elapsed <= 5.0, "mismatch %s: rank %d waited %.2f s (NEXAR_TIMEOUT "
+                    "is 30 s: a mismatch must be seen from the signatures)", variant, r,
+                    e.elapsed);
+        for (int k = 0; needles[k]; k++)
+            EXPECT_TRUE(fails, strstr(e.text, needles[k]), "mismatch %s: rank %d: the text "
+                        "does not name \"%s\"", variant, r, needles[k]);
+    }
+    job_reap(&j, -1);
+}
+
+/* ---- 2. timeout -------------------------------------------------------------------- */
+
+static void timeout(void)
+{
+    static const int node[NR] = {0, 0, 1, 1};
+    struct job j;
+    clear_out();
+    tl_log("2. timeout across nodes: rank 3 on node B never calls the all_reduce, "
+           "NEXAR_TIMEOUT=3");
+    job_start(&j, "xf-timeout", node, "timeout", 3, "XF_MISSING=3");
+    for (int r = 0; r < NR - 1; r++) {
+        struct end e;
+        if (read_end(r, 40, &e)) {
+            EXPECT_TRUE(fails, 0, "timeout: rank %d reported nothing", r);
+            continue;
+        }
+        tl_log("   rank %d (node %c) %s: %s after %.2f s: \"%s\"", r, 'A' + node[r], e.op,
+               tl_status_name(e.status), e.elapsed, e.text);
+        EXPECT_TRUE(fails, e.status == NEXAR_ERR_TIMEOUT && !strcmp(e.op, "all_reduce"),
+                    "timeout: rank %d: %s on %s, expected NEXAR_ERR_TIMEOUT on the all_reduce",
+                    r, tl_status_name(e.status), e.op);
+        EXPECT_TRUE(fails, e.elapsed >= 2.0 && e.elapsed <= 6.0,
+                    "timeout: rank %d: after %.2f s, expected 2-6 s (NEXAR_TIMEOUT=3)", r,
+                    e.elapsed);
+        if (node[r] == 1 || one_node)
+            fails += tl_check_names_rank("timeout text on the missing rank's node", e.text, 3);
+        else
+            EXPECT_TRUE(fails, strstr(e.text, nd[1].addr) ||
+                        !tl_check_names_rank("timeout text on node A", e.text, 3),
+                        "timeout: rank %d on node A: the text names neither rank 3 nor its "
+                        "node %s", r, nd[1].addr);
+    }
+    char rel[300];
+    snprintf(rel, sizeof(rel), "%s/release", cu_out());
+    FILE *f = fopen(rel, "w");
+    if (f)
+        fclose(f);
+    job_reap(&j, -1);
+}
+
+/* ---- 3 and 4. losses mid-allreduce ------------------------------------------------- */
+
+/* Waits until every rank of the loop did one exact allreduce; -1 (reported) when one
+ * failed first: nothing to kill then. */
+static int loop_ready(const struct job *j)
+{
+    double end = tl_now() + 40;
+    for (int r = 0; r < NR; r++) {
+        while (cu_wait_file("ready", r, 0.05)) {
+            struct end e;
+            if (read_end(r, 0, &e) == 0) {
+                EXPECT_TRUE(fails, 0, "rank %d failed before the fault: %s on %s: \"%s\"", r,
+                            tl_status_name(e.status), e.op, e.text);
+                return -1;
+            }
+            if (tl_now() > end) {
+                EXPECT_TRUE(fails, 0, "rank %d did no allreduce within 40 s", r);
+                return -1;
+            }
+        }
+    }
+    usleep(300000); /* well into the loop: the kill lands mid-allreduce */
+    return 0;
+}
+
+/* The survivors' ends: status want within budget of t_kill, naming rank `named` (and
+ * node address addr, if not NULL). */
+static void check_loss(const struct job *j, int skip, double t_kill, double budget,
+                       int want, int named, const char *addr, const char *what)
+{
+    for (int r = 0; r < NR; r++) {
+        if (r == skip)
+            continue;
+        struct end e;
+        if (read_end(r, budget + 20, &e)) {
+            EXPECT_TRUE(fails, 0, "%s: rank %d had no error %.0f s after the kill", what, r,
+                        budget + 20);
+            continue;
+        }
+        double dt = e.t_end - t_kill;
+        tl_log("   rank %d (node %c): %s after %.2f s (%ld allreduces before): \"%s\"", r,
+               'A' + j->node[r], tl_status_name(e.status), dt, e.iters, e.text);
+        EXPECT_TRUE(fails, e.status == want, "%s: rank %d got %s, expected %s", what, r,
+                    tl_status_name(e.status), tl_status_name(want));
+        EXPECT_TRUE(fails, dt <= budget, "%s: rank %d erred %.2f s after the kill, budget "
+                    "%.1f s", what, r, dt, budget);
+        if (named >= 0)
+            fails += tl_check_names_rank(what, e.text, named);
+        if (addr)
+            EXPECT_TRUE(fails, strstr(e.text, addr), "%s: rank %d: the text does not name "
+                        "node %s", what, r, addr);
+    }
+}
+
+static void rank_kill(void)
+{
+    static const int node[NR] = {0, 0, 1, 1};
+    struct job j;
+    clear_out();
+    tl_log("3. SIGKILL to rank 1 (node A) while every rank loops 1 MiB allreduces");
+    job_start(&j, "xf-rankkill", node, "loop", 30, NULL);
+    if (loop_ready(&j) == 0) {
+        double t_kill = tl_now();
+        kill(j.pid[1], SIGKILL);
+        check_loss(&j, 1, t_kill, RANK_LOSS_BUDGET_S, NEXAR_ERR_PEER_LOST, 1, NULL,
+                   "rank 1 killed");
+    }
+    job_reap(&j, 1);
+}
+
+static void node_kill(void)
+{
+    static const int node[NR] = {0, 0, 1, 2};
+    struct job j;
+    clear_out();
+    tl_log("4. SIGKILL to node C's nexard (rank 3) while every rank loops 1 MiB allreduces");
+    job_start(&j, "xf-nodekill", node, "loop", 30, NULL);
+    if (loop_ready(&j) == 0) {
+        double t_kill = tl_now();
+        hx_daemon_kill(&nd[2].d);
+        check_loss(&j, 3, t_kill, NODE_LOSS_BUDGET_S, NEXAR_ERR_PEER_LOST, 3, nd[2].addr,
+                   "node C killed");
+        /* rank 3 lost its own daemon */
+        struct end e;
+        if (read_end(3, 10, &e) == 0) {
+            tl_log("   rank 3 (node C, its daemon gone): %s after %.2f s: \"%s\"",
+                   tl_status_name(e.status), e.t_end - t_kill, e.text);
+            EXPECT_TRUE(fails, e.status == NEXAR_ERR_UNAVAILABLE && e.t_end - t_kill <= 5.0,
+                        "rank 3 got %s after %.2f s, expected NEXAR_ERR_UNAVAILABLE within 5 s",
+                        tl_status_name(e.status), e.t_end - t_kill);
+        } else {
+            EXPECT_TRUE(fails, 0, "rank 3 (node C) never saw its daemon die");
+        }
+    }
+    job_reap(&j, -1);
+}
+
+int main(int argc, char **argv)
+{
+    one_node = argc > 1 && !strcmp(argv[1], "--one-node");
+    if (!getenv("XFAULT_RANK")) {
+        fprintf(stderr, "SKIP: $XFAULT_RANK is not set (run through meson test)\n");
+        return HX_SKIP;
+    }
+    cu_init("xfaults");
+    const char *quick[] = {"--set", "peer_idle_timeout_ms=2000", "--set", "keepalive_ms=500",
+                           NULL};
+    static const char *const certs[] = {"node0", "node1", "node2"};
+    for (int i = 0; i < 3; i++)
+        if (cu_node_start(&nd[i], certs[i], "ca", quick)) {
+            for (int k = 0; k < i; k++)
+                hx_daemon_kill(&nd[k].d);
+            cu_fini();
+            return 1;
+        }
+    tl_log("faults across nodes: A %s (coordinator), B %s, C %s%s", nd[0].addr, nd[1].addr,
+           nd[2].addr, one_node ? "; --one-node: every rank on A" : "");
+    double t0 = tl_now();
+
+    mismatch("count", (const char *const[]){"all_reduce", "64", "65", NULL});
+    mismatch("kind", (const char *const[]){"broadcast", "all_reduce", NULL});
+    mismatch("root", (const char *const[]){"broadcast", NULL});
+    timeout();
+    rank_kill();
+    if (!one_node)
+        node_kill();
+
+    for (int i = 0; i < 2; i++)
+        if (hx_daemon_stop(&nd[i].d)) {
+            tl_log("FAIL: nexard %c did not stop cleanly", 'A' + i);
+            fails++;
+        }
+    hx_daemon_kill(&nd[2].d);
+    hx_rmtree(nd[2].d.dir);
+    cu_fini();
+    tl_log("%.1f s; %s", tl_now() - t0, fails ? "FAILED" : "PASSED");
+    return fails ? 1 : 0;
+}
