@@ -8,8 +8,8 @@
  *     only the daemons' exchange can see it): all_reduce count 64 on A vs 65 on B;
  *     broadcast on A vs all_reduce on B; broadcast root 0 vs root 1.  Every rank gets
  *     NEXAR_ERR_MISMATCH within 5 s although NEXAR_TIMEOUT is 30 (caught by the
- *     signatures, not by a deadline), and the text names the op (and both counts, both
- *     ops).
+ *     signatures, not by a deadline), and the text names the op and both signatures
+ *     (both counts, both ops, both roots), as on one node.
  *  2. timeout (2 x 2, NEXAR_TIMEOUT=3): after a barrier, rank 3 (on B) never calls the
  *     all_reduce.  Every other rank gets NEXAR_ERR_TIMEOUT 2-6 s after its call; on B
  *     (where rank 3 lives) the text names rank 3, on A it names rank 3 or node B.
@@ -294,9 +294,11 @@ int main(int argc, char **argv)
            nd[2].addr, one_node ? "; --one-node: every rank on A" : "");
     double t0 = tl_now();
 
-    mismatch("count", (const char *const[]){"all_reduce", "64", "65", NULL});
+    /* the one-node texts name the op and both signatures: "rank 0 called
+     * all_reduce(count=64, f32, sum) but rank 3 called all_reduce(count=65, f32, sum)" */
+    mismatch("count", (const char *const[]){"all_reduce", "count=64", "count=65", NULL});
     mismatch("kind", (const char *const[]){"broadcast", "all_reduce", NULL});
-    mismatch("root", (const char *const[]){"broadcast", NULL});
+    mismatch("root", (const char *const[]){"broadcast", "root=0", "root=1", NULL});
     timeout();
     rank_kill();
     if (!one_node)
