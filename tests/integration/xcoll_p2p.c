@@ -162,9 +162,11 @@ int xc_p2p(nexar_comm_t *w, const struct xc_place *p)
     fill(NEXAR_I32, s1, 16, me, 1, 0);
     if (EXPECT_OK(fails, "p2p: isend tag 2", nexar_isend(w, s2, 16, NEXAR_I32, next, 2, &q2)) ||
         EXPECT_OK(fails, "p2p: isend tag 1", nexar_isend(w, s1, 16, NEXAR_I32, next, 1, &q1)) ||
-        EXPECT_OK(fails, "p2p: recv tag 1 (sent second)", nexar_recv(w, a, 16, NEXAR_I32, prev, 1)) ||
+        EXPECT_OK(fails, "p2p: recv tag 1 (sent second)",
+                  nexar_recv(w, a, 16, NEXAR_I32, prev, 1)) ||
         check_msg(&fails, NEXAR_I32, a, 16, prev, 1, 0) ||
-        EXPECT_OK(fails, "p2p: recv tag 2 (sent first)", nexar_recv(w, b, 16, NEXAR_I32, prev, 2)) ||
+        EXPECT_OK(fails, "p2p: recv tag 2 (sent first)",
+                  nexar_recv(w, b, 16, NEXAR_I32, prev, 2)) ||
         check_msg(&fails, NEXAR_I32, b, 16, prev, 2, 0) ||
         EXPECT_OK(fails, "p2p: wait isend tag 1", nexar_wait(q1)) ||
         EXPECT_OK(fails, "p2p: wait isend tag 2", nexar_wait(q2)))
@@ -176,7 +178,8 @@ int xc_p2p(nexar_comm_t *w, const struct xc_place *p)
         goto out;
     fill(NEXAR_I32, a, 8, me, 3, 1);
     if (EXPECT_OK(fails, "p2p: blocking send tag 3", nexar_send(w, a, 8, NEXAR_I32, next, 3)) ||
-        EXPECT_OK(fails, "p2p: recv tag 3 (sent second)", nexar_recv(w, b, 8, NEXAR_I32, prev, 3)) ||
+        EXPECT_OK(fails, "p2p: recv tag 3 (sent second)",
+                  nexar_recv(w, b, 8, NEXAR_I32, prev, 3)) ||
         check_msg(&fails, NEXAR_I32, b, 8, prev, 3, 1) ||
         EXPECT_OK(fails, "p2p: recv tag 4 (sent first)", nexar_recv(w, b, 8, NEXAR_I32, prev, 4)) ||
         check_msg(&fails, NEXAR_I32, b, 8, prev, 4, 1))

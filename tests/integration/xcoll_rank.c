@@ -226,7 +226,8 @@ static int overlap(nexar_comm_t *w, struct tally *t)
     int32_t *b = malloc(nb * 4), *eb = malloc(nb * 4);
     uint8_t *cs = malloc(nc), *cr = malloc(nc * (size_t)size), *ec = malloc(nc * (size_t)size);
     double *ds = malloc(nd * 8 * (size_t)size), *dr = malloc(nd * 8), *ed = malloc(nd * 8);
-    void **in_a = calloc((size_t)size, sizeof(void *)), **in_d = calloc((size_t)size, sizeof(void *));
+    void **in_a = calloc((size_t)size, sizeof(void *));
+    void **in_d = calloc((size_t)size, sizeof(void *));
     const void **blk = calloc((size_t)size, sizeof(void *));
     for (int r = 0; r < size; r++) {
         in_a[r] = malloc(na * 4);
@@ -274,14 +275,16 @@ static int overlap(nexar_comm_t *w, struct tally *t)
         bad |= tl_check_status(ctx, NEXAR_OK, nexar_sync(w));
     }
     if (!bad) {
-        snprintf(ctx, sizeof(ctx), "rank %d/%d overlap: all_reduce f32 sum count=%zu", me, size, na);
+        snprintf(ctx, sizeof(ctx), "rank %d/%d overlap: all_reduce f32 sum count=%zu", me, size,
+                 na);
         t->wrong += tl_check_elems(ctx, NEXAR_F32, ea, a, na) != 0;
         snprintf(ctx, sizeof(ctx), "rank %d/%d overlap: broadcast i32 count=1001 root=%d", me,
                  size, broot);
         t->wrong += tl_check_elems(ctx, NEXAR_I32, eb, b, nb) != 0;
         snprintf(ctx, sizeof(ctx), "rank %d/%d overlap: all_gather u8 count=13", me, size);
         t->wrong += tl_check_elems(ctx, NEXAR_U8, ec, cr, nc * (size_t)size) != 0;
-        snprintf(ctx, sizeof(ctx), "rank %d/%d overlap: reduce_scatter f64 max count=4099", me, size);
+        snprintf(ctx, sizeof(ctx), "rank %d/%d overlap: reduce_scatter f64 max count=4099", me,
+                 size);
         t->wrong += tl_check_elems(ctx, NEXAR_F64, ed, dr, nd) != 0;
     }
     t->cases += 5;
