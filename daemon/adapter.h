@@ -36,6 +36,11 @@ struct nx_adapter {
     int (*scan_fanout)(void *const *dsts, const void *const *srcs, size_t nranks,
                        size_t n, uint8_t dtype, uint8_t op, int exclusive);
     int (*fill_identity)(void *dst, size_t n, uint8_t dtype, uint8_t op);
+    /* F16/BF16 <-> f32: a reduction across nodes keeps its node-level partials in f32,
+     * so that every element is rounded once, as on one node.  host_dst / host_src is
+     * host memory of n floats; NULL where the adapter cannot. */
+    int (*widen_half)(float *host_dst, const void *src, size_t n, uint8_t dtype);
+    int (*narrow_half)(void *dst, const float *host_src, size_t n, uint8_t dtype);
     /* iov forms: gather scattered rank buffers into one host buffer and back. */
     int (*stage_for_send_iov)(void *host_dst, const struct nx_iov *src, size_t n);
     int (*receive_to_device_iov)(const struct nx_iov *dst, size_t n, const void *host_src);

@@ -58,6 +58,8 @@ const struct nx_adapter nx_adapter_cpu = {
     .reduce_fanout = nx_reduce_fanout,
     .scan_fanout = cpu_scan,
     .fill_identity = nx_fill_identity,
+    .widen_half = nx_half_widen,
+    .narrow_half = nx_half_narrow,
     .stage_for_send_iov = cpu_gather_iov,
     .receive_to_device_iov = cpu_scatter_iov,
 };

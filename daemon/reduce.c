@@ -689,3 +689,21 @@ int nx_fill_identity(void *dst, size_t n, uint8_t dtype, uint8_t op)
     fill(dst, n, dtype, op);
     return 0;
 }
+
+int nx_half_widen(float *dst, const void *src, size_t n, uint8_t dtype)
+{
+    if (!is_half(dtype) || !dst || !src || n > SIZE_MAX / sizeof(float))
+        return -EINVAL;
+    if (n)
+        isa_get()->widen[dtype == NEXAR_BF16](dst, src, n);
+    return 0;
+}
+
+int nx_half_narrow(void *dst, const float *src, size_t n, uint8_t dtype)
+{
+    if (!is_half(dtype) || !dst || !src || n > SIZE_MAX / sizeof(float))
+        return -EINVAL;
+    if (n)
+        isa_get()->narrow[dtype == NEXAR_BF16](dst, src, n);
+    return 0;
+}

@@ -62,4 +62,9 @@ int nx_scan_fanout(void *const *dsts, const void *const *srcs, size_t nranks, si
  * +inf / -inf for float MIN / MAX.  The SUM identity of floats is +0.0. */
 int nx_fill_identity(void *dst, size_t n, uint8_t dtype, uint8_t op);
 
+/* F16/BF16 <-> f32, n elements: widening is exact, narrowing rounds to nearest even as
+ * every kernel here does.  dtype must be NEXAR_F16 or NEXAR_BF16; no overlap. */
+int nx_half_widen(float *dst, const void *src, size_t n, uint8_t dtype);
+int nx_half_narrow(void *dst, const float *src, size_t n, uint8_t dtype);
+
 #endif /* NX_REDUCE_H */

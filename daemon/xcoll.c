@@ -79,16 +79,22 @@ static uint32_t esize(const struct nx_op *op)
     return es ? es : 1; /* barrier */
 }
 
+/* Element size on the wire: f32 for half-type reductions (xlocal.h). */
+static uint32_t wire_esize(const struct nx_op *op)
+{
+    return nx_xlocal_wide(op->sig.kind, op->sig.dtype) ? 4 : esize(op);
+}
+
 /* Byte offset of part k within a block; an op of one part adds nothing (its chunk size
  * may be "unbounded" for kinds without data). */
 static uint64_t part_base(const struct nx_op *op, uint64_t k)
 {
-    return op->nchunks > 1 ? k * op->chunk_elems * esize(op) : 0;
+    return op->nchunks > 1 ? k * op->chunk_elems * wire_esize(op) : 0;
 }
 
 static uint64_t part_of(const struct nx_op *op, uint64_t offset)
 {
-    return op->nchunks > 1 ? offset / (op->chunk_elems * esize(op)) : 0;
+    return op->nchunks > 1 ? offset / (op->chunk_elems * wire_esize(op)) : 0;
 }
 
 static uint32_t op_sig(const struct nx_op *op)
@@ -233,6 +239,7 @@ static void xlocal_of(const struct xpart *p, struct nx_xlocal *j)
         .P = nx_comm_span_size(c),
         .L = c->size,
         .n = p->n,
+        .wide = nx_xlocal_wide(op->sig.kind, op->sig.dtype),
         .io = p->io,
         .in = p->in,
         .out = p->out_is_in ? p->in : p->out,
@@ -251,9 +258,11 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
 {
     struct nx_op *op = p->op;
     struct nx_comm *c = op->comm;
-    uint32_t es = esize(op);
     struct nx_xlocal j;
     xlocal_of(p, &j);
+    /* Node-level elements: f32 partials for half-type reductions. */
+    uint8_t ndtype = j.wide ? NEXAR_F32 : op->sig.dtype;
+    uint32_t es = wire_esize(op);
     bool staged = c->size == 1 && p->staged[0];
     if (p->n && nx_xlocal_in_place(&j, staged, op->nchunks == 1, &p->in, &p->out)) {
         p->in_place = true;
@@ -272,7 +281,7 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
     what_of(op, p->index, what, sizeof(what));
     struct nx_xop_desc d = {
         .kind = op->sig.kind,
-        .dtype = op->sig.dtype,
+        .dtype = ndtype,
         .redop = op->sig.redop,
         .algo = NX_ALGO_AUTO,
         .count = p->n,

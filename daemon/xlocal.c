@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "mem.h"
+#include "nexar.h"
 #include "shm_abi.h"
 
 #define MAX_STACK_RANKS 64
@@ -58,10 +59,27 @@ void nx_xlocal_sizes(const struct nx_xlocal *j, uint64_t *in, uint64_t *out, boo
     }
 }
 
+bool nx_xlocal_wide(uint8_t kind, uint8_t dtype)
+{
+    if (dtype != NEXAR_F16 && dtype != NEXAR_BF16)
+        return false;
+    switch (kind) {
+    case NX_K_ALL_REDUCE:
+    case NX_K_ALL_REDUCE_BUCKETED:
+    case NX_K_REDUCE:
+    case NX_K_REDUCE_SCATTER:
+    case NX_K_SCAN:
+    case NX_K_EXSCAN:
+        return true;
+    default:
+        return false;
+    }
+}
+
 bool nx_xlocal_in_place(const struct nx_xlocal *j, bool staged, bool whole, uint8_t **in,
                         uint8_t **out)
 {
-    if (j->L != 1)
+    if (j->L != 1 || j->wide)
         return false;
     const struct nx_rank_io *io = &j->io[0];
     bool contiguous = staged || whole; /* blocks of n elements, back to back */
@@ -151,8 +169,69 @@ static int gather(const struct nx_adapter *ad, const struct nx_xlocal *j, const 
     }
 }
 
+/* f32 dst = the reduction over the local ranks of block b, widened. */
+static int reduce_block_wide(const struct nx_adapter *ad, const struct nx_xlocal *j, uint64_t b,
+                             float *dst, float *tmp)
+{
+    uint32_t es = nx_dtype_size(j->dtype);
+    int rv = ad->widen_half(dst, blk(j->io[0].in, j->io[0].in_stride, b, es), j->n, j->dtype);
+    for (uint32_t i = 1; i < j->L && rv == 0; i++) {
+        rv = ad->widen_half(tmp, blk(j->io[i].in, j->io[i].in_stride, b, es), j->n, j->dtype);
+        if (rv == 0)
+            rv = ad->reduce_inplace(dst, tmp, j->n, NEXAR_F32, j->redop);
+    }
+    return rv;
+}
+
+static int gather_wide(const struct nx_adapter *ad, const struct nx_xlocal *j)
+{
+    float *in = (float *)j->in, *tmp = j->L > 1 ? nx_xmalloc(j->n * sizeof(float)) : NULL;
+    int rv = 0;
+    switch (j->kind) {
+    case NX_K_REDUCE_SCATTER:
+        for (uint64_t b = 0; b < j->P && rv == 0; b++)
+            rv = reduce_block_wide(ad, j, b, in + b * j->n, tmp);
+        break;
+    case NX_K_SCAN:
+    case NX_K_EXSCAN:
+        for (uint32_t i = 0; i < j->L && rv == 0; i++)
+            rv = ad->widen_half(in + i * j->n, j->io[i].in, j->n, j->dtype);
+        break;
+    default: /* all_reduce, bucketed, reduce */
+        rv = reduce_block_wide(ad, j, 0, in, tmp);
+        break;
+    }
+    free(tmp);
+    return rv;
+}
+
+static int scatter_wide(const struct nx_adapter *ad, const struct nx_xlocal *j)
+{
+    const float *res = (const float *)(j->kind == NX_K_ALL_REDUCE ||
+                                       j->kind == NX_K_ALL_REDUCE_BUCKETED ||
+                                       j->kind == NX_K_REDUCE ? j->in : j->out);
+    uint64_t bytes = j->n * nx_dtype_size(j->dtype);
+    int rv = 0;
+    switch (j->kind) {
+    case NX_K_ALL_REDUCE:
+    case NX_K_ALL_REDUCE_BUCKETED: /* round once, then copy the rounded values */
+        rv = ad->narrow_half(j->io[0].out, res, j->n, j->dtype);
+        for (uint32_t i = 1; i < j->L && rv == 0; i++)
+            rv = ad->receive_to_device(j->io[i].out, j->io[0].out, bytes);
+        return rv;
+    case NX_K_REDUCE:
+        return j->root_here ? ad->narrow_half(j->io[j->root_local].out, res, j->n, j->dtype) : 0;
+    default: /* reduce_scatter, scan, exscan: local rank i's block */
+        for (uint32_t i = 0; i < j->L && rv == 0; i++)
+            rv = ad->narrow_half(j->io[i].out, res + i * j->n, j->n, j->dtype);
+        return rv;
+    }
+}
+
 int nx_xlocal_gather(const struct nx_adapter *ad, const struct nx_xlocal *j)
 {
+    if (j->wide)
+        return !ad->widen_half ? -ENOTSUP : j->n ? gather_wide(ad, j) : 0;
     const void *stack[MAX_STACK_RANKS];
     const void **srcs = j->L <= MAX_STACK_RANKS ? stack : nx_xcalloc(j->L, sizeof(*srcs));
     int rv = j->n ? gather(ad, j, srcs) : 0;
@@ -169,6 +248,8 @@ int nx_xlocal_scatter(const struct nx_adapter *ad, const struct nx_xlocal *j)
     int rv = 0;
     if (j->n == 0)
         return 0;
+    if (j->wide)
+        return !ad->narrow_half ? -ENOTSUP : scatter_wide(ad, j);
     switch (j->kind) {
     case NX_K_ALL_REDUCE:
     case NX_K_ALL_REDUCE_BUCKETED:

@@ -18,6 +18,11 @@
  *                         at i*P + j                       from rank j
  *   barrier               -                                -
  *
+ * F16/BF16 reductions (all_reduce, bucketed, reduce, reduce_scatter, scan, exscan) keep
+ * the node-level buffers in f32 (wide): the ranks' values are widened, combined in f32,
+ * carried across nodes in f32 and rounded once on the way back, so every element is
+ * rounded once wherever the ranks are, as design.md promises and as on one node.
+ *
  * Everything goes through the adapter, like coll_local.c.
  */
 #ifndef NX_XLOCAL_H
@@ -35,9 +40,13 @@ struct nx_xlocal {
     bool root_here;         /* rooted kinds: the root rank is on this node ... */
     uint32_t root_local;    /* ... and is local rank root_local (index into io) */
     uint64_t n;             /* elements per block in this part */
+    bool wide;              /* node-level buffers are f32 (nx_xlocal_wide) */
     struct nx_rank_io *io;  /* L entries, in ascending rank order */
     uint8_t *in, *out;      /* the node-level buffers (nx_xlocal_sizes) */
 };
+
+/* Whether kind on dtype runs with f32 node-level buffers. */
+bool nx_xlocal_wide(uint8_t kind, uint8_t dtype);
 
 /* Elements of the node-level buffers for kind; out_is_in: out must be in itself (0
  * elements of its own).  Either may be 0 (no buffer). */
