@@ -556,20 +556,19 @@ void nx_sched_fail_all(struct nx_comm *c)
     }
 }
 
-/* "2, 3" of the ranks of op that hold up its next chunk. */
-static void waiting_ranks(const struct nx_op *op, char *buf, size_t len, bool *none_arrived)
+/* "2, 3" of the ranks of op that hold up its next chunk, as the ranks number them. */
+static void waiting_ranks(const struct nx_op *op, char *buf, size_t len)
 {
     size_t off = 0;
     unsigned shown = 0;
     buf[0] = '\0';
-    *none_arrived = true;
     for (uint32_t r = 0; r < op->comm->size && off < len; r++) {
         const struct nx_part *p = &op->parts[r];
-        bool waiting = !p->client || (!nx_part_direct(p) && p->q_head == p->q_len);
-        if (p->client)
-            *none_arrived = false;
+        bool waiting = !p->client || (!nx_part_direct(p) && p->q_head == p->q_len &&
+                                      op->next_chunk < op->nchunks);
         if (waiting && shown++ < 32)
-            off += (size_t)snprintf(buf + off, len - off, "%s%u", shown > 1 ? ", " : "", r);
+            off += (size_t)snprintf(buf + off, len - off, "%s%u", shown > 1 ? ", " : "",
+                                    nx_comm_span_rank(op->comm, r));
     }
 }
 
@@ -583,23 +582,37 @@ void nx_sched_tick(double now)
         if (!c->failed_status)
             nx_xp2p_tick(c, now);
         struct nx_op *op = TAILQ_FIRST(&c->sched.ops);
-        if (!op || c->failed_status || now - op->started < c->timeout_ms / 1000.0)
+        if (!op || c->failed_status)
             continue;
         char ranks[256];
-        bool none;
-        waiting_ranks(op, ranks, sizeof(ranks), &none);
+        waiting_ranks(op, ranks, sizeof(ranks));
+        double limit = c->timeout_ms / 1000.0;
+        /* Held up by other nodes only: the node where a rank is missing names it first,
+         * and its text reaches us through the communicator's abort. */
+        bool remote = c->x && !ranks[0];
+        if (now - op->started < limit + (remote ? 1.0 : 0))
+            continue;
         nxd.stats.timeouts++;
-        if (op->arrived < c->size)
+        if (remote) {
+            char where[1024];
+            nx_xcoll_describe(op, where, sizeof(where));
+            nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
+                         "%s seq %" PRIu64 " on comm %u (job \"%s\") made no progress for "
+                         "%.0f s: its ranks here are all in, %s",
+                         nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, limit,
+                         where[0] ? where : "other nodes never sent their part");
+        } else if (op->arrived < c->size) {
             nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
                          "%s seq %" PRIu64 " on comm %u (job \"%s\") timed out after %.0f s: "
-                         "rank(s) %s never arrived (%u of %u did)",
-                         nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name,
-                         c->timeout_ms / 1000.0, ranks, op->arrived, c->size);
-        else
+                         "rank(s) %s never arrived (%u of %u did%s)",
+                         nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, limit,
+                         ranks, op->arrived, c->size, c->x ? " at this node" : "");
+        } else {
             nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
                          "%s seq %" PRIu64 " on comm %u (job \"%s\") made no progress for "
                          "%.0f s: rank(s) %s did not submit chunk %" PRIu64 " of %" PRIu64,
-                         nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name,
-                         c->timeout_ms / 1000.0, ranks, op->next_chunk, op->nchunks);
+                         nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, limit,
+                         ranks, op->next_chunk + 1, op->nchunks);
+        }
     }
 }

@@ -28,8 +28,8 @@
 /* A DATA message that came before its part started here. */
 struct nx_xheld {
     TAILQ_ENTRY(nx_xheld) link;
-    uint64_t seq, offset;
-    uint32_t src, step, sig; /* src: comm node */
+    struct nx_data_hdr h;
+    uint32_t src; /* comm node */
     size_t len;
     uint8_t data[];
 };
@@ -62,6 +62,11 @@ struct nx_xrun {
     bool failed;
     const char *algo;
     LIST_HEAD(, xpart) parts;
+    /* Kinds where a node may finish without hearing from every other (needs_confirm):
+     * the op ends only when every node said it ran the same op. */
+    bool confirm_sent;
+    uint32_t confirms;
+    uint8_t *confirmed; /* per comm node */
 };
 
 static int depth;
@@ -70,6 +75,7 @@ static LIST_HEAD(, xpart) by_id[ID_BUCKETS];
 static uint32_t next_id = 1;
 
 static void start_parts(struct nx_op *op);
+static void complete_part(struct xpart *p);
 
 /* ---- helpers -------------------------------------------------------------------- */
 
@@ -95,6 +101,44 @@ static uint64_t part_base(const struct nx_op *op, uint64_t k)
 static uint64_t part_of(const struct nx_op *op, uint64_t offset)
 {
     return op->nchunks > 1 ? offset / (op->chunk_elems * wire_esize(op)) : 0;
+}
+
+/* A node's part of these may end without a message from every other node (a broadcast's
+ * root only sends, a reduce leaf hears nothing back, a scan's first node only sends): a
+ * node that called something else would be found only by the others.  So the nodes
+ * confirm the op to each other before it ends anywhere. */
+static bool needs_confirm(uint8_t kind)
+{
+    switch (kind) {
+    case NX_K_BROADCAST:
+    case NX_K_REDUCE:
+    case NX_K_GATHER:
+    case NX_K_SCATTER:
+    case NX_K_SCAN:
+    case NX_K_EXSCAN:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The op's signature as DATA headers carry it in full. */
+static void sig_put(const struct nx_op *op, struct nx_data_hdr *h)
+{
+    const struct nx_sqe *e = &op->sig;
+    h->kind = e->kind;
+    h->dtype = e->kind == NX_K_BARRIER ? 0 : e->dtype;
+    h->redop = nx_kind_has_redop(e->kind) ? e->redop : 0;
+    h->root = nx_kind_has_root(e->kind) ? e->peer : 0;
+    h->count = e->kind == NX_K_BARRIER ? 0 : e->count;
+}
+
+static bool sig_same(const struct nx_op *op, const struct nx_data_hdr *h)
+{
+    struct nx_data_hdr mine;
+    sig_put(op, &mine);
+    return mine.kind == h->kind && mine.dtype == h->dtype && mine.redop == h->redop &&
+           mine.root == h->root && mine.count == h->count;
 }
 
 static uint32_t op_sig(const struct nx_op *op)
@@ -206,6 +250,7 @@ static int xop_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
         .length = (uint32_t)m->len,
         .src = c->x->node_job[c->x->me],
     };
+    sig_put(op, &h);
     size_t hl = nx_wire_put_data(hdr, NX_WIRE_DATA, 0, &h);
     struct iovec stack[9], *iov = stack;
     int n = 1 + (m->iov ? m->iovcnt : m->len > 0);
@@ -315,13 +360,14 @@ static void feed_held(struct xpart *p)
     struct nx_xheld *h, *tmp;
     for (h = TAILQ_FIRST(&x->held); h; h = tmp) {
         tmp = TAILQ_NEXT(h, link);
-        if (h->seq != op->seq || part_of(op, h->offset) != p->index)
+        if (h->h.seq != op->seq || h->h.step == NX_XSTEP_CONFIRM ||
+            part_of(op, h->h.offset) != p->index)
             continue;
         TAILQ_REMOVE(&x->held, h, link);
         x->held_bytes -= h->len;
         x->held_msgs--;
-        nx_xop_on_data(p->x, h->src, h->step, h->sig, h->offset - part_base(op, p->index),
-                       h->data, h->len);
+        nx_xop_on_data(p->x, h->src, h->h.step, h->h.sig,
+                       h->h.offset - part_base(op, p->index), h->data, h->len);
         free(h);
     }
 }
@@ -364,6 +410,22 @@ static void part_start(struct nx_op *op)
     nx_xop_start(p->x);
 }
 
+/* Every other node of the communicator hears that this node ran the op to its end. */
+static void send_confirms(struct nx_op *op)
+{
+    struct nx_comm *c = op->comm;
+    uint8_t hdr[NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES];
+    struct nx_data_hdr h = {.job = c->job->net->key, .comm = c->x->key, .seq = op->seq,
+                            .step = NX_XSTEP_CONFIRM, .sig = op->xr->sig,
+                            .src = c->x->node_job[c->x->me]};
+    sig_put(op, &h);
+    struct iovec iov = {hdr, nx_wire_put_data(hdr, NX_WIRE_DATA, 0, &h)};
+    /* A node lost on the way fails the job through the rendezvous. */
+    for (uint32_t i = 0; i < c->x->nnodes; i++)
+        if (i != c->x->me)
+            nx_xcomm_send(c, i, c->x->channel, &iov, 1, 0);
+}
+
 /* Only the oldest ops of a communicator run: what other nodes may send ahead stays
  * bounded (XC_HELD_BYTES) whatever the ranks queue. */
 static bool may_run(const struct nx_op *op)
@@ -385,7 +447,7 @@ static void drop_held(struct nx_comm *c, bool all, uint64_t seq)
     struct nx_xheld *h, *tmp;
     for (h = TAILQ_FIRST(&x->held); h; h = tmp) {
         tmp = TAILQ_NEXT(h, link);
-        if (!all && h->seq != seq)
+        if (!all && h->h.seq != seq)
             continue;
         TAILQ_REMOVE(&x->held, h, link);
         x->held_bytes -= h->len;
@@ -417,6 +479,16 @@ static void start_parts(struct nx_op *op)
     if (xr->failed || xr->done < op->nchunks)
         return;
     struct nx_comm *c = op->comm;
+    if (needs_confirm(op->sig.kind)) {
+        if (!xr->confirm_sent) {
+            xr->confirm_sent = true;
+            send_confirms(op);
+        }
+        if (xr->confirms + 1 < c->x->nnodes)
+            return;
+        if (!LIST_EMPTY(&xr->parts))
+            complete_part(LIST_FIRST(&xr->parts)); /* the last one, kept for this */
+    }
     if (nx_kind_has_redop(op->sig.kind))
         nxd.stats.bytes_reduced += op->sig.count * esize(op) * c->size;
     else
@@ -424,6 +496,16 @@ static void start_parts(struct nx_op *op)
     drop_held(c, false, op->seq); /* stale now */
     nx_op_finish(op);
     kick(c);
+}
+
+/* The part's staged chunks complete; the part goes. */
+static void complete_part(struct xpart *p)
+{
+    struct nx_op *op = p->op;
+    for (uint32_t r = 0; r < op->comm->size; r++)
+        if (p->staged[r])
+            complete(op->parts[r].client, p->user_data[r], NEXAR_OK, NULL);
+    part_free(p);
 }
 
 static void part_fail_text(struct xpart *p, char *buf, size_t len)
@@ -450,11 +532,14 @@ static void handle_ended(struct xpart *p)
         xlocal_of(p, &j);
         nx_xlocal_scatter(&nx_adapter_cpu, &j);
     }
-    for (uint32_t r = 0; r < c->size; r++)
-        if (p->staged[r])
-            complete(op->parts[r].client, p->user_data[r], NEXAR_OK, NULL);
-    part_free(p);
     op->xr->done++;
+    if (needs_confirm(op->sig.kind) && op->xr->done == op->nchunks) {
+        /* The ranks' last chunks complete once every node confirmed (start_parts). */
+        nx_xop_destroy(p->x);
+        p->x = NULL;
+    } else {
+        complete_part(p);
+    }
     op->started = nx_now();
     start_parts(op);
 }
@@ -482,35 +567,65 @@ static void leave(void)
 
 /* ---- the matcher's side ------------------------------------------------------------- */
 
-static void mismatch(struct nx_comm *c, struct nx_op *op, uint32_t node, uint32_t sig)
+/* Another node called something else at op's sequence: both signatures, both nodes. */
+static void mismatch(struct nx_comm *c, struct nx_op *op, uint32_t node,
+                     const struct nx_data_hdr *h)
 {
-    char ours[160], who[160];
+    char ours[160], theirs[160], who[160], me[160];
+    struct nx_sqe e = {.kind = h->kind, .dtype = h->dtype, .redop = h->redop,
+                       .peer = h->root, .count = h->count};
     nx_sig_format(&op->sig, ours, sizeof(ours));
+    if (h->kind >= NX_K_ALL_REDUCE && h->kind <= NX_K_BARRIER)
+        nx_sig_format(&e, theirs, sizeof(theirs));
+    else
+        snprintf(theirs, sizeof(theirs), "an op of kind %u", h->kind);
     nx_xcomm_node_name(c, node, who, sizeof(who));
+    nx_xcomm_node_name(c, c->x->me, me, sizeof(me));
     nxd.stats.mismatches++;
     nx_comm_fail(c, NEXAR_ERR_MISMATCH,
-                 "%s seq %" PRIu64 " on comm %u (job \"%s\"): %s called another collective "
-                 "(signature %08x) than this node's %s (signature %08x)",
-                 nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, who, sig, ours,
-                 op->xr ? op->xr->sig : op_sig(op));
+                 "%s seq %" PRIu64 " on comm %u (job \"%s\"): %s called %s but %s called %s",
+                 nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, who, theirs, me,
+                 ours);
+}
+
+static void confirmed_by(struct nx_op *op, uint32_t node)
+{
+    struct nx_xrun *xr = op->xr;
+    xr->confirmed[node] = 1;
+    xr->confirms++;
+    if (xr->confirm_sent)
+        start_parts(op); /* may finish it */
 }
 
 void nx_xcoll_run(struct nx_op *op)
 {
     enter();
     if (!op->xr) {
+        struct nx_comm *c = op->comm;
         struct nx_xrun *xr = nx_xcalloc(1, sizeof(*xr));
         LIST_INIT(&xr->parts);
         xr->sig = op_sig(op);
+        xr->confirmed = nx_xcalloc(c->x->nnodes, 1);
         op->xr = xr;
-        /* Another node may have started something else at this sequence already. */
-        struct nx_xheld *h;
-        TAILQ_FOREACH(h, &op->comm->x->held, link) {
-            if (h->seq == op->seq && h->sig != xr->sig) {
-                mismatch(op->comm, op, h->src, h->sig); /* frees op */
+        /* Another node may have started something else at this sequence already; what
+         * it confirmed is counted now. */
+        struct nx_xheld *h, *tmp;
+        for (h = TAILQ_FIRST(&c->x->held); h; h = tmp) {
+            tmp = TAILQ_NEXT(h, link);
+            if (h->h.seq != op->seq)
+                continue;
+            if (!sig_same(op, &h->h)) {
+                mismatch(c, op, h->src, &h->h); /* frees op */
                 leave();
                 return;
             }
+            if (h->h.step != NX_XSTEP_CONFIRM)
+                continue;
+            TAILQ_REMOVE(&c->x->held, h, link);
+            c->x->held_msgs--;
+            xr->confirmed[h->src] = 1;
+            xr->confirms++;
+            free(h);
         }
     }
     start_parts(op);
@@ -530,6 +645,7 @@ void nx_xcoll_op_free(struct nx_op *op)
                          c->failed_text);
         part_free(p);
     }
+    free(xr->confirmed);
     free(xr);
     op->xr = NULL;
 }
@@ -560,8 +676,7 @@ static void hold(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *h,
         return;
     }
     struct nx_xheld *e = nx_xmalloc(sizeof(*e) + len);
-    *e = (struct nx_xheld){.seq = h->seq, .offset = h->offset, .src = node, .step = h->step,
-                           .sig = h->sig, .len = len};
+    *e = (struct nx_xheld){.h = *h, .src = node, .len = len};
     memcpy(e->data, data, len);
     TAILQ_INSERT_TAIL(&x->held, e, link);
     x->held_bytes += len;
@@ -577,17 +692,38 @@ static struct xpart *live_part(const struct nx_xrun *xr, uint64_t k)
     return NULL;
 }
 
+/* A DATA message for c from comm node `node`. */
 static void deliver(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *h,
                     const void *data, size_t len)
 {
+    bool confirm = h->step == NX_XSTEP_CONFIRM;
+    if (confirm && (len || h->offset || !needs_confirm(h->kind))) {
+        char who[160];
+        nx_xcomm_node_name(c, node, who, sizeof(who));
+        nx_comm_fail(c, NEXAR_ERR_INTERNAL,
+                     "comm %u (job \"%s\"): %s sent a malformed confirmation of seq %" PRIu64,
+                     c->id, c->job->name, who, h->seq);
+        return;
+    }
     struct nx_op *op = nx_sched_op_find(&c->sched, h->seq);
     if (!op) {
         if (!ended_here(c, h->seq))
             hold(c, node, h, data, len);
         return; /* else a late credit */
     }
-    if (!op->xr || h->sig != op->xr->sig)
-        return mismatch(c, op, node, h->sig); /* a split (or device op) here, or another op */
+    if (!op->xr || !sig_same(op, h))
+        return mismatch(c, op, node, h); /* another op here (or a split, a device op) */
+    if (confirm) {
+        if (op->xr->confirmed[node]) {
+            char who[160];
+            nx_xcomm_node_name(c, node, who, sizeof(who));
+            nx_comm_fail(c, NEXAR_ERR_INTERNAL,
+                         "comm %u (job \"%s\"): %s confirmed seq %" PRIu64 " twice", c->id,
+                         c->job->name, who, h->seq);
+            return;
+        }
+        return confirmed_by(op, node);
+    }
     uint64_t k = part_of(op, h->offset);
     if (k >= op->nchunks) {
         char who[160];
@@ -651,6 +787,18 @@ void nx_xcoll_describe(const struct nx_op *op, char *buf, size_t len)
     LIST_FOREACH(p, &op->xr->parts, op_link)
         if (!oldest || p->index < oldest->index)
             oldest = p;
+    if (op->xr->confirm_sent) {
+        size_t off = (size_t)snprintf(buf, len, "waiting for the confirmation of");
+        for (uint32_t i = 0; i < op->comm->x->nnodes && off < len; i++) {
+            if (i == op->comm->x->me || op->xr->confirmed[i])
+                continue;
+            buf[off++] = ' ';
+            if (off < len)
+                nx_xcomm_node_name(op->comm, i, buf + off, len - off);
+            off += strlen(buf + off);
+        }
+        return;
+    }
     if (!oldest || !oldest->x)
         return;
     char st[256], leg[512];

@@ -17,9 +17,17 @@
  * XC_HELD_BYTES per communicator; beyond, the communicator fails naming the node) and fed
  * to the part's xop when it starts; a credit for a part that ended is dropped.
  *
- * Failures: an xop that fails (a mismatch across nodes, a protocol error in the data, a
- * lost node) fails the communicator with its text, naming the node with its address and
- * ranks; the other nodes learn it through the communicator's PeerAbort (xcomm.h).
+ * Every DATA header carries the op's signature in full: a node that receives another
+ * op's data at a sequence fails the communicator with NEXAR_ERR_MISMATCH naming both
+ * nodes (with their addresses and ranks) and both signatures, before any payload is
+ * used.  For the kinds where a node can finish without hearing from every other
+ * (broadcast, reduce, gather, scatter, scan, exscan) the nodes also confirm each op to
+ * each other (an empty DATA at NX_XSTEP_CONFIRM) before it ends, so that no node
+ * reports success for an op another node did not call.
+ *
+ * Failures: an xop that fails (a protocol error in the data, a lost node) fails the
+ * communicator with its text, naming the node with its address and ranks; the other
+ * nodes learn any failure through the communicator's PeerAbort (xcomm.h).
  *
  * Everything runs on the loop thread.  The xops' done callbacks are queued and handled
  * when the outermost call into this module returns, so no caller ever sees an op or a
@@ -40,6 +48,9 @@ struct nx_tpeer;
 #define XC_PARTS_PER_OP 4
 #define XC_OPS_PER_COMM 2
 #define XC_HELD_BYTES (256ull << 20)
+/* The step of a confirmation: an empty DATA message that says "this node ran op seq to
+ * its end" (never an algorithm step, never NX_XSTEP_CREDIT). */
+#define NX_XSTEP_CONFIRM (UINT32_MAX - 1)
 
 /* The matcher has new descriptors of op (a collective on a spanning communicator):
  * start the parts that can start; completes and frees op when its last part ended. */

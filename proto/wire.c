@@ -70,6 +70,12 @@ size_t nx_wire_put_data(uint8_t *out, enum nx_wire_type type, uint32_t flags,
     put64(p + 32, h->offset);
     put32(p + 40, h->length);
     put32(p + 44, h->src);
+    p[48] = h->kind;
+    p[49] = h->dtype;
+    p[50] = h->redop;
+    p[51] = 0;
+    put32(p + 52, h->root);
+    put64(p + 56, h->count);
     return NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES;
 }
 
@@ -200,6 +206,12 @@ int nx_wire_decode(const void *buf, size_t len, struct nx_wire_msg *m, const cha
     h.offset = get64(p + 32);
     h.length = get32(p + 40);
     h.src = get32(p + 44);
+    h.kind = p[48];
+    h.dtype = p[49];
+    h.redop = p[50];
+    h.root = get32(p + 52);
+    h.count = get64(p + 56);
+    uint8_t pad = p[51];
     p += NX_DATA_HDR_BYTES;
     len -= NX_DATA_HDR_BYTES;
     if (h.length != len)
@@ -207,6 +219,10 @@ int nx_wire_decode(const void *buf, size_t len, struct nx_wire_msg *m, const cha
     /* Receivers compute offset + length to place the payload: that sum must not wrap. */
     if (h.offset > UINT64_MAX - h.length)
         FAIL("payload offset + length overflows");
+    if (pad != 0)
+        FAIL("data header padding is not zero");
+    if (type == NX_WIRE_TEST && (h.kind | h.dtype | h.redop | h.root | h.count))
+        FAIL("a test message with an op signature");
     m->type = (enum nx_wire_type)type;
     m->flags = flags;
     m->hdr = h;

@@ -6,8 +6,8 @@
  * envelope (little-endian): u16 magic 0x584E ("NX"), u8 version (1), u8 type, u32 flags.
  * type CTL:  body = one protobuf-c Nexar__PeerMsg (proto/peer.proto): rendezvous, rank
  *            table, abort, peer-test control.
- * type DATA: body = 48-byte nx_data_hdr, then exactly hdr.length payload bytes.
- * type TEST: body = 48-byte nx_data_hdr (job = test id, seq = message index), then the
+ * type DATA: body = 64-byte nx_data_hdr, then exactly hdr.length payload bytes.
+ * type TEST: body = 64-byte nx_data_hdr (job = test id, seq = message index), then the
  *            pattern payload of a peer test (nexarctl peer-test).
  * type P2P:  body = 64-byte nx_p2p_hdr, then exactly hdr.length payload bytes: one piece
  *            of a send to a rank on another node, or (flag ACK, no payload) the
@@ -17,6 +17,9 @@
  * never read past len.  Unknown flags bits are rejected (they would change meaning); each
  * type owns its bits (only DATA has any so far), a CTL body is never empty, and a DATA/TEST
  * header whose offset + length would wrap 64 bits is refused.
+ *
+ * Version history of the DATA/TEST header: 48 bytes; then 64 (the op's full signature
+ * after src: kind, dtype, redop, a zero byte, root, count).
  */
 #ifndef NX_WIRE_H
 #define NX_WIRE_H
@@ -27,7 +30,7 @@
 #define NX_WIRE_MAGIC 0x584Eu
 #define NX_WIRE_VERSION 1
 #define NX_WIRE_ENV_BYTES 8
-#define NX_DATA_HDR_BYTES 48
+#define NX_DATA_HDR_BYTES 64
 
 enum nx_wire_type { NX_WIRE_CTL = 1, NX_WIRE_DATA = 2, NX_WIRE_TEST = 3, NX_WIRE_P2P = 4 };
 
@@ -55,6 +58,11 @@ struct nx_data_hdr {
     uint64_t offset; /* byte offset of the payload within the step's buffer */
     uint32_t length; /* payload bytes that follow */
     uint32_t src;    /* sending node's index in the job's node table */
+    /* DATA: the op's signature in full, so that a node that finds another one names it
+     * (TEST: zero). */
+    uint8_t kind, dtype, redop;
+    uint32_t root;
+    uint64_t count;
 };
 
 /*

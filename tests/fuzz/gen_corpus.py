@@ -105,11 +105,17 @@ def wire_env(wtype, flags=0, magic=W_MAGIC, version=W_VERSION):
 
 
 def wire_data(wtype, payload, flags=0, job=7, comm=3, seq=42, step=1, sig=0xC0FFEE,
-              offset=0, length=None, src=1, **env):
+              offset=0, length=None, src=1, kind=None, dtype=0, redop=0, root=0, count=None,
+              pad=0, **env):
     if length is None:
         length = len(payload)
+    if kind is None:  # DATA carries the op's signature, TEST none
+        kind = 1 if wtype == W_DATA else 0
+    if count is None:
+        count = 1 << 20 if wtype == W_DATA else 0
     return (wire_env(wtype, flags, **env)
-            + struct.pack("<QQQIIQII", job, comm, seq, step, sig, offset, length, src)
+            + struct.pack("<QQQIIQIIBBBBIQ", job, comm, seq, step, sig, offset, length, src,
+                          kind, dtype, redop, pad, root, count)
             + payload)
 
 
@@ -149,6 +155,8 @@ WIRE_SEEDS = {
     "length_lies": wire_data(W_DATA, b"xyz", length=4),
     "offset_wraps": wire_data(W_DATA, b"abcd", offset=(1 << 64) - 3),
     "truncated": wire_data(W_DATA, b"")[:30],
+    "data_sig_padding": wire_data(W_DATA, b"x", pad=1),
+    "test_with_sig": wire_data(W_TEST, b"x", count=5),
 }
 
 # ---- descriptors (proto/shm_abi.h) -------------------------------------------

@@ -59,6 +59,8 @@ static const struct nx_data_hdr sample = {
     .offset = 0x5152535455565758ull,
     .length = 3,
     .src = 0x61626364u,
+    .kind = 0x71, .dtype = 0x72, .redop = 0x73, .root = 0x81828384u,
+    .count = 0x9192939495969798ull,
 };
 
 static void test_layout(void)
@@ -74,6 +76,9 @@ static void test_layout(void)
         0x58, 0x57, 0x56, 0x55, 0x54, 0x53, 0x52, 0x51, /* offset */
         0x03, 0x00, 0x00, 0x00,                         /* length */
         0x64, 0x63, 0x62, 0x61,                         /* src */
+        0x71, 0x72, 0x73, 0x00,                         /* kind, dtype, redop, zero */
+        0x84, 0x83, 0x82, 0x81,                         /* root */
+        0x98, 0x97, 0x96, 0x95, 0x94, 0x93, 0x92, 0x91, /* count */
     };
     uint8_t b[HDR + 8];
     memset(b, 0xee, sizeof b);
@@ -87,11 +92,25 @@ static void test_layout(void)
     EXPECT(memcmp(b, want_ctl, sizeof want_ctl) == 0);
     EXPECT_EQ(b[ENV], 0xee);
 
+    struct nx_data_hdr t = sample;
+    t.kind = t.dtype = t.redop = 0;
+    t.root = 0;
+    t.count = 0;
     memset(b, 0xee, sizeof b);
-    EXPECT_EQ(nx_wire_put_data(b, NX_WIRE_TEST, 0, &sample), HDR);
+    EXPECT_EQ(nx_wire_put_data(b, NX_WIRE_TEST, 0, &t), HDR);
     EXPECT_EQ(b[3], 3);
     EXPECT(memcmp(b + 4, "\0\0\0\0", 4) == 0);
-    EXPECT(memcmp(b + ENV, want + ENV, NX_DATA_HDR_BYTES) == 0);
+    EXPECT(memcmp(b + ENV, want + ENV, 48) == 0);
+    static const uint8_t zero[16];
+    EXPECT(memcmp(b + ENV + 48, zero, 16) == 0);
+
+    /* The padding byte, and a signature on a test message, are refused. */
+    memset(b + HDR, 0, 8);
+    nx_wire_put_data(b, NX_WIRE_DATA, 0, &sample);
+    b[ENV + 51] = 1;
+    EXPECT_REJECT(b, HDR + 3, "padding");
+    nx_wire_put_data(b, NX_WIRE_TEST, 0, &sample);
+    EXPECT_REJECT(b, HDR + 3, "signature");
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -116,6 +135,13 @@ static void test_round_trip(void)
                     .offset = next64() >> 1, /* the sum with length must not wrap */
                     .length = lengths[i], .src = (uint32_t)next64(),
                 };
+                if (type == NX_WIRE_DATA) {
+                    h.kind = (uint8_t)next64();
+                    h.dtype = (uint8_t)next64();
+                    h.redop = (uint8_t)next64();
+                    h.root = (uint32_t)next64();
+                    h.count = next64();
+                }
                 if (rep == 0)
                     h.offset = UINT64_MAX - h.length; /* the largest that fits */
                 uint32_t flags = type == NX_WIRE_DATA ? (uint32_t)(rep & 1) : 0;
@@ -128,7 +154,11 @@ static void test_round_trip(void)
                 EXPECT(why == NULL);
                 EXPECT_EQ(m.type, type);
                 EXPECT_EQ(m.flags, flags);
-                EXPECT(memcmp(&m.hdr, &h, sizeof h) == 0);
+                EXPECT(m.hdr.job == h.job && m.hdr.comm == h.comm && m.hdr.seq == h.seq);
+                EXPECT(m.hdr.step == h.step && m.hdr.sig == h.sig && m.hdr.src == h.src);
+                EXPECT(m.hdr.offset == h.offset && m.hdr.length == h.length);
+                EXPECT(m.hdr.kind == h.kind && m.hdr.dtype == h.dtype &&
+                       m.hdr.redop == h.redop && m.hdr.root == h.root && m.hdr.count == h.count);
                 EXPECT(m.body == b + HDR);
                 EXPECT_EQ(m.body_len, h.length);
             }
