@@ -45,6 +45,7 @@
 #include <sys/uio.h>
 
 #include "adapter.h"
+#include "shm_abi.h"
 
 /* Algorithms.  Not every one exists for every kind (nx_algo_supported). */
 enum nx_algo {
@@ -186,5 +187,17 @@ const char *nx_algo_name(enum nx_algo algo);
 
 /* The inverse of nx_algo_name; -1 when unknown. */
 int nx_algo_parse(const char *name);
+
+/*
+ * Algorithm choices per kind, as NEXAR_ALGO and the `algo` setting give them:
+ * "kind=algo[,kind=algo...]" with nx_kind_name's kinds ("all_reduce", "broadcast", ...)
+ * and nx_algo_name's algorithms; a kind not named is chosen automatically.  Fills
+ * pref[kind] (NX_ALGO_AUTO where not named); 0, or -EINVAL with the reason in err (an
+ * unknown kind or algorithm, an algorithm the kind does not have, a kind named twice).
+ * NULL or "" gives all automatic.
+ */
+int nx_algo_pref_parse(const char *s, uint8_t pref[NX_K_MAX + 1], char *err, size_t errlen);
+/* The inverse: "kind=algo,..." of the kinds not automatic; "" when all are. */
+void nx_algo_pref_format(const uint8_t pref[NX_K_MAX + 1], char *buf, size_t len);
 
 #endif /* NX_ALGO_H */

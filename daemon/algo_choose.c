@@ -1,6 +1,8 @@
 /* algo_choose.c - which algorithm runs an xop, and the op signature (see algo.h).
  * The thresholds are explained in docs/algorithms.md. */
+#include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "algo_int.h"
@@ -14,28 +16,61 @@
 #define TREE_MAX_BYTES (1u << 20)  /* broadcast, reduce: binomial tree over a chain */
 #define RS_HD_MAX_BYTES (64u << 10) /* reduce_scatter input: recursive halving */
 
-static const char *const names[NX_ALGO_COUNT] = {
-    [NX_ALGO_AUTO] = "auto",
-    [NX_ALGO_RING] = "ring",
-    [NX_ALGO_RD] = "rd",
-    [NX_ALGO_HD] = "hd",
-    [NX_ALGO_TREE] = "tree",
-    [NX_ALGO_PAIRWISE] = "pairwise",
-    [NX_ALGO_DISSEMINATION] = "dissemination",
-    [NX_ALGO_HILLIS_STEELE] = "hillis-steele",
-};
+/* The names live in shm_abi.c: the shim names what ran from nx_cqe.algo. */
+_Static_assert(NX_ALGO_COUNT == 8 && NX_ALGO_RING == 1 && NX_ALGO_HILLIS_STEELE == 7,
+               "nx_algo_code_name() (proto/shm_abi.c) names enum nx_algo");
 
 const char *nx_algo_name(enum nx_algo algo)
 {
-    return (unsigned)algo < NX_ALGO_COUNT ? names[algo] : "?";
+    return algo == NX_ALGO_AUTO ? "auto" : nx_algo_code_name(algo);
 }
 
 int nx_algo_parse(const char *name)
 {
     for (int a = 0; a < NX_ALGO_COUNT; a++)
-        if (name && strcmp(name, names[a]) == 0)
+        if (name && strcmp(name, nx_algo_name(a)) == 0)
             return a;
     return -1;
+}
+
+int nx_algo_pref_parse(const char *s, uint8_t pref[NX_K_MAX + 1], char *err, size_t errlen)
+{
+    memset(pref, NX_ALGO_AUTO, NX_K_MAX + 1);
+    bool named[NX_K_MAX + 1] = {false};
+    while (s && *s) {
+        const char *end = strchr(s, ','), *eq = strchr(s, '=');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (!eq || eq >= s + len) {
+            snprintf(err, errlen, "\"%.*s\" is not kind=algorithm", (int)len, s);
+            return -EINVAL;
+        }
+        char kind[32], algo[32];
+        snprintf(kind, sizeof(kind), "%.*s", (int)(eq - s), s);
+        snprintf(algo, sizeof(algo), "%.*s", (int)(s + len - eq - 1), eq + 1);
+        int k = 0;
+        for (int i = 1; i <= NX_K_BARRIER && !k; i++)
+            if (!strcmp(kind, nx_kind_name((uint8_t)i)))
+                k = i;
+        int a = nx_algo_parse(algo);
+        if (!k) {
+            snprintf(err, errlen, "unknown collective \"%s\" (all_reduce, broadcast, reduce, "
+                     "all_gather, reduce_scatter, gather, scatter, all_to_all, scan, exscan, "
+                     "all_reduce_bucketed, barrier)", kind);
+            return -EINVAL;
+        }
+        if (a < 0 || !nx_algo_supported((uint8_t)k, (enum nx_algo)a)) {
+            snprintf(err, errlen, "%s has no algorithm \"%s\"", kind, algo);
+            return -EINVAL;
+        }
+        if (named[k]) {
+            snprintf(err, errlen, "%s is named twice", kind);
+            return -EINVAL;
+        }
+        named[k] = true;
+        pref[k] = (uint8_t)a;
+        s = end ? end + 1 : s + len;
+    }
+    return 0;
 }
 
 const struct nx_xalgo *nx_xalgo_lookup(uint8_t kind, enum nx_algo algo)
@@ -77,6 +112,16 @@ const struct nx_xalgo *nx_xalgo_lookup(uint8_t kind, enum nx_algo algo)
     default:
         return NULL;
     }
+}
+
+void nx_algo_pref_format(const uint8_t pref[NX_K_MAX + 1], char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int k = 1; k <= NX_K_BARRIER && off < len; k++)
+        if (pref[k] != NX_ALGO_AUTO)
+            off += (size_t)snprintf(buf + off, len - off, "%s%s=%s", off ? "," : "",
+                                    nx_kind_name((uint8_t)k), nx_algo_name(pref[k]));
 }
 
 enum nx_algo nx_algo_choose(uint8_t kind, uint32_t nnodes, uint64_t bytes)

@@ -155,6 +155,7 @@ void nx_client_complete(struct nx_client *cl, const struct nx_done *d, const cha
         .res_comm = d->res_comm,
         .res_rank = d->res_rank,
         .res_size = d->res_size,
+        .algo = d->algo,
     };
     if (cl->dead)
         return;

@@ -31,6 +31,7 @@ struct nx_done {
     uint64_t user_data;
     uint32_t status;
     uint32_t res_comm, res_rank, res_size;
+    uint32_t algo; /* nx_cqe.algo */
 };
 
 struct nx_client {

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algo.h"
 #include "log.h"
 #include "mem.h"
 
@@ -46,6 +47,7 @@ void nx_config_free(struct nx_config *c)
     free(c->runtime_dir);
     free(c->listen);
     free(c->advertise);
+    free(c->algo);
     free(c->tls_ca);
     free(c->tls_cert);
     free(c->tls_key);
@@ -156,6 +158,17 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
         char **field = (char **)((char *)c + strings[i].off);
         free(*field);
         *field = *value ? nx_xstrdup(value) : NULL;
+        return 0;
+    }
+    if (!strcmp(key, "algo")) {
+        uint8_t pref[NX_K_MAX + 1];
+        char why[256];
+        if (nx_algo_pref_parse(value, pref, why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "algo: %s", why);
+            return -EINVAL;
+        }
+        free(c->algo);
+        c->algo = *value ? nx_xstrdup(value) : NULL;
         return 0;
     }
     if (!strcmp(key, "log_level")) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algo.h"
 #include "client.h"
 #include "coll_local.h"
 #include "comm.h"
@@ -16,6 +17,7 @@
 #include "daemon.h"
 #include "job.h"
 #include "mem.h"
+#include "xcoll.h"
 #include "nexar.h"
 #include "nexar.pb-c.h"
 #include "peertest.h"
@@ -127,6 +129,9 @@ static void fill_jobs(struct arena *a, Nexar__CtlReply *rep)
         if (j->net) {
             const struct nx_jobnet *net = j->net;
             ji->coord = (char *)net->coord;
+            char algo[256];
+            nx_algo_pref_format(j->algo_pref, algo, sizeof(algo));
+            ji->algo = keep(a, nx_xstrdup(algo));
             if (net->formed) {
                 ji->nodes = alloc(a, net->nnodes, sizeof(*ji->nodes));
                 for (uint32_t i = 0; i < net->nnodes; i++)
@@ -188,12 +193,22 @@ static void fill_ops(struct arena *a, Nexar__CtlReply *rep)
             oi->chunks_total = op->nchunks;
             oi->age_s = now - op->started;
             oi->algorithm = (char *)nx_coll_local_algo(op->sig.kind);
+            const char *across = nx_xcoll_algo(op);
+            if (across) {
+                oi->algorithm = keep(a, nx_xasprintf("%s + %s across %u nodes", oi->algorithm,
+                                                     across, c->nodes));
+                char where[1024];
+                nx_xcoll_describe(op, where, sizeof(where));
+                oi->across = keep(a, nx_xstrdup(where));
+            }
+            /* The ranks that hold up the next chunk, as the ranks number them. */
             oi->waiting_for = alloc(a, c->size, sizeof(*oi->waiting_for));
             for (uint32_t r = 0; r < c->size; r++) {
                 const struct nx_part *p = &op->parts[r];
                 bool direct = p->first.flags & NX_SQE_DIRECT;
-                if (!p->client || (!direct && p->q_head == p->q_len))
-                    oi->waiting_for[oi->n_waiting_for++] = r;
+                if (!p->client ||
+                    (!direct && p->q_head == p->q_len && op->next_chunk < op->nchunks))
+                    oi->waiting_for[oi->n_waiting_for++] = nx_comm_span_rank(c, r);
             }
             rep->ops[rep->n_ops++] = oi;
         }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algo.h"
 #include "client.h"
 #include "comm.h"
 #include "ctlsrv.h"
@@ -58,6 +59,7 @@ static void job_free(struct nx_job *j)
     nx_rdv_job_fini(j);
     free(j->ranks);
     free(j->name);
+    free(j->algo);
     free(j);
 }
 
@@ -164,6 +166,13 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
     if (st)
         return refuse(conn, st, "%s", msg);
 
+    uint8_t pref[NX_K_MAX + 1];
+    const char *algo = req->algo && *req->algo ? req->algo : NULL;
+    if (nx_algo_pref_parse(algo ? algo : nxd.cfg.algo, pref, msg, sizeof(msg)) < 0)
+        return refuse(conn, NEXAR_ERR_INVALID, "%s=\"%s\": %s",
+                      algo ? "NEXAR_ALGO" : "the daemon's algo setting",
+                      algo ? algo : nxd.cfg.algo, msg);
+
     struct nx_job *j = nx_job_find(req->job);
     if (j) {
         if (j->state != NX_JOB_FORMING)
@@ -180,6 +189,11 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
             return refuse(conn, NEXAR_ERR_MISMATCH,
                           "rank %u says job \"%s\" has %u ranks, but it was created with %u",
                           req->rank, j->name, req->world_size, j->world_size);
+        if (strcmp(j->algo, algo ? algo : ""))
+            return refuse(conn, NEXAR_ERR_MISMATCH,
+                          "rank %u of job \"%s\" has NEXAR_ALGO=\"%s\", but the job's other "
+                          "ranks here have \"%s\"", req->rank, j->name, algo ? algo : "",
+                          j->algo);
         if (!nx_config_uid_allowed(&nxd.cfg, j->owner, conn->uid))
             return refuse(conn, NEXAR_ERR_PERMISSION,
                           "job \"%s\" belongs to uid %u; uid %u may not join it", j->name,
@@ -202,6 +216,8 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
         j->owner = conn->uid;
         j->state = NX_JOB_FORMING;
         j->ranks = nx_xcalloc(req->world_size, sizeof(*j->ranks));
+        j->algo = nx_xstrdup(algo ? algo : "");
+        memcpy(j->algo_pref, pref, sizeof(pref));
         j->timeout_ms = req->timeout_ms ? req->timeout_ms : nxd.cfg.op_timeout_s * 1000u;
         j->formation_ms = j->timeout_ms;
         if (coord[0]) {

@@ -17,6 +17,8 @@
 #include <sys/queue.h>
 #include <sys/types.h>
 
+#include "shm_abi.h"
+
 struct nx_conn;
 struct nx_client;
 struct nx_comm;
@@ -38,6 +40,10 @@ struct nx_job {
     double deadline; /* formation */
     struct nx_comm *world;
     struct nx_jobnet *net; /* multi-node part (rendezvous.h); NULL: a local job */
+    char *algo;            /* the ranks' NEXAR_ALGO ("" when they gave none) */
+    /* The algorithm across nodes per kind (algo.h, NX_ALGO_AUTO: by size): the ranks'
+     * NEXAR_ALGO, else the `algo` setting (a multi-node job: the coordinator's word). */
+    uint8_t algo_pref[NX_K_MAX + 1];
     LIST_ENTRY(nx_job) link;
 };
 

@@ -84,6 +84,12 @@ static void complete(struct nx_client *cl, uint64_t user_data, uint32_t status,
     nx_client_complete(cl, &d, text);
 }
 
+static void complete_op(struct nx_op *op, struct nx_client *cl, uint64_t user_data)
+{
+    struct nx_done d = {.user_data = user_data, .algo = op->algo};
+    nx_client_complete(cl, &d, NULL);
+}
+
 static void fail_desc(struct nx_comm *c, struct nx_client *cl, const struct nx_sqe *e)
 {
     complete(cl, e->user_data, c->failed_status, c->failed_text);
@@ -320,7 +326,7 @@ void nx_op_finish(struct nx_op *op)
     for (uint32_t r = 0; r < c->size; r++) {
         struct nx_part *p = &op->parts[r];
         if (nx_part_direct(p) && !p->dev && op->sig.kind != NX_K_SPLIT) {
-            complete(p->client, p->first.user_data, NEXAR_OK, NULL);
+            complete_op(op, p->client, p->first.user_data);
             p->client->pending--;
         }
         c->ranks[r].ops_completed++;

@@ -41,6 +41,7 @@ struct nx_op {
     uint32_t arrived;
     double started;
     struct nx_xrun *xr; /* on a communicator spanning nodes: its parts (xcoll.c) */
+    uint32_t algo;      /* nx_cqe.algo of its completions (the algorithm across nodes) */
     TAILQ_ENTRY(nx_op) link;
     struct nx_part parts[];
 };

@@ -93,6 +93,8 @@ static bool check_register(const Nexar__PeerRegister *r, const char **why)
         REJECT("register: unsupported peer protocol version");
     if (r->timeout_ms > 7u * 86400u * 1000u)
         REJECT("register: timeout beyond a week");
+    if (!text_ok(r->algo, NX_PEER_MAX_ALGO))
+        REJECT("register: algorithm choices too long or not printable");
     return true;
 }
 
@@ -129,6 +131,8 @@ static bool check_rank_table(const Nexar__PeerRankTable *t, const char **why)
         REJECT("rank table: receiver's node id out of range");
     if (t->timeout_ms > 7u * 86400u * 1000u)
         REJECT("rank table: timeout beyond a week");
+    if (!text_ok(t->algo, NX_PEER_MAX_ALGO))
+        REJECT("rank table: algorithm choices too long or not printable");
     for (size_t i = 0; i < t->n_nodes; i++)
         if (!nx_addr_valid(t->nodes[i]))
             REJECT("rank table: node address is not host:port");

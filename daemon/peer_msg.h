@@ -20,6 +20,7 @@
 #define NX_PEER_MAX_NODES 4096u        /* nodes per job */
 #define NX_PEER_MAX_JOB 255u           /* job name bytes */
 #define NX_PEER_MAX_TEXT 1024u         /* error and reason bytes */
+#define NX_PEER_MAX_ALGO 255u          /* NEXAR_ALGO / `algo` bytes */
 #define NX_PEER_MAX_MSG (16u << 20)    /* a packed PeerMsg */
 #define NX_PEERTEST_MAX_STREAMS 64u    /* channels of one peer test */
 #define NX_PEERTEST_MAX_BYTES (1ull << 40)

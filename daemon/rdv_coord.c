@@ -35,6 +35,7 @@ struct rdv {
     uint32_t world;
     uid_t owner;
     uint32_t timeout_ms;   /* smallest the ranks asked for; 0: none asked */
+    char *algo;            /* the ranks' NEXAR_ALGO (all the same) */
     double created, deadline;
     uint32_t registered;
     uint32_t *rank_node;   /* index into nodes, NONE: not registered */
@@ -62,6 +63,7 @@ static void rdv_free(struct rdv *r)
     nrdv--;
     nranks_held -= r->world;
     free(r->name);
+    free(r->algo);
     free(r->rank_node);
     free(r->nodes);
     free(r);
@@ -129,6 +131,8 @@ static void publish(struct rdv *r)
      * may call back into this module. */
     size_t nn = r->nnodes;
     uint32_t world = r->world, timeout_ms = r->timeout_ms;
+    /* The ranks' choices, else this coordinator's setting: one answer for every node. */
+    char *algo = nx_xstrdup(r->algo[0] ? r->algo : nxd.cfg.algo ? nxd.cfg.algo : "");
     struct rnode *nodes = nx_xcalloc(nn, sizeof(*nodes));
     memcpy(nodes, r->nodes, nn * sizeof(*nodes));
     uint32_t *map = nx_xcalloc(nn, sizeof(*map));
@@ -155,6 +159,8 @@ static void publish(struct rdv *r)
     t.rank_node = rn;
     t.n_rank_node = world;
     t.timeout_ms = timeout_ms;
+    t.slot_bytes = nxd.cfg.slot_bytes;
+    t.algo = algo;
     for (size_t i = 0; i < nn; i++) {
         if (!nodes[i].nranks)
             continue;
@@ -170,6 +176,7 @@ static void publish(struct rdv *r)
         }
     }
     free(name);
+    free(algo);
     free(nodes);
     free(rn);
     free(addrs);
@@ -215,6 +222,7 @@ static struct rdv *rdv_new(const Nexar__PeerRegister *g)
     r->created = nx_now();
     r->deadline = r->created + nx_rdv_formation_ms(g->timeout_ms) / 1000.0;
     r->timeout_ms = g->timeout_ms;
+    r->algo = nx_xstrdup(g->algo);
     r->rank_node = nx_xmalloc(r->world * sizeof(*r->rank_node));
     for (uint32_t k = 0; k < r->world; k++)
         r->rank_node[k] = NONE;
@@ -278,6 +286,20 @@ void nx_rdvc_register(struct nx_tpeer *from, const Nexar__PeerRegister *g)
         snprintf(ranks, sizeof(ranks), "%u%s", g->ranks[0], g->n_ranks > 1 ? " and more" : "");
         snprintf(why, sizeof(why), "rank %s at node %s says job \"%s\" has %u ranks, but it "
                  "was created with %u", ranks, addr, r->name, g->world_size, r->world);
+        return refuse(from, g, g->ranks, g->n_ranks, NEXAR_ERR_MISMATCH, why);
+    }
+    /* Every node cuts an op into the same parts: the staging slots must agree. */
+    if (g->slot_bytes != nxd.cfg.slot_bytes) {
+        snprintf(why, sizeof(why), "node %s has slot_bytes = %llu but the coordinator %s of "
+                 "job \"%s\" has %llu; every node of a job needs the same", addr,
+                 (unsigned long long)g->slot_bytes, nx_cluster_addr(), r->name,
+                 (unsigned long long)nxd.cfg.slot_bytes);
+        return refuse(from, g, g->ranks, g->n_ranks, NEXAR_ERR_MISMATCH, why);
+    }
+    if (strcmp(g->algo, r->algo)) {
+        snprintf(why, sizeof(why), "rank %u at node %s of job \"%s\" has NEXAR_ALGO=\"%s\", "
+                 "but the job's first ranks have \"%s\"", g->ranks[0], addr, r->name, g->algo,
+                 r->algo);
         return refuse(from, g, g->ranks, g->n_ranks, NEXAR_ERR_MISMATCH, why);
     }
     if (!nx_config_uid_allowed(&nxd.cfg, r->owner, (uid_t)g->uid)) {

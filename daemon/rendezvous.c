@@ -1,12 +1,14 @@
 /* rendezvous.c - the member side of rendezvous.h: this daemon's part of multi-node jobs. */
 #include "rendezvous.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "algo.h"
 #include "cluster.h"
 #include "comm.h"
 #include "daemon.h"
@@ -182,6 +184,8 @@ void nx_rdv_rank_joined(struct nx_job *j, uint32_t rank, uid_t uid, uint32_t tim
     g.addr = (char *)nx_cluster_addr();
     g.version = NX_PEER_VERSION;
     g.timeout_ms = timeout_ms;
+    g.algo = j->algo;
+    g.slot_bytes = nxd.cfg.slot_bytes;
     NX_DEBUG("rdv", "rank %u of job \"%s\" registers with %s%s", rank, j->name, j->net->coord,
              j->net->is_coord ? " (this daemon)" : "");
     send_register(j, &g);
@@ -254,10 +258,24 @@ static void tomb_add(const Nexar__PeerAbort *a)
     t->expires = nx_now() + NX_TOMB_TTL_S;
 }
 
-/* A rank table must put exactly our attached ranks on our node.  0 or a status. */
-static uint32_t check_table(const struct nx_job *j, const Nexar__PeerRankTable *t, char *why,
+/* A rank table must put exactly our attached ranks on our node, with this node's staging
+ * geometry (ops are cut into the same parts everywhere) and algorithm choices we know.
+ * 0 or a status. */
+static uint32_t check_table(struct nx_job *j, const Nexar__PeerRankTable *t, char *why,
                             size_t len)
 {
+    if (t->slot_bytes != nxd.cfg.slot_bytes) {
+        snprintf(why, len, "job \"%s\": node %s has slot_bytes = %" PRIu64 " but its "
+                 "coordinator %s has %" PRIu64 "; every node of a job needs the same",
+                 j->name, nx_cluster_addr(), nxd.cfg.slot_bytes, j->net->coord, t->slot_bytes);
+        return NEXAR_ERR_MISMATCH;
+    }
+    char err[256];
+    if (nx_algo_pref_parse(t->algo, j->algo_pref, err, sizeof(err)) < 0) {
+        snprintf(why, len, "job \"%s\": the coordinator's algorithm choices \"%s\": %s",
+                 j->name, t->algo, err);
+        return NEXAR_ERR_INVALID;
+    }
     if (t->n_rank_node != j->world_size) {
         snprintf(why, len, "the rank table of job \"%s\" has %zu ranks, the job %u", j->name,
                  t->n_rank_node, j->world_size);

@@ -174,9 +174,10 @@ static void legend(const struct nx_comm *c, char *buf, size_t len)
         snprintf(buf + off, len - off, ")");
 }
 
-static void complete(struct nx_client *cl, uint64_t user_data, uint32_t status, const char *text)
+static void complete(struct nx_client *cl, uint64_t user_data, uint32_t status, const char *text,
+                     uint32_t algo)
 {
-    struct nx_done d = {.user_data = user_data, .status = status};
+    struct nx_done d = {.user_data = user_data, .status = status, .algo = algo};
     nx_client_complete(cl, &d, text);
     cl->pending--;
 }
@@ -328,7 +329,7 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
         .kind = op->sig.kind,
         .dtype = ndtype,
         .redop = op->sig.redop,
-        .algo = NX_ALGO_AUTO,
+        .algo = c->job->algo_pref[op->sig.kind],
         .count = p->n,
         .root = nx_kind_has_root(op->sig.kind) ? op->sig.peer : 0,
         .nnodes = c->x->nnodes,
@@ -349,6 +350,7 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
         return -1;
     }
     op->xr->algo = nx_xop_algo_name(p->x);
+    op->algo = (uint32_t)nx_algo_parse(op->xr->algo);
     return 0;
 }
 
@@ -504,7 +506,7 @@ static void complete_part(struct xpart *p)
     struct nx_op *op = p->op;
     for (uint32_t r = 0; r < op->comm->size; r++)
         if (p->staged[r])
-            complete(op->parts[r].client, p->user_data[r], NEXAR_OK, NULL);
+            complete(op->parts[r].client, p->user_data[r], NEXAR_OK, NULL, op->algo);
     part_free(p);
 }
 
@@ -642,7 +644,7 @@ void nx_xcoll_op_free(struct nx_op *op)
             if (p->staged[r] && op->parts[r].client)
                 complete(op->parts[r].client, p->user_data[r],
                          c->failed_status ? c->failed_status : NEXAR_ERR_INTERNAL,
-                         c->failed_text);
+                         c->failed_text, 0);
         part_free(p);
     }
     free(xr->confirmed);

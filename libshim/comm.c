@@ -128,6 +128,16 @@ int nexar_comm_size(const nexar_comm_t *c)
     return c ? c->size : -1;
 }
 
+const char *nexar_comm_algorithm(const nexar_comm_t *c)
+{
+    if (!c)
+        return NULL;
+    nx_lock();
+    const char *name = c->algo_seen ? nx_algo_code_name(c->last_algo) : NULL;
+    nx_unlock();
+    return name;
+}
+
 nexar_status_t nexar_comm_split(nexar_comm_t *c, uint32_t color, uint32_t key,
                                 nexar_comm_t **out)
 {

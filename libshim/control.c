@@ -175,6 +175,7 @@ static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
     m.timeout_ms = env->timeout_ms;
     m.coord = (char *)env->coord;
     m.coord_guessed = env->coord_guessed;
+    m.algo = (char *)env->algo;
     nexar_status_t s = send_msg(j->sock, NX_MSG_JOIN, &m.base, env->socket);
     if (s != NEXAR_OK)
         return s;

@@ -9,7 +9,7 @@
  *   Open MPI: OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK
  *   Slurm:    SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID
  * With none of them the process is rank 0 of 1 (source "default").  NEXAR_LOCAL_RANK, NEXAR_JOB,
- * NEXAR_COORD, NEXAR_SOCKET and NEXAR_TIMEOUT apply whatever the source.  Without
+ * NEXAR_COORD, NEXAR_SOCKET, NEXAR_TIMEOUT and NEXAR_ALGO apply whatever the source.  Without
  * NEXAR_JOB the job id comes from the launcher (torchrun's run id and master
  * address, Open MPI's job id, Slurm's job and step ids); a single rank gets a
  * private one.
@@ -168,6 +168,12 @@ static nexar_status_t read_misc(struct nx_env *e, const struct nx_env_source *sr
             ms++; /* round up: a deadline is never shorter than asked */
         e->timeout_ms = ms ? ms : 1u;
     }
+    v = env("NEXAR_ALGO");
+    if (v && snprintf(e->algo, sizeof(e->algo), "%s", v) >= (int)sizeof(e->algo))
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_init: NEXAR_ALGO is longer than %zu bytes",
+                       sizeof(e->algo) - 1);
+    if (!v)
+        e->algo[0] = '\0';
     return NEXAR_OK;
 }
 

@@ -129,6 +129,16 @@ NEXAR_API int nexar_comm_rank(const nexar_comm_t *c); /* -1 for NULL */
 NEXAR_API int nexar_comm_size(const nexar_comm_t *c); /* -1 for NULL */
 
 /*
+ * The algorithm that carried c's most recently completed collective between nodes:
+ * "ring", "rd" (recursive doubling; Bruck for all_gather), "hd" (halving-doubling),
+ * "tree", "pairwise", "dissemination" or "hillis-steele"; "local" when the collective
+ * stayed among the ranks of one node.  NULL before any collective of c completed, and
+ * for NULL.  The string is static.  The daemons choose by size and node count unless
+ * NEXAR_ALGO says otherwise ("all_reduce=ring,broadcast=tree", docs/api.md).
+ */
+NEXAR_API const char *nexar_comm_algorithm(const nexar_comm_t *c);
+
+/*
  * Collective over c, as MPI_Comm_split: ranks with the same color form a new
  * communicator, ordered by key, then by rank in c.  color NEXAR_UNDEFINED gives
  * *out == NULL.  The caller owns *out and frees it with nexar_comm_free().

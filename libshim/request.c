@@ -548,6 +548,10 @@ void nx_req_on_cqe(const struct nx_cqe *e)
     r->last_event_ns = nx_now_ns();
 
     nexar_status_t s = nx_status_from_wire(e->status);
+    if (s == NEXAR_OK && nx_kind_is_collective(r->tmpl.kind)) {
+        r->comm->algo_seen = true;
+        r->comm->last_algo = e->algo;
+    }
     if (s != NEXAR_OK) {
         char text[NX_ERR_TEXT_BYTES];
         nx_ring_err_text(e, text, sizeof(text));

@@ -79,6 +79,7 @@ struct nx_env {
     char coord[256];
     bool coord_guessed; /* coord is torchrun's MASTER_ADDR:MASTER_PORT, not NEXAR_COORD */
     char socket[108]; /* sizeof(sun_path) */
+    char algo[256];   /* NEXAR_ALGO, "" when unset; the daemon checks it */
 };
 
 /* Reads the job description; NEXAR_OK or NEXAR_ERR_INVALID with the error text set. */
@@ -122,6 +123,8 @@ struct nexar_comm {
     uint32_t p2p_buckets, p2p_count;
     void *stream;     /* nexar_comm_set_stream(): a CUstream, NULL when unset */
     void *stream_ctx; /* its CUcontext */
+    bool algo_seen;   /* a collective completed: last_algo holds its nx_cqe.algo */
+    uint32_t last_algo;
 };
 
 NX_HIDDEN struct nexar_comm *nx_comm_new(uint32_t id, int rank, int size, bool world);

@@ -177,6 +177,13 @@ uint64_t nx_chunk_count(uint64_t count, uint64_t chunk_elems)
     return count / chunk_elems + (count % chunk_elems != 0);
 }
 
+const char *nx_algo_code_name(uint32_t code)
+{
+    static const char *const names[] = {"local", "ring", "rd", "hd", "tree", "pairwise",
+                                        "dissemination", "hillis-steele"};
+    return code < sizeof(names) / sizeof(names[0]) ? names[code] : "?";
+}
+
 uint32_t nx_dtype_size(uint8_t dtype)
 {
     static const uint8_t sizes[NEXAR_DTYPE_COUNT] = {4, 8, 2, 2, 1, 1, 4, 4, 8, 8};

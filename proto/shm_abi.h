@@ -95,7 +95,8 @@ struct nx_cqe {
     uint32_t res_comm; /* split: the new communicator id, 0 for NEXAR_UNDEFINED */
     uint32_t res_rank; /* split: rank in the new communicator */
     uint32_t res_size; /* split: size of the new communicator */
-    uint32_t reserved;
+    uint32_t algo;     /* collectives: the algorithm that ran across nodes (a code of
+                          nx_algo_code_name), 0 when the op stayed on one node */
 };
 #define NX_NO_ERR_TEXT UINT32_MAX
 
@@ -229,6 +230,10 @@ uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t sl
 /* Number of chunks of an op: at least 1 (a count-0 op still has one empty chunk). */
 uint64_t nx_chunk_count(uint64_t count, uint64_t chunk_elems);
 
+/* "ring", "rd", "hd", "tree", "pairwise", "dissemination", "hillis-steele" for codes
+ * 1..7 (daemon/algo.h's enum nx_algo), "local" for 0, "?" beyond. */
+const char *nx_algo_code_name(uint32_t code);
+
 /* Element size of a dtype, 0 when unknown. */
 uint32_t nx_dtype_size(uint8_t dtype);
 
@@ -243,6 +248,12 @@ const char *nx_status_text(uint32_t status);
 /* Kinds that take a reduction operator / a root. */
 bool nx_kind_has_redop(uint8_t kind);
 bool nx_kind_has_root(uint8_t kind);
+/* all_reduce .. barrier: matched by sequence across the communicator (not send, recv,
+ * split, free, abort). */
+static inline bool nx_kind_is_collective(uint8_t kind)
+{
+    return kind >= NX_K_ALL_REDUCE && kind <= NX_K_BARRIER;
+}
 
 /* ---- ring operations -------------------------------------------------------
  * Producers: reserve, fill, publish.  Consumers: peek the published count, copy,

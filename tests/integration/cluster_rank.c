@@ -19,6 +19,10 @@
  *               groups across nodes whose allreduce works; split with only rank 0
  *               defined: a communicator of one; write split<rank> ("ok" or what
  *               failed); exit 0 when ok
+ *     algo      an all_reduce of 2 floats, a broadcast of 2, an all_reduce of 1 Mi floats,
+ *               each checked; write algo<rank> ("status algo1 algo2 algo3", from
+ *               nexar_comm_algorithm after each); wait for $HX_OUT/release (at most
+ *               30 s); finalize; exit 0 when all three worked
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +189,33 @@ int main(int argc, char **argv)
         put("split", text);
         nexar_finalize();
         return strcmp(why, "ok") ? 5 : 0;
+    }
+    if (!strcmp(mode, "algo")) {
+        static float big[1 << 20];
+        float small[2] = {1, (float)me};
+        const char *a[3] = {NULL, NULL, NULL};
+        nexar_status_t s = nexar_all_reduce(w, small, 2, NEXAR_F32, NEXAR_SUM);
+        if (s == NEXAR_OK && (small[0] != n || small[1] != n * (n - 1) / 2))
+            s = (nexar_status_t)-1;
+        a[0] = nexar_comm_algorithm(w);
+        small[0] = me == 0 ? 42 : 0;
+        if (s == NEXAR_OK && (s = nexar_broadcast(w, small, 2, NEXAR_F32, 0)) == NEXAR_OK &&
+            small[0] != 42)
+            s = (nexar_status_t)-2;
+        a[1] = nexar_comm_algorithm(w);
+        for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++)
+            big[i] = (float)(i % 7);
+        if (s == NEXAR_OK && (s = nexar_all_reduce(w, big, 1 << 20, NEXAR_F32, NEXAR_SUM)) ==
+                                 NEXAR_OK && (big[5] != 5.0f * n || big[13] != 6.0f * n))
+            s = (nexar_status_t)-3;
+        a[2] = nexar_comm_algorithm(w);
+        snprintf(text, sizeof(text), "%d %s %s %s %s\n", (int)s, a[0] ? a[0] : "-",
+                 a[1] ? a[1] : "-", a[2] ? a[2] : "-", s ? nexar_last_error() : "");
+        put("algo", text);
+        for (int i = 0; i < 3000 && !exists("release"); i++)
+            usleep(10000);
+        nexar_finalize();
+        return s ? 4 : 0;
     }
     fprintf(stderr, "cluster_rank: unknown mode %s\n", mode);
     return 2;

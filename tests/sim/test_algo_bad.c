@@ -315,6 +315,37 @@ static void sc_choose(void)
     CHECK(nx_xop_sig(NX_K_BROADCAST, NEXAR_F32, 10, 1, 0) ==
           nx_xop_sig(NX_K_BROADCAST, NEXAR_F32, 10, 1, 3));
     CHECK(nx_xop_sig(NX_K_BARRIER, 0, 0, 0, 0) == nx_xop_sig(NX_K_BARRIER, 5, 7, 1, 2));
+
+    /* NEXAR_ALGO / the algo setting: parsed, refused with a reason, formatted back */
+    uint8_t pref[NX_K_MAX + 1];
+    char err[256], back[256];
+    CHECK(nx_algo_pref_parse("all_reduce=ring,broadcast=tree,reduce_scatter=hd", pref, err,
+                             sizeof(err)) == 0);
+    CHECK(pref[NX_K_ALL_REDUCE] == NX_ALGO_RING && pref[NX_K_BROADCAST] == NX_ALGO_TREE &&
+          pref[NX_K_REDUCE_SCATTER] == NX_ALGO_HD && pref[NX_K_ALL_GATHER] == NX_ALGO_AUTO);
+    nx_algo_pref_format(pref, back, sizeof(back));
+    CHECK(strcmp(back, "all_reduce=ring,broadcast=tree,reduce_scatter=hd") == 0);
+    CHECK(nx_algo_pref_parse("", pref, err, sizeof(err)) == 0 && pref[NX_K_ALL_REDUCE] == 0);
+    CHECK(nx_algo_pref_parse(NULL, pref, err, sizeof(err)) == 0);
+    nx_algo_pref_format(pref, back, sizeof(back));
+    CHECK(back[0] == '\0');
+    CHECK(nx_algo_pref_parse("all_reduce=auto", pref, err, sizeof(err)) == 0);
+    static const struct {
+        const char *in, *why;
+    } bad[] = {
+        {"all_reduce=tree", "has no algorithm"}, {"allreduce=ring", "unknown collective"},
+        {"all_reduce", "kind=algorithm"},        {"all_reduce=ring,all_reduce=rd", "twice"},
+        {"send=ring", "unknown collective"},     {"all_reduce=ring,", ""},
+        {"broadcast=", "has no algorithm"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        int rv = nx_algo_pref_parse(bad[i].in, pref, err, sizeof(err));
+        if (!bad[i].why[0]) /* a trailing comma ends the list */
+            CHECK(rv == 0);
+        else
+            CHECK(rv == -EINVAL && strstr(err, bad[i].why));
+    }
 }
 
 /* ---- several nodes through the pump ------------------------------------------------------ */

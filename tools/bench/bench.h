@@ -143,6 +143,7 @@ struct nxb_row {
     double time_us;
     double algbw, busbw; /* GB/s, 1 GB = 1e9 B */
     int64_t wrong;       /* -1: not checked */
+    const char *algo;    /* nexar_comm_algorithm() after the timed calls; NULL: none ran */
 };
 
 void nxb_report_preamble(const struct nxb_opts *o, int ranks);

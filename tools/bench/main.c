@@ -55,9 +55,10 @@ static void run_checked(struct bench *b, enum nxb_coll c, size_t count, nexar_dt
         fail(b, call_name(c, count, d, op), s);
 }
 
-/* Mean seconds per call of the slowest rank. */
+/* Mean seconds per call of the slowest rank; *algo: what carried the calls between nodes
+ * (nexar_comm_algorithm, read before the timing's own all_reduce). */
 static double time_row(struct bench *b, enum nxb_coll c, size_t count, nexar_dtype_t d,
-                       nexar_op_t op)
+                       nexar_op_t op, const char **algo)
 {
     for (long i = 0; i < b->o.warmup; i++)
         run_checked(b, c, count, d, op);
@@ -68,6 +69,7 @@ static double time_row(struct bench *b, enum nxb_coll c, size_t count, nexar_dty
     for (long i = 0; i < b->o.iters; i++)
         run_checked(b, c, count, d, op);
     double dt = (nxt_now() - t0) / (double)b->o.iters;
+    *algo = nexar_comm_algorithm(b->comm);
     s = nexar_all_reduce(b->comm, &dt, 1, NEXAR_F64, NEXAR_MAX);
     if (s != NEXAR_OK)
         fail(b, "all_reduce(MAX) of the times", s);
@@ -110,7 +112,7 @@ static void one_row(struct bench *b, enum nxb_coll c, uint64_t bytes, size_t cou
         .coll = c, .ranks = b->n, .bytes = bytes, .count = count, .dtype = d, .op = op,
         .root = nxb_colls[c].has_root ? b->o.root : -1, .wrong = -1,
     };
-    double t = time_row(b, c, count, d, op);
+    double t = time_row(b, c, count, d, op, &r.algo);
     r.time_us = t * 1e6;
     r.algbw = t > 0 ? (double)bytes / t / 1e9 : 0;
     r.busbw = r.algbw * nxb_busbw_factor(c, b->n);

@@ -9,8 +9,8 @@
 #include "bench.h"
 
 /* Column layout shared by the header and the rows. */
-#define HDR_FMT "#%11s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s\n"
-#define ROW_FMT " %11llu  %12zu  %8s  %6s  %6d  %9.2f  %7.2f  %7.2f  %6s\n"
+#define HDR_FMT "#%11s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s  %s\n"
+#define ROW_FMT " %11llu  %12zu  %8s  %6s  %6d  %9.2f  %7.2f  %7.2f  %6s  %s\n"
 
 static double table_busbw_sum;
 static unsigned table_rows;
@@ -33,7 +33,7 @@ void nxb_report_table_begin(enum nxb_coll c, int ranks)
 {
     printf("#\n# %s, %d ranks\n#\n", nxb_colls[c].name, ranks);
     printf(HDR_FMT, "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
-           "#wrong");
+           "#wrong", "algo");
     /* The units line ends at busbw: no trailing blanks. */
     printf("#%11s  %12s  %8s  %6s  %6s  %9s  %7s  %7s\n", "(B)", "(elements)", "", "", "",
            "(us)", "(GB/s)", "(GB/s)");
@@ -53,15 +53,16 @@ void nxb_report_row(const struct nxb_opts *o, const struct nxb_row *r)
     else
         snprintf(wrong, sizeof(wrong), "%lld", (long long)r->wrong);
 
+    const char *algo = r->algo ? r->algo : "-";
     printf(ROW_FMT, (unsigned long long)r->bytes, r->count, type, redop, r->root, r->time_us,
-           r->algbw, r->busbw, wrong);
+           r->algbw, r->busbw, wrong, algo);
     if (o->machine)
         printf("{\"collective\":\"%s\",\"ranks\":%d,\"size\":%llu,\"count\":%zu,"
                "\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"time_us\":%.3f,"
-               "\"algbw\":%.6f,\"busbw\":%.6f,\"wrong\":%s,\"arena\":%s}\n",
+               "\"algbw\":%.6f,\"busbw\":%.6f,\"wrong\":%s,\"arena\":%s,\"algo\":\"%s\"}\n",
                cd->name, r->ranks, (unsigned long long)r->bytes, r->count, type, redop,
                r->root, r->time_us, r->algbw, r->busbw, r->wrong < 0 ? "null" : wrong,
-               o->arena ? "true" : "false");
+               o->arena ? "true" : "false", algo);
     fflush(stdout);
 
     table_busbw_sum += r->busbw;

@@ -63,6 +63,9 @@ static void nodes_human(FILE *f, const Nexar__JobInfo *job)
     if (job->coord && *job->coord)
         fprintf(f, "  coordinator %s%s\n", job->coord,
                 job->n_nodes ? "" : "; waiting for the rank table");
+    if (job->n_nodes)
+        fprintf(f, "  algorithms across nodes: %s\n",
+                job->algo && *job->algo ? job->algo : "chosen by size");
     uint32_t *ranks = nxt_xcalloc(job->n_rank_node + 1, sizeof(*ranks));
     for (size_t i = 0; i < job->n_nodes; i++) {
         size_t n = 0;
@@ -111,8 +114,10 @@ void nxc_jobs_json(struct nxc_json *j, const Nexar__CtlReply *r)
         for (size_t k = 0; k < job->n_rank_node; k++)
             nxc_json_u64(j, NULL, job->rank_node[k]);
         nxc_json_arr_end(j);
-        if (job->n_nodes)
+        if (job->n_nodes) {
             nxc_json_u64(j, "node", job->node);
+            nxc_json_str(j, "algo", job->algo);
+        }
         ranks_json(j, job->ranks, job->n_ranks);
         nxc_json_obj_end(j);
     }

@@ -2,7 +2,8 @@
  * ops.c - `nexarctl ops`: collectives in flight, and the ranks each one waits for.
  *
  * This is the command for a hung job: an op whose WAITING FOR column names
- * ranks has been entered by the others and is blocked on exactly those.
+ * ranks has been entered by the others and is blocked on exactly those.  An op
+ * across nodes whose ranks here are all in says which node it waits for.
  */
 #include <stdlib.h>
 
@@ -42,6 +43,11 @@ void nxc_ops_human(FILE *f, const Nexar__CtlReply *r)
     }
     nxc_table_print(&t, f, "");
     nxc_table_free(&t);
+    /* Where an op across nodes stands does not fit a column. */
+    for (size_t i = 0; i < r->n_ops; i++)
+        if (r->ops[i]->across && *r->ops[i]->across)
+            fprintf(f, "comm %u seq %llu across nodes: %s\n", r->ops[i]->comm,
+                    (unsigned long long)r->ops[i]->seq, r->ops[i]->across);
 }
 
 void nxc_ops_json(struct nxc_json *j, const Nexar__CtlReply *r)
@@ -56,6 +62,7 @@ void nxc_ops_json(struct nxc_json *j, const Nexar__CtlReply *r)
         nxc_json_str(j, "kind", op->kind);
         nxc_json_str(j, "signature", op->signature);
         nxc_json_str(j, "algorithm", op->algorithm);
+        nxc_json_str(j, "across", op->across);
         nxc_json_u64(j, "chunks_done", op->chunks_done);
         nxc_json_u64(j, "chunks_total", op->chunks_total);
         nxc_json_double(j, "age_s", op->age_s);
