@@ -10,6 +10,7 @@
 #include "cluster.h"
 #include "config.h"
 #include "daemon.h"
+#include "job.h"
 #include "log.h"
 #include "mem.h"
 #include "nexar.h"
@@ -261,8 +262,13 @@ void nx_rdvc_register(struct nx_tpeer *from, const Nexar__PeerRegister *g)
     char err[128];
     /* The advertised address names the node in the table; a wildcard one says nothing,
      * and then the address its packets come from does. */
-    if (!from)
-        snprintf(addr, sizeof(addr), "%s", nx_cluster_addr());
+    if (!from) {
+        /* Our own ranks.  Bound to a wildcard without advertise, we are known by the
+         * address the ranks named us with (NEXAR_COORD), which the others dial too. */
+        const struct nx_job *j = nx_job_find(g->job);
+        bool named = nx_addr_is_wildcard(nx_cluster_addr()) && j && j->net;
+        snprintf(addr, sizeof(addr), "%s", named ? j->net->coord : nx_cluster_addr());
+    }
     else if (nx_addr_canon(g->addr, addr, sizeof(addr), err, sizeof(err)) < 0 ||
              nx_addr_is_wildcard(addr))
         snprintf(addr, sizeof(addr), "%s", from->addr);
