@@ -349,8 +349,12 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
         snprintf(err, errlen, "%s: %s", what, why);
         return -1;
     }
-    op->xr->algo = nx_xop_algo_name(p->x);
-    op->algo = (uint32_t)nx_algo_parse(op->xr->algo);
+    /* What the op reports: its first part's choice (the others are as large, but for a
+     * shorter last one). */
+    if (p->index == 0) {
+        op->xr->algo = nx_xop_algo_name(p->x);
+        op->algo = (uint32_t)nx_algo_parse(op->xr->algo);
+    }
     return 0;
 }
 

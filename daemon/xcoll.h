@@ -45,7 +45,7 @@ struct nx_comm;
 struct nx_op;
 struct nx_tpeer;
 
-#define XC_PARTS_PER_OP 4
+#define XC_PARTS_PER_OP 8
 #define XC_OPS_PER_COMM 2
 #define XC_HELD_BYTES (256ull << 20)
 /* The step of a confirmation: an empty DATA message that says "this node ran op seq to
