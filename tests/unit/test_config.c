@@ -94,6 +94,13 @@ static void test_file(void)
     CHECK(nx_config_set(&c, "allow_uids", "12x", err, sizeof(err)) == -EINVAL);
     CHECK(nx_config_set(&c, "slot_bytes", "2G", err, sizeof(err)) == -EINVAL);
     CHECK(nx_config_set(&c, "heap_bytes", "-1", err, sizeof(err)) == -EINVAL);
+    CHECK(nx_config_set(&c, "algo", "all_reduce=ring,barrier=dissemination", err,
+                        sizeof(err)) == 0);
+    CHECK(c.algo && !strcmp(c.algo, "all_reduce=ring,barrier=dissemination"));
+    CHECK(nx_config_set(&c, "algo", "broadcast=hd", err, sizeof(err)) == -EINVAL);
+    CHECK(strstr(err, "algo: broadcast has no algorithm \"hd\"") != NULL);
+    CHECK(c.algo && !strcmp(c.algo, "all_reduce=ring,barrier=dissemination"));
+    CHECK(nx_config_set(&c, "algo", "", err, sizeof(err)) == 0 && c.algo == NULL);
     nx_config_free(&c);
 }
 
