@@ -671,14 +671,14 @@ static void hold(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *h,
                  const void *data, size_t len)
 {
     struct nx_xcomm *x = c->x;
-    if (x->held_bytes + len > XC_HELD_BYTES) {
+    if (x->held_bytes + len > XC_HELD_BYTES || x->held_msgs >= XC_HELD_MSGS) {
         char who[160];
         nx_xcomm_node_name(c, node, who, sizeof(who));
         nx_comm_fail(c, NEXAR_ERR_INTERNAL,
-                     "comm %u (job \"%s\"): %s sent more than %llu MiB for ops this node's "
-                     "ranks have not reached (at seq %" PRIu64 ")",
+                     "comm %u (job \"%s\"): %s sent more than %llu MiB or %u messages for "
+                     "ops this node's ranks have not reached (at seq %" PRIu64 ")",
                      c->id, c->job->name, who, (unsigned long long)(XC_HELD_BYTES >> 20),
-                     h->seq);
+                     XC_HELD_MSGS, h->seq);
         return;
     }
     struct nx_xheld *e = nx_xmalloc(sizeof(*e) + len);

@@ -14,7 +14,8 @@
  *
  * On the wire a part is found by its offset: the xop's offsets within the part plus
  * k*C*esize.  DATA for an op or part this node has not reached is held (at most
- * XC_HELD_BYTES per communicator; beyond, the communicator fails naming the node) and fed
+ * XC_HELD_BYTES and XC_HELD_MSGS per communicator; beyond, the communicator fails naming
+ * the node) and fed
  * to the part's xop when it starts; a credit for a part that ended is dropped.
  *
  * Every DATA header carries the op's signature in full: a node that receives another
@@ -48,6 +49,7 @@ struct nx_tpeer;
 #define XC_PARTS_PER_OP 8
 #define XC_OPS_PER_COMM 2
 #define XC_HELD_BYTES (256ull << 20)
+#define XC_HELD_MSGS 65536u
 /* The step of a confirmation: an empty DATA message that says "this node ran op seq to
  * its end" (never an algorithm step, never NX_XSTEP_CREDIT). */
 #define NX_XSTEP_CONFIRM (UINT32_MAX - 1)

@@ -35,7 +35,8 @@ struct nx_xsend {
     uint32_t es;
     uint64_t E, nchunks;
     uint64_t submitted, sent, acked; /* chunks */
-    struct piece *q;                 /* q[i]: chunk i */
+    struct piece *q;                 /* q[i]: chunk i, grown as chunks come (a count is
+                                        only the rank's word) */
     size_t cap;
     double since; /* last progress */
 };
@@ -133,13 +134,13 @@ void nx_xp2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
         xs->es = nx_dtype_size(e->dtype);
         xs->E = nx_chunk_elems(NX_K_SEND, 1, xs->es, cl->seg.hdr.slot_bytes);
         xs->nchunks = nx_chunk_count(e->count, xs->E);
-        xs->q = nx_xcalloc(xs->nchunks, sizeof(*xs->q));
         xs->since = nx_now();
         TAILQ_INSERT_TAIL(&c->x->sends, xs, link);
     }
     cl->pending++;
     c->ranks[rank].ops_submitted++;
     uint64_t first = xs->direct ? 0 : e->chunk, last = xs->direct ? xs->nchunks : first + 1;
+    nx_grow((void **)&xs->q, &xs->cap, last, sizeof(*xs->q));
     for (uint64_t ch = first; ch < last; ch++) {
         uint64_t off = ch * xs->E, n = e->count > off ? e->count - off : 0;
         if (n > xs->E)
