@@ -266,6 +266,13 @@ int nx_xcomm_send(struct nx_comm *c, uint32_t node, uint64_t channel, const stru
     return t->ops->send(p, channel, iov, iovcnt, token);
 }
 
+void nx_xcomm_send_ctl(struct nx_comm *c, Nexar__PeerMsg *m)
+{
+    for (uint32_t i = 0; i < c->x->nnodes; i++)
+        if (i != c->x->me)
+            nx_cluster_send_addr(c->job->net->nodes[c->x->node_job[i]], m);
+}
+
 void nx_xcomm_node_name(const struct nx_comm *c, uint32_t node, char *buf, size_t len)
 {
     char ranks[128];
@@ -289,9 +296,7 @@ void nx_xcomm_failed(struct nx_comm *c)
     Nexar__PeerMsg m = NEXAR__PEER_MSG__INIT;
     m.body_case = NEXAR__PEER_MSG__BODY_ABORT;
     m.abort = &a;
-    for (uint32_t i = 0; i < c->x->nnodes; i++)
-        if (i != c->x->me)
-            nx_cluster_send_addr(j->net->nodes[c->x->node_job[i]], &m);
+    nx_xcomm_send_ctl(c, &m);
 }
 
 void nx_xcomm_remote_abort(struct nx_job *j, uint64_t key, uint32_t status, const char *reason)

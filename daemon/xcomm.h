@@ -31,6 +31,7 @@
 #include <sys/queue.h>
 #include <sys/uio.h>
 
+#include "peer.pb-c.h"
 #include "wire.h"
 
 struct nx_comm;
@@ -93,6 +94,9 @@ uint64_t nx_xcomm_p2p_channel(const struct nx_comm *c, uint32_t tag);
  * transport (-ENOTCONN: the node is lost). */
 int nx_xcomm_send(struct nx_comm *c, uint32_t node, uint64_t channel, const struct iovec *iov,
                   int iovcnt, uint64_t token);
+
+/* Sends a control message to every other node of c (a lost one is logged). */
+void nx_xcomm_send_ctl(struct nx_comm *c, Nexar__PeerMsg *m);
 
 /* "node 1 (127.0.0.1:7001, ranks 2-3)" */
 void nx_xcomm_node_name(const struct nx_comm *c, uint32_t node, char *buf, size_t len);

@@ -61,19 +61,7 @@ void nx_xlocal_sizes(const struct nx_xlocal *j, uint64_t *in, uint64_t *out, boo
 
 bool nx_xlocal_wide(uint8_t kind, uint8_t dtype)
 {
-    if (dtype != NEXAR_F16 && dtype != NEXAR_BF16)
-        return false;
-    switch (kind) {
-    case NX_K_ALL_REDUCE:
-    case NX_K_ALL_REDUCE_BUCKETED:
-    case NX_K_REDUCE:
-    case NX_K_REDUCE_SCATTER:
-    case NX_K_SCAN:
-    case NX_K_EXSCAN:
-        return true;
-    default:
-        return false;
-    }
+    return (dtype == NEXAR_F16 || dtype == NEXAR_BF16) && nx_kind_has_redop(kind);
 }
 
 bool nx_xlocal_in_place(const struct nx_xlocal *j, bool staged, bool whole, uint8_t **in,

@@ -75,6 +75,26 @@ static void msg_name(struct nx_comm *c, const struct nx_xsend *xs, char *buf, si
              xs->k, xs->src, xs->dst, node, xs->tag, c->id, c->job->name);
 }
 
+/* The header of a piece (or its acknowledgement) of the send described by send (dst in
+ * peer, message number in seq) from rank src. */
+static size_t put_hdr(uint8_t *out, const struct nx_comm *c, const struct nx_sqe *send,
+                      uint32_t src, uint32_t flags, uint64_t offset, uint32_t length)
+{
+    struct nx_p2p_hdr h = {
+        .job = c->job->net->key,
+        .comm = c->x->key,
+        .k = send->seq,
+        .tag = send->tag,
+        .src = src,
+        .dst = send->peer,
+        .dtype = send->dtype,
+        .count = send->count,
+        .offset = offset,
+        .length = length,
+    };
+    return nx_wire_put_p2p(out, flags, &h);
+}
+
 /* Sends what the window allows.  False when that failed the communicator (xs is gone). */
 static bool pump(struct nx_comm *c, struct nx_xsend *xs)
 {
@@ -83,19 +103,8 @@ static bool pump(struct nx_comm *c, struct nx_xsend *xs)
     while (xs->sent < xs->submitted && xs->sent - xs->acked < XP_WINDOW) {
         const struct piece *pc = &xs->q[xs->sent];
         uint8_t hdr[NX_WIRE_ENV_BYTES + NX_P2P_HDR_BYTES];
-        struct nx_p2p_hdr h = {
-            .job = c->job->net->key,
-            .comm = c->x->key,
-            .k = xs->k,
-            .tag = xs->tag,
-            .src = xs->src,
-            .dst = xs->dst,
-            .dtype = xs->first.dtype,
-            .count = xs->first.count,
-            .offset = xs->sent * xs->E * xs->es,
-            .length = (uint32_t)pc->bytes,
-        };
-        size_t hl = nx_wire_put_p2p(hdr, 0, &h);
+        size_t hl = put_hdr(hdr, c, &xs->first, xs->src, 0, xs->sent * xs->E * xs->es,
+                            (uint32_t)pc->bytes);
         struct iovec iov[2] = {{hdr, hl}, {xs->cl->seg.arena + pc->off, pc->bytes}};
         int rv = nx_xcomm_send(c, node, channel, iov, pc->bytes ? 2 : 1, 0);
         if (rv < 0) {
@@ -191,19 +200,7 @@ const char *nx_xp2p_on_msg(struct nx_tpeer *p, uint64_t channel, const struct nx
 void nx_xp2p_ack(struct nx_comm *c, const struct nx_sqe *send, uint32_t src, uint64_t offset)
 {
     uint8_t hdr[NX_WIRE_ENV_BYTES + NX_P2P_HDR_BYTES];
-    struct nx_p2p_hdr h = {
-        .job = c->job->net->key,
-        .comm = c->x->key,
-        .k = send->seq,
-        .tag = send->tag,
-        .src = src,
-        .dst = send->peer,
-        .dtype = send->dtype,
-        .count = send->count,
-        .offset = offset,
-    };
-    size_t hl = nx_wire_put_p2p(hdr, NX_WIRE_F_ACK, &h);
-    struct iovec iov = {hdr, hl};
+    struct iovec iov = {hdr, put_hdr(hdr, c, send, src, NX_WIRE_F_ACK, offset, 0)};
     /* A lost node fails the job through the rendezvous: nothing to do here. */
     nx_xcomm_send(c, c->x->rank_node[src], nx_xcomm_p2p_channel(c, send->tag), &iov, 1, 0);
 }

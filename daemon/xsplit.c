@@ -218,9 +218,7 @@ void nx_xsplit_take(struct nx_op *op)
     Nexar__PeerMsg m = NEXAR__PEER_MSG__INIT;
     m.body_case = NEXAR__PEER_MSG__BODY_SPLIT;
     m.split = &s;
-    for (uint32_t i = 0; i < c->x->nnodes; i++)
-        if (i != c->x->me)
-            nx_cluster_send_addr(j->net->nodes[c->x->node_job[i]], &m);
+    nx_xcomm_send_ctl(c, &m);
     free(ranks);
     free(colors);
     free(keys);

@@ -150,27 +150,10 @@ int cu_node_start(struct cu_node *n, const char *cert, const char *ca,
 pid_t cu_rank(const char *sock, const char *coord, const char *job, int rank, int world,
               const char *mode, int timeout_s)
 {
-    char e_rank[32], e_world[32], e_job[300], e_sock[300], e_coord[128], e_out[300], e_to[32];
-    snprintf(e_rank, sizeof(e_rank), "NEXAR_RANK=%d", rank);
-    snprintf(e_world, sizeof(e_world), "NEXAR_WORLD_SIZE=%d", world);
-    snprintf(e_job, sizeof(e_job), "NEXAR_JOB=%s", job);
-    snprintf(e_sock, sizeof(e_sock), "NEXAR_SOCKET=%s", sock);
-    snprintf(e_out, sizeof(e_out), "HX_OUT=%s", g_out);
-    const char *env[8] = {e_rank, e_world, e_job, e_sock, e_out};
-    int n = 5;
-    if (coord) {
-        snprintf(e_coord, sizeof(e_coord), "NEXAR_COORD=%s", coord);
-        env[n++] = e_coord;
-    }
-    if (timeout_s) {
-        snprintf(e_to, sizeof(e_to), "NEXAR_TIMEOUT=%d", timeout_s);
-        env[n++] = e_to;
-    }
-    env[n] = NULL;
     char log[300];
     snprintf(log, sizeof(log), "%s/rank%d-%s.log", g_dir, rank, mode);
     const char *argv[] = {getenv("CLUSTER_RANK"), mode, NULL};
-    return hx_spawn(argv, env, log);
+    return cu_rank_exec(sock, coord, job, rank, world, timeout_s, argv, NULL, log);
 }
 
 pid_t cu_rank_exec(const char *sock, const char *coord, const char *job, int rank, int world,
