@@ -28,9 +28,8 @@ struct nx_xsend {
     TAILQ_ENTRY(nx_xsend) link;
     struct nx_client *cl;
     uint32_t rank; /* local index of the sender */
-    uint32_t src, dst, tag;
-    uint64_t k;
-    struct nx_sqe first;
+    uint32_t src;  /* the sender as the communicator numbers it */
+    struct nx_sqe first; /* dst in peer, tag, message number in seq */
     bool direct;
     uint32_t es;
     uint64_t E, nchunks;
@@ -46,7 +45,8 @@ static struct nx_xsend *find(struct nx_comm *c, uint32_t src, uint32_t dst, uint
 {
     struct nx_xsend *xs;
     TAILQ_FOREACH(xs, &c->x->sends, link)
-        if (xs->src == src && xs->dst == dst && xs->tag == tag && xs->k == k)
+        if (xs->src == src && xs->first.peer == dst && xs->first.tag == tag &&
+            xs->first.seq == k)
             return xs;
     return NULL;
 }
@@ -68,11 +68,12 @@ static void complete(struct nx_client *cl, uint64_t user_data, uint32_t status, 
 static void msg_name(struct nx_comm *c, const struct nx_xsend *xs, char *buf, size_t len)
 {
     char node[160];
-    nx_xcomm_node_name(c, c->x->rank_node[xs->dst], node, sizeof(node));
+    const struct nx_sqe *e = &xs->first;
+    nx_xcomm_node_name(c, c->x->rank_node[e->peer], node, sizeof(node));
     snprintf(buf, len,
              "message %" PRIu64 " from rank %u to rank %u (at %s) with tag %u on comm %u "
              "(job \"%s\")",
-             xs->k, xs->src, xs->dst, node, xs->tag, c->id, c->job->name);
+             e->seq, xs->src, e->peer, node, e->tag, c->id, c->job->name);
 }
 
 /* The header of a piece (or its acknowledgement) of the send described by send (dst in
@@ -98,8 +99,8 @@ static size_t put_hdr(uint8_t *out, const struct nx_comm *c, const struct nx_sqe
 /* Sends what the window allows.  False when that failed the communicator (xs is gone). */
 static bool pump(struct nx_comm *c, struct nx_xsend *xs)
 {
-    uint64_t channel = nx_xcomm_p2p_channel(c, xs->tag);
-    uint32_t node = c->x->rank_node[xs->dst];
+    uint64_t channel = nx_xcomm_p2p_channel(c, xs->first.tag);
+    uint32_t node = c->x->rank_node[xs->first.peer];
     while (xs->sent < xs->submitted && xs->sent - xs->acked < XP_WINDOW) {
         const struct piece *pc = &xs->q[xs->sent];
         uint8_t hdr[NX_WIRE_ENV_BYTES + NX_P2P_HDR_BYTES];
@@ -135,9 +136,6 @@ void nx_xp2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
         xs->cl = cl;
         xs->rank = rank;
         xs->src = src;
-        xs->dst = e->peer;
-        xs->tag = e->tag;
-        xs->k = e->seq;
         xs->first = *e;
         xs->direct = (e->flags & NX_SQE_DIRECT) != 0;
         xs->es = nx_dtype_size(e->dtype);
