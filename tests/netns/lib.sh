@@ -3,6 +3,8 @@
 # random packet loss from nftables.  Sourced (bash) by tests/netns/test_netns.sh and
 # tools/bench-transport; the caller has `set -euo pipefail`.
 #
+#   nx_netns_setup NEXARD NEXARCTL the tests' start: the tools, init, create, daemons;
+#                                  exits 77 (skipped) where namespaces cannot be made
 #   nx_netns_init NEXARD NEXARCTL  names for this run, a temp dir (mkdtemp), certificates,
 #                                  and an EXIT/INT/TERM trap that undoes everything
 #   nx_netns_create                namespaces $NX_NS_A, $NX_NS_B; veth 10.77.0.1 <-> .2,
@@ -67,6 +69,22 @@ nx_netns_init() {
         "$NX_NEXARCTL" certs node --ca "$NX_NETNS_TMP/ca" --name "node-$n" --ip "$ip4" \
             --ip "$ip6" --days 1 --out "$NX_NETNS_TMP/$n" >/dev/null
     done
+}
+
+nx_netns_setup() {
+    local tool
+    for tool in ip nft; do
+        if ! command -v $tool >/dev/null; then
+            echo "SKIP: $tool not installed (scripts/install-deps.sh installs iproute2, nftables)"
+            exit 77
+        fi
+    done
+    nx_netns_init "$1" "$2"
+    if ! nx_netns_create; then
+        echo "SKIP: cannot create network namespaces here: $(head -n 1 "$NX_NETNS_TMP/netns.err")"
+        exit 77
+    fi
+    nx_netns_start_daemons
 }
 
 nx_netns_create() {

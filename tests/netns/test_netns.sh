@@ -17,12 +17,6 @@ bytes=${NX_NETNS_BYTES:-256M}
 loss_bytes=${NX_NETNS_LOSS_BYTES:-256M}
 loss5_bytes=${NX_NETNS_LOSS5_BYTES:-64M}
 
-for tool in ip nft; do
-    if ! command -v $tool >/dev/null; then
-        echo "SKIP: $tool not installed (scripts/install-deps.sh installs iproute2, nftables)"
-        exit 77
-    fi
-done
 if ! "$NEXARCTL" --help 2>&1 | grep -q peer-test; then
     echo "SKIP: this nexarctl has no peer-test"
     exit 77
@@ -30,12 +24,7 @@ fi
 
 # shellcheck source=lib.sh
 . "$here/lib.sh"
-nx_netns_init "$NEXARD" "$NEXARCTL"
-if ! nx_netns_create; then
-    echo "SKIP: cannot create network namespaces here: $(head -n 1 "$NX_NETNS_TMP/netns.err")"
-    exit 77
-fi
-nx_netns_start_daemons
+nx_netns_setup "$NEXARD" "$NEXARCTL"
 
 fails=0
 results=()

@@ -15,21 +15,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 : "${NEXAR_BENCH:?NEXAR_BENCH=path/to/nexar-bench}"
 max=${NX_NETNS_COLL_MAX:-8M}
 
-for tool in ip nft; do
-    if ! command -v $tool >/dev/null; then
-        echo "SKIP: $tool not installed (scripts/install-deps.sh installs iproute2, nftables)"
-        exit 77
-    fi
-done
 
 # shellcheck source=lib.sh
 . "$here/lib.sh"
-nx_netns_init "$NEXARD" "$NEXARCTL"
-if ! nx_netns_create; then
-    echo "SKIP: cannot create network namespaces here: $(head -n 1 "$NX_NETNS_TMP/netns.err")"
-    exit 77
-fi
-nx_netns_start_daemons
+nx_netns_setup "$NEXARD" "$NEXARCTL"
 
 fails=0
 # job NAME LOSS: 4 ranks, 0 and 1 in namespace A, 2 and 3 in B.
