@@ -204,17 +204,65 @@ static void drain(struct nx_client *cl)
 
 /* After a doorbell the loop stays awake for a moment instead of sleeping in epoll:
  * the next submission of an op usually follows within microseconds, and a sleeping
- * daemon costs a wakeup on every small op.  Yielding keeps the spin cheap when the
- * ranks need the cores; doorbells are still rung, so nothing depends on the spin. */
+ * daemon costs a wakeup on every small op.  While it spins it polls every client's
+ * submission ring itself and says so (sq_ctl.wake = 0), so the ranks skip the doorbell's
+ * syscall; before it sleeps it says so again and looks once more (shm_abi.h).  Yielding
+ * keeps the spin cheap when the ranks need the cores. */
 #define NX_BUSY_POLL_S 50e-6
 
 static uv_idle_t busy;
 static bool busy_init, busy_on;
 static double busy_until;
 
+static void serve(struct nx_client *cl)
+{
+    flush_overflow(cl);
+    drain(cl);
+    flush_overflow(cl);
+}
+
+static bool sq_pending(struct nx_client *cl)
+{
+    return cl->polling && !cl->dead && nx_load_acquire(&cl->seg.sq_ctl->tail) != cl->sq_head;
+}
+
+static void set_wake(uint32_t v)
+{
+    struct nx_client *cl;
+    LIST_FOREACH(cl, &nx_clients, link)
+        if (!cl->dead)
+            nx_wake_set(&cl->seg.sq_ctl->wake, v);
+}
+
+/* Serves every client with submissions waiting; true if there was any. */
+static bool serve_pending(void)
+{
+    bool any = false;
+    struct nx_client *cl, *next;
+    for (cl = LIST_FIRST(&nx_clients); cl; cl = next) {
+        next = LIST_NEXT(cl, link); /* drops wait for nx_clients_flush */
+        if (sq_pending(cl)) {
+            any = true;
+            serve(cl);
+        }
+    }
+    if (any)
+        nx_clients_flush();
+    return any;
+}
+
 static void on_busy(uv_idle_t *h)
 {
+    if (!nxd.stopping && serve_pending())
+        busy_until = nx_now() + NX_BUSY_POLL_S;
     if (nx_now() > busy_until || nxd.stopping) {
+        set_wake(1);
+        if (!nxd.stopping && serve_pending()) {
+            /* Submitted while we were about to sleep: keep spinning. */
+            set_wake(0);
+            busy_until = nx_now() + NX_BUSY_POLL_S;
+            return;
+        }
         uv_idle_stop(h);
         busy_on = false;
         return;
@@ -233,6 +281,7 @@ static void busy_poll_arm(void)
     }
     busy_until = nx_now() + NX_BUSY_POLL_S;
     if (!busy_on) {
+        set_wake(0);
         uv_idle_start(&busy, on_busy);
         busy_on = true;
     }
@@ -261,9 +310,7 @@ static void on_doorbell(uv_poll_t *h, int status, int events)
          * wakes us again. */
         while (read(cl->sq_efd, &v, sizeof(v)) == (ssize_t)sizeof(v))
             ;
-        flush_overflow(cl);
-        drain(cl);
-        flush_overflow(cl);
+        serve(cl);
     }
     nx_clients_flush();
 }
@@ -405,6 +452,9 @@ void nx_clients_flush(void)
         LIST_REMOVE(cl, dirty_link);
         cl->on_dirty = false;
         uint64_t one = 1;
+        /* A rank that polls its completion ring needs no doorbell (shm_abi.h). */
+        if (cl->dead || !nx_wake_needed(&cl->seg.cq_ctl->wake))
+            continue;
         if (write(cl->cq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
             nx_client_drop(cl, "completion doorbell failed");
     }

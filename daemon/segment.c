@@ -40,6 +40,9 @@ int nx_segment_create(struct nx_segment *s, const struct nx_shm_geom *g, const c
     s->arena = s->base + s->hdr.arena_off;
     for (uint32_t i = 0; i < s->hdr.err_entries; i++)
         s->err[i].seq = NX_NO_ERR_TEXT;
+    /* Both consumers count as asleep until they say otherwise. */
+    s->sq_ctl->wake = 1;
+    s->cq_ctl->wake = 1;
     return 0;
 
 fail_errno:

@@ -2,7 +2,8 @@
  * ring.c - the rank's side of the submission and completion rings and doorbells.
  *
  * Submission: entries are written at the private tail and published in one
- * release store of sq_ctl.tail, followed by one write to the submission eventfd.
+ * release store of sq_ctl.tail, followed by one write to the submission eventfd
+ * unless the daemon is polling the ring (sq_ctl.wake, see shm_abi.h).
  * Completion: cq_ctl.tail is loaded with acquire order, each entry is copied out
  * and handled, then cq_ctl.head is stored with release order.  When the ring was
  * found full, the submission doorbell is rung after consuming, so that the daemon
@@ -47,7 +48,8 @@ void nx_ring_publish(void)
         return;
     nx_store_release(nx_S.sq_tail, nx_S.sq_local_tail);
     nx_S.sq_published = nx_S.sq_local_tail;
-    nx_ring_doorbell();
+    if (nx_wake_needed(nx_S.sq_wake))
+        nx_ring_doorbell();
 }
 
 bool nx_ring_cq_pending(uint32_t head)

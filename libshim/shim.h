@@ -359,6 +359,7 @@ struct nx_shim {
     uint64_t seg_bytes;
     struct nx_shm_hdr hdr; /* private copy, read once */
     uint32_t *sq_head, *sq_tail, *cq_head, *cq_tail;
+    uint32_t *sq_wake, *cq_wake; /* nx_ring_ctl.wake: the daemon's, and ours */
     struct nx_sqe *sq;
     struct nx_cqe *cq;
     struct nx_err_entry *err;

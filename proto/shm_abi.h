@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #define NX_SHM_MAGIC 0x534d584eu /* "NXMS" */
-#define NX_SHM_VERSION 1u
+#define NX_SHM_VERSION 2u
 #define NX_SHM_ALIGN 64u
 #define NX_ERR_TEXT_BYTES 512u
 
@@ -106,11 +106,17 @@ struct nx_err_entry {
     char text[NX_ERR_TEXT_BYTES - 8];
 };
 
-/* Producer writes tail, consumer writes head; free-running u32 counters. */
+/* Producer writes tail, consumer writes head; free-running u32 counters.
+ *
+ * wake is the consumer's: nonzero while it may be asleep on the ring's doorbell, zero
+ * while it polls the ring.  The producer publishes tail, issues a full fence, and rings
+ * the doorbell only when it then reads wake != 0; the consumer sets wake, issues a full
+ * fence and looks at tail once more before it sleeps.  So an entry is never left behind
+ * a sleeping consumer, and a polling one costs no syscall on either side. */
 struct nx_ring_ctl {
     _Alignas(64) uint32_t head;
     _Alignas(64) uint32_t tail;
-    _Alignas(64) uint32_t reserved;
+    _Alignas(64) uint32_t wake;
 };
 
 struct nx_shm_hdr {
@@ -198,7 +204,9 @@ int nx_shm_hdr_check(const struct nx_shm_hdr *h, uint64_t mapped_bytes);
  * many blocks of `count` elements the input and output hold on one rank
  * (all_gather: in 1, out size).  A chunk covers elements [off, off + n) of every
  * block; a staged chunk lays block j at j * n elements of its slot region, a direct
- * buffer at j * count + off.
+ * buffer at j * count + off.  A staged all_gather's own block (j = the rank) is the
+ * rank's to copy from its input to its output: the daemon may leave it unwritten in the
+ * slot, which saves two of its three copies.
  */
 struct nx_shape {
     uint32_t in_mul, out_mul;
@@ -266,6 +274,18 @@ static inline uint32_t nx_load_acquire(const uint32_t *p)
 static inline void nx_store_release(uint32_t *p, uint32_t v)
 {
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+/* The wake handshake of nx_ring_ctl: a store, then a full fence. */
+static inline void nx_wake_set(uint32_t *wake, uint32_t v)
+{
+    __atomic_store_n(wake, v, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+/* The producer's side, after publishing tail: must the doorbell ring? */
+static inline bool nx_wake_needed(const uint32_t *wake)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return __atomic_load_n(wake, __ATOMIC_RELAXED) != 0;
 }
 
 /* Validation of one copied descriptor against what the daemon knows about the
