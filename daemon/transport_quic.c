@@ -116,6 +116,13 @@ static struct nx_tpeer *quic_peer(struct nx_transport *t, const char *addr, char
                                   size_t errlen)
 {
     struct nx_quic *q = (struct nx_quic *)t;
+    /* Every message to a peer names it by address: a name seen before is found without
+     * parsing, and a host name without a lookup per message. */
+    for (struct nx_qpeer *p = addr && *addr ? q->all : NULL; p; p = p->next)
+        if (p->in_map && (!strcmp(p->base.addr, addr) || !strcmp(p->alias, addr))) {
+            p->visible = 1;
+            return &p->base;
+        }
     union nx_qsa sa;
     socklen_t len;
     if (nx_qaddr_resolve(addr, &sa, &len, err, errlen) != 0 ||
@@ -131,6 +138,8 @@ static struct nx_tpeer *quic_peer(struct nx_transport *t, const char *addr, char
     struct nx_qpeer *p = nx_qpeer_find(q, &sa.sa);
     if (!p)
         p = nx_qpeer_new(q, &sa, len);
+    if (strcmp(canon, addr) && strlen(addr) < sizeof(p->alias))
+        strcpy(p->alias, addr);
     p->visible = 1;
     return &p->base;
 }
