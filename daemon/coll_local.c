@@ -75,8 +75,9 @@ static int run(const struct nx_adapter *ad, const struct nx_chunk_job *jb, void 
             if (jb->kind == NX_K_GATHER && r != jb->root)
                 continue;
             for (uint32_t j = 0; j < P && rv == 0; j++)
-                rv = ad->receive_to_device(blk(io[r].out, io[r].out_stride, j, es), io[j].in,
-                                           bytes);
+                if (j != r || !io[r].own_by_rank)
+                    rv = ad->receive_to_device(blk(io[r].out, io[r].out_stride, j, es),
+                                               io[j].in, bytes);
         }
         return rv;
     case NX_K_SCATTER:

@@ -8,6 +8,7 @@
 #ifndef NX_COLL_LOCAL_H
 #define NX_COLL_LOCAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "adapter.h"
@@ -17,6 +18,7 @@
 struct nx_rank_io {
     uint8_t *in, *out;
     uint64_t in_stride, out_stride;
+    bool own_by_rank; /* staged all_gather: the rank copies its own block (shm_abi.h) */
 };
 
 struct nx_chunk_job {

@@ -195,6 +195,7 @@ void nx_op_chunk_io(const struct nx_op *op, uint64_t off, uint64_t n, struct nx_
             io[r].out = arena + st->out_off;
             io[r].in_stride = io[r].out_stride = n;
         }
+        io[r].own_by_rank = !nx_part_direct(p) && op->sig.kind == NX_K_ALL_GATHER;
         if (!shape.in_mul)
             io[r].in = NULL;
         if (!shape.out_mul)

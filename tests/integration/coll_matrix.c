@@ -142,6 +142,38 @@ static int reduce_in_place(nexar_comm_t *w, struct tally *t)
     return bad ? -1 : 0;
 }
 
+/* all_gather with send == recv + rank * count (MPI_IN_PLACE style), staged, at a count
+ * that takes several 64 KiB slots: the shim copies a staged all_gather's own block
+ * itself, and must not copy it onto itself or lose it. Every block is checked. */
+static int all_gather_in_place(nexar_comm_t *w, struct tally *t)
+{
+    int me = nexar_comm_rank(w), size = nexar_comm_size(w), bad = 0;
+    static const size_t counts[] = {1, 1001, 70001};
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]) && !bad; k++) {
+        size_t n = counts[k];
+        uint32_t *buf = malloc(n * size * 4), *exp = malloc(n * size * 4);
+        for (int r = 0; r < size; r++)
+            for (size_t i = 0; i < n; i++)
+                exp[(size_t)r * n + i] = 0x9e3779b9u * (uint32_t)(r + 1) + (uint32_t)i * 7u + (uint32_t)n;
+        for (size_t i = 0; i < n * size; i++)
+            buf[i] = 0xdeadbeefu; /* what must be overwritten */
+        memcpy(buf + (size_t)me * n, exp + (size_t)me * n, n * 4);
+        nexar_status_t st = nexar_all_gather(w, buf + (size_t)me * n, buf, n, NEXAR_U32);
+        char ctx[96];
+        snprintf(ctx, sizeof(ctx), "rank %d all_gather in place (send == recv + rank) u32 count=%zu",
+                 me, n);
+        if (tl_check_status(ctx, NEXAR_OK, st))
+            bad = 1;
+        else if (tl_check_elems(ctx, NEXAR_U32, exp, buf, n * size))
+            t->wrong++;
+        free(buf);
+        free(exp);
+    }
+    if (me == 0 && !bad)
+        tl_log("all_gather with send inside recv at counts 1, 1001, 70001: done");
+    return bad ? -1 : 0;
+}
+
 static int rank_main(struct hx_rank *r)
 {
     nexar_comm_t *w = NULL;
@@ -184,6 +216,8 @@ static int rank_main(struct hx_rank *r)
             rc = every_root(w, &t);
         if (!rc)
             rc = reduce_in_place(w, &t);
+        if (!rc)
+            rc = all_gather_in_place(w, &t);
         /* D: arena buffers, the direct path */
         static const int ar_dt[] = {NEXAR_F32, NEXAR_F16, NEXAR_I32, NEXAR_U8};
         static const size_t ar_c[] = {0, 1, 13, 1001};
