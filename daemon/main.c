@@ -1,6 +1,7 @@
 /* main.c - nexard: modules start in dependency order and stop in reverse. */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,13 @@ int main(int argc, char **argv)
     int rv;
 
     signal(SIGPIPE, SIG_IGN);
+    /* Every op allocates and frees message and part buffers of tens of KiB to MiB.  With
+     * glibc's defaults the heap top is trimmed and grown again (brk, and page faults on
+     * fresh pages) every op: a 512 KiB all_reduce across 2 nodes took twice as long.  Keep
+     * up to 256 MiB of freed heap, and use the heap below 32 MiB. */
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TOP_PAD, 16 << 20);
     nx_config_defaults(&nxd.cfg);
     rv = nx_config_parse_args(&nxd.cfg, argc, argv, err, sizeof(err));
     if (rv != 0) {

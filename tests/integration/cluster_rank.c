@@ -31,21 +31,14 @@
 #include <unistd.h>
 
 #include "nexar.h"
+#include "outfile.h"
 
 static char g_dir[512];
 static int g_rank = -1;
 
 static void put(const char *name, const char *text)
 {
-    char p[700], tmp[720];
-    snprintf(p, sizeof(p), "%s/%s%d", g_dir, name, g_rank);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", p);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return;
-    fputs(text, f);
-    fclose(f);
-    rename(tmp, p); /* readers never see half a file */
+    tl_put_file(g_dir, name, g_rank, text);
 }
 
 static long long now_ns(void)

@@ -1,0 +1,12 @@
+/*
+ * outfile.h - how a test's rank process reports to its test: one small file per fact,
+ * written whole.
+ */
+#ifndef NX_TEST_OUTFILE_H
+#define NX_TEST_OUTFILE_H
+
+/* Writes text to dir/<name><rank> through a temporary file and rename(), so that a test
+ * polling for the file never reads half of it. */
+void tl_put_file(const char *dir, const char *name, int rank, const char *text);
+
+#endif
