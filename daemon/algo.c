@@ -149,6 +149,7 @@ int nx_xop_create(const struct nx_xop_desc *desc, const struct nx_xnet *net,
     struct nx_xop *x = nx_xcalloc(1, sizeof(*x));
     int rv;
     x->d = *desc;
+    x->bs = desc->stride ? desc->stride : desc->count;
     x->net = *net;
     x->what = nx_xstrdup(desc->what ? desc->what : nx_kind_name(desc->kind));
     x->d.what = x->what;

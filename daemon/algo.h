@@ -84,6 +84,9 @@ struct nx_xop_desc {
     const uint32_t *rank_node; /* nranks entries, each < nnodes, every node has a rank;
                                   copied by nx_xop_create */
     void *in, *out;     /* node-level buffers, layouts above; NULL where none */
+    uint64_t stride;    /* elements from one block's start to the next in in and out; 0:
+                           count (back to back).  A part of an op on a rank's own direct
+                           buffers sees its blocks the op's count apart. */
     const struct nx_adapter *ad;
     uint64_t chunk_bytes;  /* pipeline: bytes per message, roughly; 0: default */
     uint32_t window;       /* pieces in flight per node; 0: default */

@@ -19,7 +19,7 @@ static int a2a_init(struct nx_xop *x, char *err, size_t errlen)
 /* Block (local rank l, peer rank j) of a L x P buffer. */
 static uint64_t blk(const struct nx_xop *x, uint32_t l, uint32_t j, const struct nx_xpiece *pc)
 {
-    return ((uint64_t)l * x->d.nranks + j) * x->d.count + pc->e0;
+    return ((uint64_t)l * x->d.nranks + j) * x->bs + pc->e0;
 }
 
 static void a2a_plan(struct nx_xop *x, const struct nx_xpiece *pc, uint32_t s,

@@ -109,6 +109,7 @@ struct nx_xop {
     const struct nx_xalgo *alg;
     uint8_t algo; /* enum nx_algo, resolved */
     uint32_t es;  /* element size */
+    uint64_t bs;  /* block stride in in and out: d.stride, or d.count */
     uint32_t sig;
     uint32_t root_node;
     char *what;

@@ -70,7 +70,7 @@ void nx_xplan_group(struct nx_xop *x, struct nx_xplan *pl, uint8_t buf, uint32_t
                     uint64_t e0, uint64_t n, uint8_t act)
 {
     for (uint32_t i = x->nr_off[g]; i < x->nr_off[g + 1]; i++)
-        nx_xplan_reg(x, pl, buf, (uint64_t)x->nr_rank[i] * x->d.count + e0, n, act);
+        nx_xplan_reg(x, pl, buf, (uint64_t)x->nr_rank[i] * x->bs + e0, n, act);
 }
 
 /* ---- local data movement ------------------------------------------------------------ */

@@ -233,7 +233,7 @@ static void rs_hd_plan(struct nx_xop *x, const struct nx_xpiece *pc, uint32_t s,
 {
     struct fold f = fold_of(x->d.nnodes);
     uint32_t L = logical(&f, s), me = x->d.me, P = x->d.nranks;
-    uint64_t c = x->d.count;
+    uint64_t c = x->bs;
     if (L == 0 || L == f.K + 1) {
         if (me >= 2 * f.rem)
             return;

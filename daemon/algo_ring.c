@@ -86,7 +86,7 @@ static void rs_plan(struct nx_xop *x, const struct nx_xpiece *pc, uint32_t s,
 int nx_xrs_end(struct nx_xop *x, const struct nx_xpiece *pc)
 {
     uint32_t me = x->d.me, c0 = x->nr_off[me];
-    uint64_t c = x->d.count;
+    uint64_t c = x->bs;
     for (uint32_t l = 0; l < nx_xlocal(x, me); l++) {
         uint64_t r = x->nr_rank[c0 + l];
         int rv = nx_xcopy(x, nx_xbuf_at(x, pc, XB_OUT, l * c + pc->e0),
@@ -107,7 +107,7 @@ const struct nx_xalgo nx_xalgo_ring_reduce_scatter = {
 static int ag_begin(struct nx_xop *x, const struct nx_xpiece *pc)
 {
     uint32_t me = x->d.me, c0 = x->nr_off[me];
-    uint64_t c = x->d.count;
+    uint64_t c = x->bs;
     for (uint32_t l = 0; l < nx_xlocal(x, me); l++) {
         uint64_t r = x->nr_rank[c0 + l];
         int rv = nx_xcopy(x, nx_xbuf_at(x, pc, XB_OUT, r * c + pc->e0),

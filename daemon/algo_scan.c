@@ -168,7 +168,7 @@ static int local_scan(struct nx_xop *x, struct runs *r, uint32_t j,
                       const struct nx_xpiece *pc)
 {
     const struct nx_adapter *ad = x->d.ad;
-    uint64_t c = x->d.count;
+    uint64_t c = x->bs;
     uint32_t len = r->len[j];
     uint8_t *total = nx_xbuf_at(x, pc, XB_SCR, p_at(r, j, pc));
     int rv;
@@ -206,7 +206,7 @@ static int scan_begin(struct nx_xop *x, const struct nx_xpiece *pc)
 static int scan_end(struct nx_xop *x, const struct nx_xpiece *pc)
 {
     struct runs *r = x->priv;
-    uint64_t c = x->d.count;
+    uint64_t c = x->bs;
     if (pc->n == 0)
         return 0;
     for (uint32_t s = 1; s < r->S; s++) {

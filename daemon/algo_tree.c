@@ -121,7 +121,7 @@ static void subtree(struct nx_xop *x, struct nx_xplan *pl, const struct nx_xpiec
 {
     const uint32_t *cum = x->priv;
     uint32_t v = nx_xvrank(x, x->d.me);
-    uint64_t c = x->d.count;
+    uint64_t c = x->bs;
     for (uint32_t u = u0; u < u1; u++) {
         uint32_t g = nx_xreal(x, u), L = nx_xlocal(x, g);
         for (uint32_t j = 0; j < L; j++) {
@@ -180,7 +180,7 @@ static void scatter_plan(struct nx_xop *x, const struct nx_xpiece *pc, uint32_t 
 static int scatter_begin(struct nx_xop *x, const struct nx_xpiece *pc)
 {
     uint32_t me = x->d.me;
-    uint64_t c = x->d.count;
+    uint64_t c = x->bs;
     if (me != x->root_node)
         return 0;
     for (uint32_t l = 0; l < nx_xlocal(x, me); l++) {

@@ -310,7 +310,7 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
     uint8_t ndtype = j.wide ? NEXAR_F32 : op->sig.dtype;
     uint32_t es = wire_esize(op);
     bool staged = c->size == 1 && p->staged[0];
-    if (p->n && nx_xlocal_in_place(&j, staged, op->nchunks == 1, &p->in, &p->out)) {
+    if (p->n && nx_xlocal_in_place(&j, staged, &p->in, &p->out)) {
         p->in_place = true;
     } else {
         uint64_t in_n, out_n;
@@ -338,6 +338,7 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
         .rank_node = c->x->rank_node,
         .in = p->in,
         .out = p->out_is_in ? p->in : p->out,
+        .stride = p->in_place ? p->io[0].out_stride : 0,
         .ad = &nx_adapter_cpu,
         .what = what,
         .sig = op->xr->sig,

@@ -64,13 +64,11 @@ bool nx_xlocal_wide(uint8_t kind, uint8_t dtype)
     return (dtype == NEXAR_F16 || dtype == NEXAR_BF16) && nx_kind_has_redop(kind);
 }
 
-bool nx_xlocal_in_place(const struct nx_xlocal *j, bool staged, bool whole, uint8_t **in,
-                        uint8_t **out)
+bool nx_xlocal_in_place(const struct nx_xlocal *j, bool staged, uint8_t **in, uint8_t **out)
 {
     if (j->L != 1 || j->wide)
         return false;
     const struct nx_rank_io *io = &j->io[0];
-    bool contiguous = staged || whole; /* blocks of n elements, back to back */
     *in = io->in;
     *out = io->out;
     switch (j->kind) {
@@ -92,8 +90,8 @@ bool nx_xlocal_in_place(const struct nx_xlocal *j, bool staged, bool whole, uint
     case NX_K_ALL_GATHER:
     case NX_K_GATHER:
     case NX_K_SCATTER:
-    case NX_K_ALL_TO_ALL:
-        return contiguous;
+    case NX_K_ALL_TO_ALL: /* blocks at the rank's stride: nothing is written in between */
+        return true;
     default:
         return false;
     }

@@ -54,15 +54,13 @@ void nx_xlocal_sizes(const struct nx_xlocal *j, uint64_t *in_elems, uint64_t *ou
                      bool *out_is_in);
 
 /*
- * With one local rank, its chunk's own regions can serve as the node-level buffers when
- * they have that layout: then there is nothing to combine and nothing to copy back.
- * staged: the regions are the rank's staging slot (this chunk's alone, so the algorithm
- * may use the input as working memory); whole: the part is the whole op (a direct
- * buffer's blocks lie back to back).  True with *in and *out set (NULL where the node has
- * none), false when the copies are needed.
+ * With one local rank, its chunk's own regions can serve as the node-level buffers: then
+ * there is nothing to combine and nothing to copy back.  Their blocks lie io[0]'s stride
+ * apart (the xop's nx_xop_desc.stride).  staged: the regions are the rank's staging slot
+ * (this chunk's alone, so the algorithm may use the input as working memory).  True with
+ * *in and *out set (NULL where the node has none), false when the copies are needed.
  */
-bool nx_xlocal_in_place(const struct nx_xlocal *j, bool staged, bool whole, uint8_t **in,
-                        uint8_t **out);
+bool nx_xlocal_in_place(const struct nx_xlocal *j, bool staged, uint8_t **in, uint8_t **out);
 
 /* Ranks' inputs -> in.  0 or a negative errno from the adapter. */
 int nx_xlocal_gather(const struct nx_adapter *ad, const struct nx_xlocal *j);

@@ -343,6 +343,8 @@ static const struct sweep rep_set[] = {
      NULL, 0, 1},
     {"D arena f32 u8 x sum max", TL_ARENA, TL_BLOCKING, NA(NEXAR_F32, NEXAR_U8),
      NA(NEXAR_SUM, NEXAR_MAX), NC(1, 1001), 1},
+    /* parts of a direct op: one rank per node works at the op's block stride */
+    {"D arena ~1 MiB i32 sum", TL_ARENA, TL_BLOCKING, NA(NEXAR_I32), NA(NEXAR_SUM), NULL, 0, 1},
     {"E iwait f32 i64 sum", TL_HEAP, TL_WAIT, NA(NEXAR_F32, NEXAR_I64), NA(NEXAR_SUM), NC(13),
      1},
     {"E itest bf16 max", TL_HEAP, TL_TESTLOOP, NA(NEXAR_BF16), NA(NEXAR_MAX), NC(13), 0},
