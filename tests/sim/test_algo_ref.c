@@ -323,7 +323,7 @@ static void tree_binomial(uint8_t dt, uint8_t op, uint8_t *const *vals, uint32_t
 static void reduce_ref(const struct ta_case *c, uint8_t *const *vals, uint64_t e,
                        uint64_t pe, uint32_t group, uint8_t *out)
 {
-    uint32_t N = c->nnodes, order[TA_MAXN];
+    uint32_t N = c->nnodes, order[TA_MAXN] = {0}; /* -O3 cannot see N >= 1 */
     uint8_t algo = c->algo;
     if (c->kind == NX_K_REDUCE_SCATTER && algo == NX_ALGO_RING) { /* g's chain: g+1 .. g */
         for (uint32_t i = 0; i < N; i++)
