@@ -30,14 +30,11 @@
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <uv.h>
 
+#include "quic_record.h" /* the stream format: NX_QPRE_LEN, NX_QSWITCH, the parser */
 #include "transport.h"
 #include "transport_quic.h"
 
 #define NX_QSCID_LEN 16          /* our connection IDs: routing needs one fixed length */
-#define NX_QPRE_LEN 12           /* stream preamble: magic "nxq1" + channel (BE64) */
-#define NX_QREC_HDR 4            /* record header: payload length (BE32) */
-#define NX_QSWITCH 0xffffffffu   /* a "length" that says: the stream now carries channel ... */
-#define NX_QMAGIC "nxq1"
 #define NX_QTX_SLOTS 32          /* sendmmsg entries per flush */
 #define NX_QTX_SLOT_CAP 65000    /* bytes per GSO super-datagram (kernel caps at 64 KiB) */
 #define NX_QTX_FLUSH_BYTES (256u << 10) /* sendmmsg once this much waits */
@@ -196,13 +193,7 @@ struct nx_qchan {
 struct nx_qrstream {
     struct nx_qrstream *next, *prev;
     int64_t id;
-    uint64_t channel;
-    int state;                /* 0 preamble, 1 length, 2 body, 3 switch */
-    uint8_t hdr[NX_QPRE_LEN];
-    size_t hdr_have;
-    uint32_t msglen;
-    uint8_t *buf;             /* from nx_qbuf_get, msglen bytes, while a record builds */
-    size_t have, cap;
+    struct nx_qrec rec;       /* its buffers come from nx_qbuf_get */
 };
 
 int nx_qstream_send(struct nx_qpeer *p, uint64_t channel, const struct iovec *iov, int iovcnt,
