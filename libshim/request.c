@@ -511,8 +511,11 @@ void nx_pump(void)
         for (struct nx_list *l = nx_S.active.next, *nl; l != &nx_S.active; l = nl) {
             nl = l->next;
             struct nexar_request *r = nx_container_of(l, struct nexar_request, active_link);
-            if (r->submitting && !r->failed && r->comm->fail) {
-                /* Mirror the daemon: a failed communicator fails what is queued. */
+            if (r->submitting && !r->failed && r->comm->fail &&
+                r->tmpl.kind != NX_K_COMM_FREE) {
+                /* Mirror the daemon: a failed communicator fails what is queued.  Not
+                 * its free: the daemon must hear that this rank left, or it counts the
+                 * rank lost when its socket closes and keeps the communicator. */
                 nx_req_fail(r, r->comm->fail, r->comm->fail_text);
                 req_maybe_complete(r);
                 continue;
