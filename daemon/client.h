@@ -61,6 +61,9 @@ struct nx_client {
     uint32_t dev_regs; /* device registrations held (device.h) */
     void *dev;         /* the device backend's state for this client, or NULL */
     uint64_t p2p_buffered; /* eager send bytes held for this sender */
+    /* nexarctl jobs: descriptors taken from the ring and completions posted (a staged
+     * op has one per chunk; send/recv included), and the payload bytes of those
+     * descriptors' inputs. */
     uint64_t ops_submitted, ops_completed, bytes_in;
     bool dead, violated;
     const char *drop_why; /* static text */

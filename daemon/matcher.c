@@ -472,6 +472,20 @@ static void refuse_device_spanning(struct nx_comm *c, struct nx_client *cl, uint
     free(dev);
 }
 
+/* The payload a validated descriptor hands in (its chunk's input, or a direct op's);
+ * for device buffers the op's input, which is not in the arena. */
+static uint64_t input_bytes(const struct nx_sqe *e, const struct nx_sqe_limits *lim)
+{
+    uint64_t in = 0, out = 0;
+    if (!(e->flags & NX_SQE_DEVICE))
+        return nx_sqe_extent(e, lim, &in, &out) ? in : 0;
+    struct nx_shape s;
+    if (!nx_kind_shape(e->kind, lim->comm_size, lim->comm_rank, e->peer, &s) ||
+        __builtin_mul_overflow(e->count, (uint64_t)nx_dtype_size(e->dtype) * s.in_mul, &in))
+        return 0;
+    return in;
+}
+
 void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
 {
     struct nx_member *m = nx_client_member(cl, e->comm_id);
@@ -498,6 +512,7 @@ void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
         snprintf(why, sizeof(why), "more than %u descriptors outstanding", nxd.cfg.max_pending);
         return nx_client_violation(cl, why);
     }
+    cl->bytes_in += input_bytes(e, &lim);
     if (e->kind != NX_K_COMM_FREE && c->failed_status) {
         if (e->flags & NX_SQE_DEVICE) {
             struct nx_dev_part *dev = nx_xcalloc(1, sizeof(*dev));
