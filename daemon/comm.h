@@ -21,6 +21,8 @@ struct nx_xcomm;
 struct nx_comm_rank {
     struct nx_client *client; /* NULL once it left */
     uint32_t world_rank;
+    /* Collectives (not send/recv) this rank entered and that completed (nexarctl
+     * comms); an op counts once, however many chunks it is staged in. */
     uint64_t ops_submitted, ops_completed;
 };
 

@@ -411,6 +411,9 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
             }
         }
         s->next_seq[rank]++;
+        /* The rank's op counts from its first descriptor on, also when it mismatches;
+         * its later chunks are the same op. */
+        c->ranks[rank].ops_submitted++;
         if (c->live < c->size) {
             nx_comm_fail(c, NEXAR_ERR_PEER_LOST,
                          "communicator %u can never complete %s seq %" PRIu64
@@ -442,7 +445,6 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
         push_staged(p, e);
     }
     cl->pending++;
-    c->ranks[rank].ops_submitted++;
     run_ready(op);
 }
 

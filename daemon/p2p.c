@@ -319,7 +319,6 @@ void nx_p2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
         sd->nchunks = nx_chunk_count(e->count, E);
     }
     cl->pending++;
-    c->ranks[rank].ops_submitted++;
     if (sd->dev) {
         if (other->have)
             run_device(c, m);

@@ -145,7 +145,6 @@ void nx_xp2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
         TAILQ_INSERT_TAIL(&c->x->sends, xs, link);
     }
     cl->pending++;
-    c->ranks[rank].ops_submitted++;
     uint64_t first = xs->direct ? 0 : e->chunk, last = xs->direct ? xs->nchunks : first + 1;
     nx_grow((void **)&xs->q, &xs->cap, last, sizeof(*xs->q));
     for (uint64_t ch = first; ch < last; ch++) {
