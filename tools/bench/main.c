@@ -69,7 +69,8 @@ static double time_row(struct bench *b, enum nxb_coll c, size_t count, nexar_dty
     for (long i = 0; i < b->o.iters; i++)
         run_checked(b, c, count, d, op);
     double dt = (nxt_now() - t0) / (double)b->o.iters;
-    *algo = nexar_comm_algorithm(b->comm);
+    /* sendrecv is no collective: the communicator's last one is the barrier above. */
+    *algo = c == NXB_SENDRECV ? NULL : nexar_comm_algorithm(b->comm);
     s = nexar_all_reduce(b->comm, &dt, 1, NEXAR_F64, NEXAR_MAX);
     if (s != NEXAR_OK)
         fail(b, "all_reduce(MAX) of the times", s);
