@@ -105,8 +105,11 @@ static int same_text(const char *a, const char *b)
 
 static int same(const struct nx_config *a, const struct nx_config *b)
 {
-    /* Every field but the strings compares as bytes: copy them and null the pointers. */
-    struct nx_config x = *a, y = *b;
+    /* Every field but the strings compares as bytes: copy them and null the pointers.
+     * memcpy, not assignment, so that padding is copied too. */
+    struct nx_config x, y;
+    memcpy(&x, a, sizeof(x));
+    memcpy(&y, b, sizeof(y));
     const size_t offs[] = {
         offsetof(struct nx_config, config_path), offsetof(struct nx_config, socket_path),
         offsetof(struct nx_config, runtime_dir), offsetof(struct nx_config, listen),
@@ -155,7 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rv == 0) {
         promises(&c);
         /* Settings are assignments: the same file again changes nothing. */
-        c2 = c;
+        memcpy(&c2, &c, sizeof(c2));
         c2.socket_path = strdup(c.socket_path);
         c2.runtime_dir = strdup(c.runtime_dir);
         c2.config_path = NULL;
