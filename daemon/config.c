@@ -226,11 +226,20 @@ int nx_config_load_file(struct nx_config *c, const char *path, char *err, size_t
         snprintf(err, errlen, "%s: %s", path, strerror(e));
         return -e;
     }
-    char line[1024];
+    /* getline: a line of any length is one line.  A fixed buffer cut a long one in two
+     * and read its tail as a line of its own, so a long comment could set a key. */
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
     unsigned lineno = 0;
     int rv = 0;
-    while (fgets(line, sizeof(line), f)) {
+    while ((len = getline(&line, &cap, f)) >= 0) {
         lineno++;
+        if (strlen(line) != (size_t)len) {
+            snprintf(err, errlen, "%s:%u: a NUL byte in the line", path, lineno);
+            rv = -EINVAL;
+            break;
+        }
         char *hash = strchr(line, '#');
         if (hash)
             *hash = '\0';
@@ -251,6 +260,7 @@ int nx_config_load_file(struct nx_config *c, const char *path, char *err, size_t
             break;
         }
     }
+    free(line);
     fclose(f);
     return rv;
 }

@@ -88,6 +88,26 @@ static void test_file(void)
     CHECK(strstr(err, "expected 'key = value'") != NULL);
     unlink(p);
 
+    /* A comment longer than any buffer stays a comment: its tail must not become a
+     * line of its own and set slots. */
+    char *text = malloc(5000);
+    memcpy(text, "slots = 3\n# ", 12);
+    memset(text + 12, 'x', 4000);
+    strcpy(text + 4012, "slots = 7\nlog_level = warn\n");
+    p = write_tmp(text);
+    free(text);
+    CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == 0);
+    CHECK(c.slots == 3 && c.log_level == NX_LOG_WARN);
+    unlink(p);
+
+    /* A NUL byte hid the rest of its line; now the line is refused, by number. */
+    p = write_tmp("slots = 2\nslots = 5 X slots = 9\n");
+    FILE *f = fopen(p, "r+");
+    CHECK(f && fseek(f, 20, SEEK_SET) == 0 && fputc('\0', f) == 0 && fclose(f) == 0);
+    CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
+    CHECK(strstr(err, ":2: a NUL byte in the line") != NULL);
+    unlink(p);
+
     CHECK(nx_config_load_file(&c, "/nonexistent/nexard.conf", err, sizeof(err)) == -ENOENT);
     CHECK(nx_config_set(&c, "allow_uids", "*", err, sizeof(err)) == 0);
     CHECK(nx_config_uid_allowed(&c, 1000, 4242));
