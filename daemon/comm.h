@@ -24,6 +24,7 @@ struct nx_comm_rank {
     /* Collectives (not send/recv) this rank entered and that completed (nexarctl
      * comms); an op counts once, however many chunks it is staged in. */
     uint64_t ops_submitted, ops_completed;
+    uint64_t bytes_in; /* payload handed in on this communicator (send/recv included) */
 };
 
 struct nx_comm {

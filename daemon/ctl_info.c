@@ -160,10 +160,12 @@ static void fill_comms(struct arena *a, Nexar__CtlReply *rep)
                         : "ok";
         ci->next_seq = c->sched.done_seq;
         ci->ranks = alloc(a, c->size, sizeof(*ci->ranks));
-        for (uint32_t r = 0; r < c->size; r++)
+        for (uint32_t r = 0; r < c->size; r++) {
             ci->ranks[ci->n_ranks++] =
                 rank_info(a, nx_comm_span_rank(c, r), c->ranks[r].world_rank, c->ranks[r].client,
                           c->ranks[r].ops_submitted, c->ranks[r].ops_completed);
+            ci->ranks[ci->n_ranks - 1]->bytes_in = c->ranks[r].bytes_in;
+        }
         rep->comms[rep->n_comms++] = ci;
     }
 }

@@ -514,7 +514,9 @@ void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
         snprintf(why, sizeof(why), "more than %u descriptors outstanding", nxd.cfg.max_pending);
         return nx_client_violation(cl, why);
     }
-    cl->bytes_in += input_bytes(e, &lim);
+    uint64_t in = input_bytes(e, &lim);
+    cl->bytes_in += in;
+    c->ranks[rank].bytes_in += in;
     if (e->kind != NX_K_COMM_FREE && c->failed_status) {
         if (e->flags & NX_SQE_DEVICE) {
             struct nx_dev_part *dev = nx_xcalloc(1, sizeof(*dev));

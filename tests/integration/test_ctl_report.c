@@ -281,8 +281,9 @@ static void check_status(pid_t daemon_pid, uint64_t clients, uint64_t jobs, uint
 
 /* comms: the one communicator, its next_seq, and per rank (submitted, completed, state). */
 static void check_comms(const char *job, struct sh *s, uint64_t next_seq, const uint64_t sub[2],
-                        const uint64_t done[2], const char *const state[2],
-                        const char *comm_state_prefix, uint64_t *comm_id)
+                        const uint64_t done[2], const uint64_t bytes_in[2],
+                        const char *const state[2], const char *comm_state_prefix,
+                        uint64_t *comm_id)
 {
     struct tj *v = json("comms");
     if (!v)
@@ -312,6 +313,7 @@ static void check_comms(const char *job, struct sh *s, uint64_t next_seq, const 
         want_u64(v, "comms", AT("uid"), (uint64_t)getuid());
         want_u64(v, "comms", AT("ops_submitted"), sub[r]);
         want_u64(v, "comms", AT("ops_completed"), done[r]);
+        want_u64(v, "comms", AT("bytes_in"), bytes_in[r]);
         if (state[r])
             want_str(v, "comms", AT("state"), state[r]);
 #undef AT
@@ -493,6 +495,7 @@ int main(void)
         check_no_ops();
         /* comms counts ops, jobs the descriptors (one per chunk) and their input bytes. */
         check_comms(j.name, s, 4, (const uint64_t[]){4, 4}, (const uint64_t[]){4, 4},
+                    (const uint64_t[]){3 * small + big, 3 * small + big},
                     (const char *const[]){"idle", "idle"}, "ok", &comm);
         check_jobs(j.name, s, 3 + big_chunks, 3 * small + big);
     }
@@ -501,6 +504,7 @@ int main(void)
     s->go = 1;
     check_waiting_op(j.name, comm);
     check_comms(j.name, s, 4, (const uint64_t[]){5, 4}, (const uint64_t[]){4, 4},
+                (const uint64_t[]){4 * small + big, 3 * small + big},
                 (const char *const[]){"active", "idle"}, "ok", &comm);
     check_stats(&c, "while the op waits");
 
@@ -513,6 +517,7 @@ int main(void)
         c.bytes_reduced += 2 * small;
         check_stats(&c, "after the 5th all_reduce");
         check_comms(j.name, s, 5, (const uint64_t[]){5, 5}, (const uint64_t[]){5, 5},
+                    (const uint64_t[]){4 * small + big, 4 * small + big},
                     (const char *const[]){"idle", "idle"}, "ok", &comm);
     }
 
@@ -523,7 +528,9 @@ int main(void)
         c.ops_failed = 1;
         check_stats(&c, "after the mismatch");
         check_no_ops();
+        /* The mismatched op handed in 1 and 2 floats. */
         check_comms(j.name, s, 5, (const uint64_t[]){6, 6}, (const uint64_t[]){5, 5},
+                    (const uint64_t[]){4 * small + big + 4, 4 * small + big + 8},
                     (const char *const[]){NULL, NULL}, "failed: ", &comm);
         v = json("comms");
         const char *st = v ? tj_str(v, "comms[0].state") : NULL;
