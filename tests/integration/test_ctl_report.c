@@ -14,9 +14,12 @@
  *           signature, 0/1 chunks, its algorithm) waiting for rank 1, its age growing;
  *           comms shows rank 0 active with 5 submitted, rank 1 idle;
  *  stage 3  both finished it: no op in flight, counters +1;
- *  stage 4  an all_reduce with different counts: MISMATCH; comms shows the
- *           communicator failed with the reason, stats 1 mismatch and 1 failed op;
- *  end      the ranks finalized: back to 0 clients, jobs and communicators.
+ *  stage 4  a communicator split off the world fails (MISMATCH) and both ranks free it:
+ *           it is gone from comms and status at once, the world counts the split;
+ *  stage 5  an all_reduce with different counts on the world: comms shows the
+ *           communicator failed with the reason, stats 2 mismatches and 2 failed ops;
+ *  end      the ranks finalized: back to 0 clients, jobs and communicators, and no client
+ *           or peer counted lost (their exits were clean).
  */
 #include <ctype.h>
 #include <stdlib.h>
@@ -96,11 +99,20 @@ static int rank_main(struct hx_rank *r)
     f += allreduce_checked(w, me, COUNT, "all_reduce (stage 2)");
     s->stage[me] = 2;
     f += wait_go(s, 3);
+    /* A communicator of both ranks that fails, and that they free. */
+    nexar_comm_t *sub = NULL;
     float x[2] = {1, 2};
-    EXPECT_ST(f, NEXAR_ERR_MISMATCH, "all_reduce with count 1 against count 2",
-              nexar_all_reduce(w, x, (size_t)me + 1, NEXAR_F32, NEXAR_SUM));
+    if (!EXPECT_OK(f, "comm_split", nexar_comm_split(w, 0, (uint32_t)me, &sub))) {
+        EXPECT_ST(f, NEXAR_ERR_MISMATCH, "all_reduce on the split, count 1 against count 2",
+                  nexar_all_reduce(sub, x, (size_t)me + 1, NEXAR_F32, NEXAR_SUM));
+        EXPECT_OK(f, "comm_free of the failed split", nexar_comm_free(sub));
+    }
     s->stage[me] = 3;
     f += wait_go(s, 4);
+    EXPECT_ST(f, NEXAR_ERR_MISMATCH, "all_reduce with count 1 against count 2",
+              nexar_all_reduce(w, x, (size_t)me + 1, NEXAR_F32, NEXAR_SUM));
+    s->stage[me] = 4;
+    f += wait_go(s, 5);
     EXPECT_OK(f, "finalize", nexar_finalize());
     return f ? 1 : 0;
 }
@@ -521,15 +533,28 @@ int main(void)
                     (const char *const[]){"idle", "idle"}, "ok", &comm);
     }
 
-    tl_log("---- stage 4: a mismatch ----");
+    tl_log("---- stage 4: a split that fails, freed ----");
     s->go = 3;
     if (reached(s, 3) == 0) {
+        c.ops_completed++; /* the split; it moves no data */
         c.mismatches = 1;
         c.ops_failed = 1;
+        check_stats(&c, "after the split's mismatch and free");
+        check_status(d.pid, 2, 1, 1, 2 * seg, "after the split was freed");
+        check_comms(j.name, s, 6, (const uint64_t[]){6, 6}, (const uint64_t[]){6, 6},
+                    (const uint64_t[]){4 * small + big, 4 * small + big},
+                    (const char *const[]){"idle", "idle"}, "ok", &comm);
+    }
+
+    tl_log("---- stage 5: a mismatch on the world ----");
+    s->go = 4;
+    if (reached(s, 4) == 0) {
+        c.mismatches = 2;
+        c.ops_failed = 2;
         check_stats(&c, "after the mismatch");
         check_no_ops();
         /* The mismatched op handed in 1 and 2 floats. */
-        check_comms(j.name, s, 5, (const uint64_t[]){6, 6}, (const uint64_t[]){5, 5},
+        check_comms(j.name, s, 6, (const uint64_t[]){7, 7}, (const uint64_t[]){6, 6},
                     (const uint64_t[]){4 * small + big + 4, 4 * small + big + 8},
                     (const char *const[]){NULL, NULL}, "failed: ", &comm);
         v = json("comms");
@@ -542,7 +567,7 @@ int main(void)
     }
 
     tl_log("---- the ranks finalize ----");
-    s->go = 4;
+    s->go = 5;
     if (hx_job_wait(&j, 30, 5) || hx_job_check_ok(&j))
         fails++;
     /* The daemon learns of the exits from the closing sockets: give it a moment. */
