@@ -2,6 +2,7 @@
  * registries; nothing here changes state. */
 #include "ctl_info.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,26 +238,43 @@ static void fill_stats(struct arena *a, Nexar__CtlReply *rep)
     rep->stats = st;
 }
 
-void nx_ctl_info_reply(struct nx_conn *c, const Nexar__CtlRequest *req)
+int nx_ctl_report(int command, nx_ctl_emit emit, void *arg)
 {
     struct arena a = {0};
     Nexar__CtlReply rep = NEXAR__CTL_REPLY__INIT;
-    switch (req->command) {
+    switch (command) {
     case NEXAR__CTL_COMMAND__CTL_STATUS: fill_status(&a, &rep); break;
     case NEXAR__CTL_COMMAND__CTL_JOBS: fill_jobs(&a, &rep); break;
     case NEXAR__CTL_COMMAND__CTL_COMMS: fill_comms(&a, &rep); break;
     case NEXAR__CTL_COMMAND__CTL_OPS: fill_ops(&a, &rep); break;
     case NEXAR__CTL_COMMAND__CTL_STATS: fill_stats(&a, &rep); break;
-    case NEXAR__CTL_COMMAND__CTL_PEERS: return nx_ctl_peers_reply(c);
-    case NEXAR__CTL_COMMAND__CTL_PEER_TEST: return nx_peertest_start(c, req->peer_test);
-    default:
-        rep.status = NEXAR_ERR_INVALID;
-        rep.error = "unknown command";
-        break;
+    case NEXAR__CTL_COMMAND__CTL_PEERS: nx_ctl_peers_report(emit, arg); return 0;
+    default: return -EINVAL;
     }
-    if (nx_conn_send(c, NX_MSG_CTL_REPLY, &rep, NULL, 0) < 0)
-        nx_conn_close(c);
+    emit(arg, &rep);
     for (size_t i = 0; i < a.n; i++)
         free(a.ptrs[i]);
     free(a.ptrs);
+    return 0;
+}
+
+static void send_reply(void *arg, const Nexar__CtlReply *rep)
+{
+    struct nx_conn *c = arg;
+    if (nx_conn_send(c, NX_MSG_CTL_REPLY, rep, NULL, 0) < 0)
+        nx_conn_close(c);
+}
+
+void nx_ctl_info_reply(struct nx_conn *c, const Nexar__CtlRequest *req)
+{
+    if (req->command == NEXAR__CTL_COMMAND__CTL_PEER_TEST) {
+        nx_peertest_start(c, req->peer_test);
+        return;
+    }
+    if (nx_ctl_report(req->command, send_reply, c) == 0)
+        return;
+    Nexar__CtlReply rep = NEXAR__CTL_REPLY__INIT;
+    rep.status = NEXAR_ERR_INVALID;
+    rep.error = "unknown command";
+    send_reply(c, &rep);
 }

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "cluster.h"
-#include "ctlsrv.h"
 #include "daemon.h"
 #include "job.h"
 #include "mem.h"
@@ -79,7 +78,7 @@ static void one_peer(struct nx_tpeer *p, void *arg)
     w->rep->peers[w->rep->n_peers++] = pi;
 }
 
-void nx_ctl_peers_reply(struct nx_conn *c)
+void nx_ctl_peers_report(nx_ctl_emit emit, void *arg)
 {
     Nexar__CtlReply rep = NEXAR__CTL_REPLY__INIT;
     struct walk w = {.rep = &rep, .now = nx_now()};
@@ -87,8 +86,7 @@ void nx_ctl_peers_reply(struct nx_conn *c)
     rep.listen = (char *)nx_cluster_addr();
     if (t)
         t->ops->each_peer(t, one_peer, &w);
-    if (nx_conn_send(c, NX_MSG_CTL_REPLY, &rep, NULL, 0) < 0)
-        nx_conn_close(c);
+    emit(arg, &rep);
     for (size_t i = 0; i < rep.n_peers; i++) {
         free(rep.peers[i]->addr);
         free(rep.peers[i]->cipher);

@@ -4,8 +4,9 @@
 #ifndef NX_CTL_PEERS_H
 #define NX_CTL_PEERS_H
 
-struct nx_conn;
+#include "ctl_info.h"
 
-void nx_ctl_peers_reply(struct nx_conn *c);
+/* Builds the CTL_PEERS reply and hands it to emit (see nx_ctl_report). */
+void nx_ctl_peers_report(nx_ctl_emit emit, void *arg);
 
 #endif
