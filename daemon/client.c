@@ -253,8 +253,12 @@ static bool serve_pending(void)
 
 static void on_busy(uv_idle_t *h)
 {
-    if (!nxd.stopping && serve_pending())
+    if (!nxd.stopping && serve_pending()) {
+        /* What it started (a packet to send, a completion) goes out in the loop's next
+         * lap: yielding first would hold it behind whoever gets the core. */
         busy_until = nx_now() + NX_BUSY_POLL_S;
+        return;
+    }
     if (nx_now() > busy_until || nxd.stopping) {
         set_wake(1);
         if (!nxd.stopping && serve_pending()) {
