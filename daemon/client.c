@@ -311,9 +311,9 @@ static void on_doorbell(uv_poll_t *h, int status, int events)
         nx_client_drop(cl, "submission doorbell failed");
     } else {
         /* Reset the counter before draining so that a ring after our tail read
-         * wakes us again. */
-        while (read(cl->sq_efd, &v, sizeof(v)) == (ssize_t)sizeof(v))
-            ;
+         * wakes us again.  Not a semaphore eventfd: one read takes the whole count. */
+        if (read(cl->sq_efd, &v, sizeof(v)) < 0 && errno != EAGAIN && errno != EINTR)
+            NX_DEBUG("client", "doorbell read: %s", strerror(errno));
         serve(cl);
     }
     nx_clients_flush();
