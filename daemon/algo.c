@@ -151,7 +151,9 @@ int nx_xop_create(const struct nx_xop_desc *desc, const struct nx_xnet *net,
     x->d = *desc;
     x->bs = desc->stride ? desc->stride : desc->count;
     x->net = *net;
-    x->what = nx_xstrdup(desc->what ? desc->what : nx_kind_name(desc->kind));
+    x->what = desc->what || !net->what ? nx_xstrdup(desc->what ? desc->what
+                                                              : nx_kind_name(desc->kind))
+                                         : NULL;
     x->d.what = x->what;
     if ((rv = check_desc(x, err, errlen)) < 0 || (rv = place_ranks(x, err, errlen)) < 0)
         goto fail;
@@ -310,7 +312,12 @@ void nx_xop_fail(struct nx_xop *x, uint32_t status, const char *fmt, ...)
     va_end(ap);
     x->state = XS_DONE;
     x->status = status;
-    x->text = nx_xasprintf("%s: %s", x->what, msg);
+    char what[256];
+    if (x->what)
+        snprintf(what, sizeof(what), "%s", x->what);
+    else
+        x->net.what(x->net.arg, what, sizeof(what));
+    x->text = nx_xasprintf("%s: %s", what, msg);
     NX_DEBUG(LOG_SUB, "%s", x->text);
     enter(x);
     x->net.done(x->net.arg, x, status, x->text);

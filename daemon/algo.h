@@ -92,7 +92,7 @@ struct nx_xop_desc {
     uint32_t window;       /* pieces in flight per node; 0: default */
     uint64_t max_inflight; /* bytes sent but not yet acknowledged; 0: default */
     const char *what;      /* prefix of error texts ("all_reduce seq 4 on comm 2 (job
-                              \"x\")"); copied; NULL: the kind's name */
+                              \"x\")"); copied; NULL: net.what, else the kind's name */
     uint32_t sig;          /* the signature carried and checked; 0: nx_xop_sig() of this
                               descriptor.  An op cut into several xops passes the sig of
                               the whole op, so that a different total count shows. */
@@ -125,6 +125,9 @@ struct nx_xnet {
      * step) when status != 0, NULL otherwise.  Called once, never from inside
      * nx_xop_create or nx_xop_destroy.  The callee may call nx_xop_destroy(x). */
     void (*done)(void *arg, struct nx_xop *x, uint32_t status, const char *text);
+    /* Optional: names the op for an error text, in place of desc.what.  Called only when
+     * a text is written, so a caller whose name costs a format pays nothing per op. */
+    void (*what)(void *arg, char *buf, size_t len);
 };
 
 /* Creates an xop (idle until nx_xop_start).  0 and *out, or -EINVAL with a reason in

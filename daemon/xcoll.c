@@ -269,6 +269,12 @@ static int xop_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
     return rv;
 }
 
+static void xop_what(void *arg, char *buf, size_t len)
+{
+    struct xpart *p = arg;
+    what_of(p->op, p->index, buf, len);
+}
+
 static void xop_done(void *arg, struct nx_xop *x, uint32_t status, const char *text)
 {
     part_ended(arg, status, text);
@@ -323,8 +329,6 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
             return -1;
         }
     }
-    char what[192];
-    what_of(op, p->index, what, sizeof(what));
     struct nx_xop_desc d = {
         .kind = op->sig.kind,
         .dtype = ndtype,
@@ -340,13 +344,14 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
         .out = p->out_is_in ? p->in : p->out,
         .stride = p->in_place ? p->io[0].out_stride : 0,
         .ad = &nx_adapter_cpu,
-        .what = what,
         .sig = op->xr->sig,
         .iov_send = 1, /* host buffers; the transport copies as it sends */
     };
-    struct nx_xnet net = {.arg = p, .send = xop_send, .done = xop_done};
+    struct nx_xnet net = {.arg = p, .send = xop_send, .done = xop_done, .what = xop_what};
     char why[192];
     if (nx_xop_create(&d, &net, &p->x, why, sizeof(why)) < 0) {
+        char what[192];
+        what_of(op, p->index, what, sizeof(what));
         snprintf(err, errlen, "%s: %s", what, why);
         return -1;
     }
