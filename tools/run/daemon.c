@@ -120,6 +120,8 @@ static void exec_daemon(const struct run_opts *o, const char *bin, struct run_da
             _exit(1); /* nexar-run died before prctl took effect */
     }
     run_child_signals();
+    if (d->tls_cert)
+        run_bind_child(o, d->node);
 
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null >= 0)

@@ -65,8 +65,15 @@ int main(int argc, char **argv)
         code = run_daemon_attach(&o, &daemons[0], sigfd);
     } else {
         code = run_nodes_certs(&o, daemons, &certdir);
-        for (int i = 0; i < o.nodes && !code; i++)
+        for (int i = 0; i < o.nodes && !code; i++) {
+            daemons[i].node = i;
+            if (o.verbose) {
+                char cpus[256];
+                run_bind_describe(&o, i, cpus, sizeof(cpus));
+                nxt_warn("node %d: %s", i, cpus);
+            }
             code = run_daemon_start_node(&o, &daemons[i], sigfd);
+        }
     }
     if (code)
         goto out_daemons;

@@ -22,6 +22,7 @@ enum {
     OPT_KEEP_DAEMON,
     OPT_VERSION,
     OPT_NODES,
+    OPT_BIND,
 };
 
 static void usage(FILE *f)
@@ -34,6 +35,9 @@ static void usage(FILE *f)
 "      --nodes K         simulate K nodes: K private nexards on 127.0.0.1, each with\n"
 "                        its own socket, port and certificate (one CA made for the\n"
 "                        run); ranks go to them in blocks, node 0 coordinates\n"
+"      --bind node|none  with --nodes: run each node's daemon and ranks on that\n"
+"                        node's share of the CPUs, as real nodes have their own\n"
+"                        (default node); none leaves placement to the kernel\n"
 "      --socket PATH     nexard socket (default $NEXAR_SOCKET, else\n"
 "                        /run/nexar/nexard.sock); when no daemon answers there, a\n"
 "                        private nexard is started in a temporary directory\n"
@@ -71,6 +75,7 @@ void run_opts_parse(struct run_opts *o, int argc, char **argv)
     static const struct option longopts[] = {
         {"np", required_argument, NULL, 'n'},
         {"nodes", required_argument, NULL, OPT_NODES},
+        {"bind", required_argument, NULL, OPT_BIND},
         {"socket", required_argument, NULL, OPT_SOCKET},
         {"job", required_argument, NULL, OPT_JOB},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -105,6 +110,14 @@ void run_opts_parse(struct run_opts *o, int argc, char **argv)
             if (nxt_parse_long(optarg, 1, 256, &v) < 0)
                 bad("--nodes expects a node count from 1 to 256", optarg);
             o->nodes = (int)v;
+            break;
+        case OPT_BIND:
+            if (!strcmp(optarg, "node"))
+                o->bind = RUN_BIND_NODE;
+            else if (!strcmp(optarg, "none"))
+                o->bind = RUN_BIND_NONE;
+            else
+                bad("--bind expects node or none", optarg);
             break;
         case OPT_SOCKET: o->socket = optarg; break;
         case OPT_JOB:

@@ -62,6 +62,7 @@ static void exec_rank(const struct run_opts *o, const char *job, const struct ru
     if (getppid() != parent)
         _exit(128 + SIGTERM); /* nexar-run died before prctl took effect */
     run_child_signals();
+    run_bind_child(o, r->node);
 
     set_env_int("NEXAR_RANK", r->rank);
     set_env_int("NEXAR_WORLD_SIZE", o->nranks);

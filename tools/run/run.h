@@ -17,6 +17,7 @@
  *   ranks.c      fork/exec the ranks with their environment
  *   supervise.c  signals, failures, the grace period, the exit status
  *   nodes.c      --nodes: certificates and the daemons' network addresses
+ *   bind.c       --nodes: each node's daemon and ranks on that node's CPUs
  */
 #ifndef NXR_RUN_H
 #define NXR_RUN_H
@@ -31,6 +32,8 @@
 #define NXR_EXIT_NOEXEC 126   /* the program is not executable (as the shell) */
 #define NXR_EXIT_NOTFOUND 127 /* the program was not found (as the shell) */
 
+enum run_bind { RUN_BIND_NODE, RUN_BIND_NONE };
+
 struct run_opts {
     int nranks;          /* -n, default 1 */
     int nodes;           /* --nodes: simulated nodes (private daemons), default 1 */
@@ -41,6 +44,7 @@ struct run_opts {
     const char *daemon;  /* --daemon: the nexard binary */
     char **daemon_args;  /* --daemon-arg, in order */
     int n_daemon_args;
+    enum run_bind bind;  /* --bind: with --nodes, each node's processes on its CPUs */
     bool keep_daemon;    /* --keep-daemon */
     bool quiet;          /* --quiet: no summary or notes */
     bool verbose;        /* --verbose: notes, and the daemon's log on stderr */
@@ -65,6 +69,7 @@ struct run_daemon {
     /* --nodes: its network (NULL on one node). */
     char *tls_ca, *tls_cert, *tls_key;
     char *addr;   /* the address it listens at, as it reports it */
+    int node;     /* its index among the simulated nodes */
 };
 
 /*
@@ -99,6 +104,17 @@ int run_nodes_address(struct run_daemon *d);
 
 /* Removes the certificate directory (kept with --keep-daemon) and frees certdir. */
 void run_nodes_cleanup(const struct run_opts *o, char *certdir);
+
+/* ---- CPU binding of simulated nodes (bind.c) ---------------------------------- */
+
+#include <sched.h>
+/* The CPUs of node's processes into *out: their count, 0 when unbound (--bind none, one
+ * node, one CPU). */
+int run_bind_cpus(const struct run_opts *o, int node, cpu_set_t *out);
+/* In a forked child before exec: binds it to its node's CPUs (a warning if refused). */
+void run_bind_child(const struct run_opts *o, int node);
+/* "cpu 0,1" or "unbound", for --verbose. */
+void run_bind_describe(const struct run_opts *o, int node, char *buf, size_t len);
 
 /* ---- ranks (ranks.c) -------------------------------------------------------- */
 
