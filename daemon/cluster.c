@@ -9,6 +9,7 @@
 
 #include "client.h"
 #include "daemon.h"
+#include "h3_routes.h"
 #include "log.h"
 #include "mem.h"
 #include "peer_msg.h"
@@ -310,6 +311,7 @@ int nx_cluster_init(void)
     qc.window_bytes = c->quic_window_bytes;
     qc.stream_window_bytes = c->quic_stream_window_bytes;
     qc.max_udp_payload = c->quic_max_udp_payload;
+    qc.inspect = nx_h3_routes(c);
     struct nx_transport_cb cb = {
         .arg = NULL, .on_message = on_message, .on_peer = on_peer, .on_sent = on_sent};
     char err[256];
@@ -320,7 +322,8 @@ int nx_cluster_init(void)
     }
     set_addresses(c);
     NX_INFO("cluster", "QUIC endpoint at %s (peers reach us at %s); peer idle timeout %u ms, "
-            "keep-alive %u ms", cl.bound, cl.addr, c->peer_idle_timeout_ms, c->keepalive_ms);
+            "keep-alive %u ms; remote inspection (HTTP/3) %s", cl.bound, cl.addr,
+            c->peer_idle_timeout_ms, c->keepalive_ms, c->inspect ? "on" : "off");
     return 0;
 }
 

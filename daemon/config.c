@@ -38,6 +38,8 @@ void nx_config_defaults(struct nx_config *c)
     c->quic_window_bytes = 64u << 20;
     c->quic_stream_window_bytes = 16u << 20;
     c->quic_max_udp_payload = 1452;
+    c->inspect = true;
+    c->inspect_max_conns = 8;
 }
 
 void nx_config_free(struct nx_config *c)
@@ -182,6 +184,18 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
     }
     if (!strcmp(key, "allow_uids"))
         return parse_uids(c, value, err, errlen);
+    if (!strcmp(key, "inspect")) {
+        static const char *const on[] = {"on", "yes", "true", "1"};
+        static const char *const off[] = {"off", "no", "false", "0"};
+        for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
+            if (!strcmp(value, on[i]) || !strcmp(value, off[i])) {
+                c->inspect = !strcmp(value, on[i]);
+                return 0;
+            }
+        }
+        snprintf(err, errlen, "inspect: '%s' is not on or off", value);
+        return -EINVAL;
+    }
     SIZE_KEY("slot_bytes", slot_bytes, 4096, 1ull << 30, v % 64 == 0,
              "a multiple of 64 from 4K to 1G")
     SIZE_KEY("slots", slots, 1, 64, 1, "1 to 64")
@@ -203,6 +217,7 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
              "64K to 4G")
     SIZE_KEY("quic_max_udp_payload", quic_max_udp_payload, 1200, 65527, 1,
              "1200 to 65527 bytes")
+    SIZE_KEY("inspect_max_conns", inspect_max_conns, 1, 64, 1, "1 to 64")
 #undef SIZE_KEY
     snprintf(err, errlen, "unknown key '%s'", key);
     return -EINVAL;

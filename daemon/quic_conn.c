@@ -95,6 +95,9 @@ static int handshake_confirmed_cb(ngtcp2_conn *conn, void *user_data)
     return 0;
 }
 
+/* An inspector's connection (ALPN h3) carries HTTP/3: each stream event below goes to
+ * quic_inspect.c and never near the peers' channels and records. */
+
 static int recv_stream_data_cb(ngtcp2_conn *conn, uint32_t flags, int64_t id, uint64_t offset,
                                const uint8_t *data, size_t datalen, void *user_data,
                                void *stream_user_data)
@@ -102,6 +105,8 @@ static int recv_stream_data_cb(ngtcp2_conn *conn, uint32_t flags, int64_t id, ui
     struct nx_qconn *c = user_data;
     (void)conn;
     (void)offset;
+    if (c->inspector)
+        return nx_qinspect_recv(c, flags, id, data, datalen);
     if (!c->confirmed) {
         /* Stream data from the server proves it finished the handshake (it writes none
          * before); HANDSHAKE_DONE was merely lost or reordered. */
@@ -114,8 +119,11 @@ static int recv_stream_data_cb(ngtcp2_conn *conn, uint32_t flags, int64_t id, ui
 static int acked_cb(ngtcp2_conn *conn, int64_t id, uint64_t offset, uint64_t datalen,
                     void *user_data, void *stream_user_data)
 {
+    struct nx_qconn *c = user_data;
     (void)conn;
-    (void)id;
+    (void)offset;
+    if (c->inspector)
+        return nx_qinspect_acked(c, id, datalen);
     if (!stream_user_data)
         return 0;
     return nx_qstream_on_acked(user_data, stream_user_data, offset, datalen);
@@ -125,8 +133,8 @@ static int stream_close_cb(ngtcp2_conn *conn, uint32_t flags, int64_t id, uint64
                            void *user_data, void *stream_user_data)
 {
     struct nx_qconn *c = user_data;
-    (void)flags;
-    (void)app_err;
+    if (c->inspector)
+        return nx_qinspect_stream_close(c, flags, id, app_err);
     if (ngtcp2_conn_is_local_stream(conn, id))
         return 0;
     if (stream_user_data)
@@ -141,6 +149,8 @@ static int stream_reset_cb(ngtcp2_conn *conn, int64_t id, uint64_t final_size,
     (void)conn;
     (void)final_size;
     (void)stream_user_data;
+    if (((struct nx_qconn *)user_data)->inspector)
+        return nx_qinspect_stream_reset(user_data, id); /* a request given up: fine */
     /* Our streams are never reset: a reset would silently lose messages. */
     nx_qconn_fail(user_data, "peer reset stream %lld (error %llu)", (long long)id,
                   (unsigned long long)app_err);
@@ -152,6 +162,8 @@ static int stop_sending_cb(ngtcp2_conn *conn, int64_t id, uint64_t app_err, void
 {
     (void)conn;
     (void)stream_user_data;
+    if (((struct nx_qconn *)user_data)->inspector)
+        return nx_qinspect_stream_reset(user_data, id);
     nx_qconn_fail(user_data, "peer stopped reading stream %lld (error %llu)", (long long)id,
                   (unsigned long long)app_err);
     return NGTCP2_ERR_CALLBACK_FAILURE;
@@ -170,13 +182,22 @@ static int extend_stream_data_cb(ngtcp2_conn *conn, int64_t id, uint64_t max_dat
                                  void *user_data, void *stream_user_data)
 {
     (void)conn;
-    (void)id;
     (void)max_data;
+    if (((struct nx_qconn *)user_data)->inspector)
+        return nx_qinspect_extend_stream(user_data, id);
     if (stream_user_data) {
         nx_qstream_on_extend(stream_user_data);
         nx_quic_schedule_flush(user_data);
     }
     return 0;
+}
+
+static int extend_remote_bidi_cb(ngtcp2_conn *conn, uint64_t max_streams, void *user_data)
+{
+    struct nx_qconn *c = user_data;
+    (void)conn;
+    /* Only inspectors may open bidirectional streams (their requests). */
+    return c->inspector ? nx_qinspect_extend_bidi(c, max_streams) : 0;
 }
 
 static int stateless_reset_cb(ngtcp2_conn *conn, const ngtcp2_pkt_stateless_reset *sr,
@@ -203,6 +224,7 @@ static const ngtcp2_callbacks callbacks = {
     .recv_stateless_reset = stateless_reset_cb,
     .recv_retry = ngtcp2_crypto_recv_retry_cb,
     .extend_max_local_streams_uni = extend_streams_cb,
+    .extend_max_remote_streams_bidi = extend_remote_bidi_cb,
     .rand = rand_cb,
     .get_new_connection_id = new_cid_cb,
     .remove_connection_id = remove_cid_cb,

@@ -12,6 +12,9 @@
  *   nx_qchan  one channel of one peer: its message queue and, once the connection is up,
  *             its unidirectional stream.
  *   nx_qrstream  the receive side of one remote stream: record parser state.
+ *   nx_h3s    the HTTP/3 server session of an inspector (ALPN "h3", h3_server.c): owned
+ *             by its peer record, which is an inspector's own (out of the address map,
+ *             never visible) and freed with it.
  *
  * Re-entrancy: user callbacks (on_message, on_sent, on_peer UP) run inside ngtcp2 callbacks.
  * Whatever the user does from there that would touch ngtcp2 (close_peer, peer_forget) is
@@ -45,6 +48,9 @@
 #define NX_QERR_CLOSED 0x1u      /* close_peer() or shutdown */
 #define NX_QERR_PROTO 0x2u       /* the peer broke the record format */
 #define NX_QERR_REFUSED 0x3u     /* superseded or refused */
+
+/* What a TLS session negotiated (quic_tls.c). */
+enum nx_qalpn { NX_QALPN_NONE, NX_QALPN_PEER, NX_QALPN_H3 };
 
 union nx_qsa {
     struct sockaddr sa;
@@ -160,8 +166,12 @@ int nx_qtls_session_new(struct nx_qtls *x, struct nx_qconn *c, int server);
 /* ngtcp2 recv_crypto_data: feeds GnuTLS and records why a handshake failed. */
 int nx_qtls_recv_crypto(ngtcp2_conn *conn, ngtcp2_crypto_level level, uint64_t offset,
                         const uint8_t *data, size_t datalen, void *user_data);
-/* 0 when the peer selected our ALPN. */
+/* 0 when the handshake settled on the ALPN the connection is for: nexar/1, or h3 on an
+ * inspector's connection. */
 int nx_qtls_check_alpn(struct nx_qconn *c);
+enum nx_qalpn nx_qtls_alpn(struct nx_qconn *c);
+/* The subject of the peer's certificate, for logs ("" when there is none). */
+void nx_qtls_peer_name(struct nx_qconn *c, char *out, size_t outlen);
 void nx_qtls_cipher(struct nx_qconn *c, char *out, size_t outlen);
 const char *nx_qtls_alert_text(uint8_t alert);
 
@@ -235,6 +245,7 @@ struct nx_qconn {
     int close_app;     /* close with an application error code (else transport) */
     int stateless_reset;
     int in_flush_list, in_touched;
+    int inspector;     /* ALPN h3: its stream events go to the peer's nx_h3s */
     struct nx_qconn *flush_next, *touched_next;
     ngtcp2_cid cids[16];     /* every CID routed to us */
     size_t ncids;
@@ -297,6 +308,9 @@ struct nx_qpeer {
     struct nx_qpeer *dial_next;
     uint64_t bytes_sent, bytes_recv, msgs_sent, msgs_recv, queued_bytes;
     uint64_t old_pkts_sent, old_pkts_recv; /* of connections already gone */
+    int inspector;                /* an inspection client (ALPN h3), never a peer */
+    int inspect_counted;          /* counted in q->inspectors */
+    struct nx_h3s *h3;            /* its HTTP/3 session, once up */
 };
 
 struct nx_quic {
@@ -326,6 +340,7 @@ struct nx_quic {
     ngtcp2_tstamp rx_ts;          /* when the current receive batch arrived */
     struct nx_qconn *route_hit;   /* the last routed connection (bulk: the same one) */
     uint8_t route_cid[NX_QSCID_LEN];
+    uint32_t inspectors;          /* inspection sessions up */
 };
 
 ngtcp2_tstamp nx_qnow(void);
@@ -355,6 +370,28 @@ void nx_qpeer_free(struct nx_qpeer *p);
 /* The peer's connection came up: notify, open streams. */
 void nx_qpeer_up(struct nx_qpeer *p);
 void nx_qpeer_notify_unlink(struct nx_qpeer *p);
+/* ---- quic_inspect.c: inspectors (ALPN h3) beside the peers ---- */
+/* The ClientHello named h3 (server side, from GnuTLS): the connection becomes an
+ * inspector's, with an inspector's transport parameters.  0, or -1 (refuse it). */
+int nx_qinspect_classify(struct nx_qconn *c);
+/* Its handshake completed: start the HTTP/3 session, or close it when too many are up. */
+void nx_qinspect_up(struct nx_qpeer *p);
+/* Its connection ended (why); the record is freed. */
+void nx_qinspect_gone(struct nx_qpeer *p, const char *why);
+/* Frees the HTTP/3 session of a record being freed. */
+void nx_qinspect_free(struct nx_qpeer *p);
+/* ngtcp2 events of an inspector's connection, handed to its HTTP/3 session. */
+int nx_qinspect_recv(struct nx_qconn *c, uint32_t flags, int64_t id, const uint8_t *data,
+                     size_t datalen);
+int nx_qinspect_acked(struct nx_qconn *c, int64_t id, uint64_t datalen);
+int nx_qinspect_stream_close(struct nx_qconn *c, uint32_t flags, int64_t id,
+                             uint64_t app_err);
+int nx_qinspect_stream_reset(struct nx_qconn *c, int64_t id);
+int nx_qinspect_extend_stream(struct nx_qconn *c, int64_t id);
+int nx_qinspect_extend_bidi(struct nx_qconn *c, uint64_t max_streams);
+ngtcp2_ssize nx_qinspect_write_pkt(struct nx_qconn *c, uint8_t *dest, size_t destlen,
+                                   ngtcp2_tstamp ts);
+
 /* Inside ngtcp2 for this peer's connection: teardown must wait. */
 static inline int nx_qpeer_busy(const struct nx_qpeer *p)
 {

@@ -75,6 +75,8 @@ void nx_qpeer_free(struct nx_qpeer *p)
     }
     if (p->conn)
         nx_qconn_close(p->conn, NX_QERR_CLOSED, "closed");
+    if (p->inspector)
+        nx_qinspect_free(p);
     nx_qstream_free_all(p);
     nx_qmap_fini(&p->chans);
     nx_qpeer_retire(p);
@@ -91,6 +93,10 @@ void nx_qpeer_free(struct nx_qpeer *p)
 void nx_qpeer_up(struct nx_qpeer *p)
 {
     struct nx_quic *q = p->q;
+    if (p->inspector) {
+        nx_qinspect_up(p); /* never a peer: no UP for the layer above */
+        return;
+    }
     if (p->state != NX_TPEER_CONNECTING || !p->conn)
         return;
     p->state = NX_TPEER_UP;
@@ -145,6 +151,10 @@ void nx_qpeer_settle(struct nx_qpeer *p)
 
 void nx_qpeer_conn_failed(struct nx_qpeer *p, const char *why)
 {
+    if (p->inspector) {
+        nx_qinspect_gone(p, why);
+        return;
+    }
     if (p->state != NX_TPEER_LOST) {
         if (p->visible) {
             nx_qpeer_lost(p, why);

@@ -313,6 +313,8 @@ ngtcp2_ssize nx_qstream_write_pkt(struct nx_qconn *c, uint8_t *dest, size_t dest
 {
     struct nx_qpeer *p = c->peer;
     ngtcp2_vec v[NX_QVEC_MAX];
+    if (c->inspector) /* HTTP/3, not our channels */
+        return nx_qinspect_write_pkt(c, dest, destlen, ts);
     /* Bounded: a channel that keeps saying WRITE_MORE without taking bytes (connection
      * credit gone) must not spin us; after a lap we close the packet. */
     for (int lap = 0;; lap++) {

@@ -2,6 +2,13 @@
  * quic_tls.c - GnuTLS for the QUIC handshake: TLS 1.3 only, ALPN "nexar/1", mutual
  * authentication against the cluster CA.
  *
+ * With an inspection endpoint (conf.inspect) the server also accepts ALPN "h3"; the
+ * client's offer decides.  GnuTLS selects the protocol while it reads the ClientHello,
+ * and the post-ClientHello hook hands an "h3" connection to quic_inspect.c before any
+ * transport parameter or certificate of ours has been written, so that an inspector gets
+ * an inspector's limits from its first packet and never becomes a peer.  Its client
+ * certificate is verified exactly like a peer's.
+ *
  * Both ends present a certificate and verify the other's chain to tls_ca during the
  * handshake, so a stranger is refused before a single stream byte is accepted.  Why it
  * was refused is kept on the connection (verify callback, or the GnuTLS error of the
@@ -16,6 +23,7 @@
 #include <gnutls/x509.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
+#include "inspect.h"
 #include "log.h"
 #include "quic_int.h"
 
@@ -199,10 +207,38 @@ void nx_qtls_fini(struct nx_qtls *x)
     memset(x, 0, sizeof(*x));
 }
 
+/* The ALPN GnuTLS selected (server: from the ClientHello just read). */
+enum nx_qalpn nx_qtls_alpn(struct nx_qconn *c)
+{
+    gnutls_datum_t d;
+    if (!c->tls || gnutls_alpn_get_selected_protocol(c->tls, &d) != 0)
+        return NX_QALPN_NONE;
+    if (d.size == sizeof(NX_ALPN) - 1 && !memcmp(d.data, NX_ALPN, d.size))
+        return NX_QALPN_PEER;
+    if (d.size == sizeof(NX_INSPECT_ALPN) - 1 && !memcmp(d.data, NX_INSPECT_ALPN, d.size))
+        return NX_QALPN_H3;
+    return NX_QALPN_NONE;
+}
+
+/* Server side, once the ClientHello is parsed and before our answer is written. */
+static int post_client_hello(gnutls_session_t s)
+{
+    struct nx_qconn *c = session_conn(s);
+    if (!c || nx_qtls_alpn(c) != NX_QALPN_H3)
+        return 0;
+    return nx_qinspect_classify(c) == 0 ? 0 : GNUTLS_E_INTERNAL_ERROR;
+}
+
 int nx_qtls_session_new(struct nx_qtls *x, struct nx_qconn *c, int server)
 {
     gnutls_session_t s;
-    static const gnutls_datum_t alpn = {(unsigned char *)NX_ALPN, sizeof(NX_ALPN) - 1};
+    /* A server with an inspection endpoint offers both; a client only ever asks for
+     * nexar/1 (daemons never inspect each other). */
+    static const gnutls_datum_t alpn[] = {
+        {(unsigned char *)NX_ALPN, sizeof(NX_ALPN) - 1},
+        {(unsigned char *)NX_INSPECT_ALPN, sizeof(NX_INSPECT_ALPN) - 1},
+    };
+    unsigned nalpn = server && c->q->conf.inspect ? 2 : 1;
     unsigned flags = (server ? GNUTLS_SERVER : GNUTLS_CLIENT) | GNUTLS_NO_TICKETS |
                      GNUTLS_NO_END_OF_EARLY_DATA;
     if (server && !x->have_cert)
@@ -213,7 +249,7 @@ int nx_qtls_session_new(struct nx_qtls *x, struct nx_qconn *c, int server)
                     : ngtcp2_crypto_gnutls_configure_client_session(s);
     if (rv != 0 || gnutls_priority_set(s, x->prio) != 0 ||
         gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, x->cred) != 0 ||
-        gnutls_alpn_set_protocols(s, &alpn, 1, GNUTLS_ALPN_MANDATORY) != 0) {
+        gnutls_alpn_set_protocols(s, alpn, nalpn, GNUTLS_ALPN_MANDATORY) != 0) {
         gnutls_deinit(s);
         return -EINVAL;
     }
@@ -222,6 +258,8 @@ int nx_qtls_session_new(struct nx_qtls *x, struct nx_qconn *c, int server)
         /* Without our CA list in the request a client sends whatever certificate it has,
          * so a foreign one is refused by name instead of arriving as "no certificate". */
         gnutls_certificate_send_x509_rdn_sequence(s, 1);
+        if (nalpn > 1)
+            gnutls_handshake_set_post_client_hello_function(s, post_client_hello);
     }
     gnutls_session_set_ptr(s, &c->ref);
     c->tls = s;
@@ -260,13 +298,33 @@ fail:
 
 int nx_qtls_check_alpn(struct nx_qconn *c)
 {
-    gnutls_datum_t d;
-    if (gnutls_alpn_get_selected_protocol(c->tls, &d) != 0 || d.size != sizeof(NX_ALPN) - 1 ||
-        memcmp(d.data, NX_ALPN, d.size) != 0) {
+    /* An inspector was classified from the ALPN itself; anyone else must be a peer. */
+    if (nx_qtls_alpn(c) != (c->inspector ? NX_QALPN_H3 : NX_QALPN_PEER)) {
         set_why(c, "peer does not speak ALPN " NX_ALPN);
         return -1;
     }
     return 0;
+}
+
+void nx_qtls_peer_name(struct nx_qconn *c, char *out, size_t outlen)
+{
+    unsigned n = 0;
+    const gnutls_datum_t *certs = c->tls ? gnutls_certificate_get_peers(c->tls, &n) : NULL;
+    gnutls_x509_crt_t crt;
+    gnutls_datum_t dn = {NULL, 0};
+    out[0] = '\0';
+    if (!certs || n == 0 || gnutls_x509_crt_init(&crt) < 0)
+        return;
+    if (gnutls_x509_crt_import(crt, &certs[0], GNUTLS_X509_FMT_DER) == 0 &&
+        gnutls_x509_crt_get_dn3(crt, &dn, 0) == 0) {
+        /* The DN is the peer's to choose: keep it printable for the log. */
+        size_t j = 0;
+        for (unsigned i = 0; i < dn.size && j + 1 < outlen; i++)
+            out[j++] = dn.data[i] >= 0x20 && dn.data[i] < 0x7f ? (char)dn.data[i] : '?';
+        out[j] = '\0';
+        gnutls_free(dn.data);
+    }
+    gnutls_x509_crt_deinit(crt);
 }
 
 void nx_qtls_cipher(struct nx_qconn *c, char *out, size_t outlen)

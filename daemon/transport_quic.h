@@ -33,6 +33,12 @@
  *   the reason ("TLS: certificate not signed by the cluster CA", "peer closed: TLS alert
  *   certificate required: ...").  A refused inbound attempt is only logged: such a peer
  *   never reached the layer above.
+ * - Remote inspection (conf.inspect set): a client that offers ALPN "h3" instead of
+ *   "nexar/1" is an inspector, never a peer.  It passes the same mutual TLS, then speaks
+ *   HTTP/3 to daemon/h3_server.c, which answers GETs through conf.inspect->get().  The
+ *   layer above never hears of it (no on_peer, no record in peer() or each_peer), it does
+ *   not take part in the simultaneous-open rule, and at most inspect->max_conns of them
+ *   are up at once (one more is closed with H3_EXCESSIVE_LOAD).
  * - close_peer() does not call on_peer for the local side: the caller knows.  destroy()
  *   calls no callback.
  * - close_peer() and peer_forget() may be called from inside on_message/on_sent/on_peer;
@@ -47,6 +53,16 @@
 #include <uv.h>
 
 #include "transport.h"
+
+/* What the inspection endpoint needs from its owner (nexard: daemon/h3_routes.c). */
+struct nx_quic_inspect {
+    /* Builds the body of GET route (a Nexar__CtlCommand of proto/inspect.h): *body is
+     * malloc'd (the transport frees it), *len its length.  0, or -1 for a 500. */
+    int (*get)(void *arg, int command, uint8_t **body, size_t *len);
+    void *arg;
+    uint32_t max_conns;          /* inspectors up at once (>= 1) */
+    uint32_t idle_timeout_ms;    /* an inspector silent this long is closed */
+};
 
 struct nx_quic_conf {
     const char *listen;          /* required: "host:port" to bind */
@@ -65,6 +81,8 @@ struct nx_quic_conf {
     uint32_t loopback_udp_payload; /* towards a loopback peer, if larger (default 65527) */
     int retry;                   /* validate new peers' addresses with a Retry (default 1) */
     uint32_t max_streams;        /* concurrent channels a peer may open towards us */
+    const struct nx_quic_inspect *inspect; /* NULL: ALPN "h3" is refused; else it must
+                                            * outlive the transport */
 };
 
 /* Defaults matching daemon/config.c: 5 s idle, 1 s keep-alive, 64 MiB / 16 MiB windows,
