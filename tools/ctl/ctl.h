@@ -8,6 +8,7 @@
  *   jobs.c    jobs, comms (with their ranks)
  *   ops.c     ops in flight and the ranks each one waits for
  *   peers.c   peers (other daemons) and peer-test
+ *   remote.c  --remote: the same CtlReply from another node, over HTTP/3
  */
 #ifndef NXC_CTL_H
 #define NXC_CTL_H
@@ -43,6 +44,16 @@ void nxc_peers_json(struct nxc_json *j, const Nexar__CtlReply *r);
  * argv when the command is peer-test, and exits with what it returns. */
 bool nxc_is_peer_test(int argc, char **argv);
 int nxc_peer_test_main(int argc, char **argv);
+
+/* --remote HOST:PORT and its TLS files (NULL: the environment, then /etc/nexar/tls). */
+struct nxc_remote {
+    const char *addr;
+    const char *ca, *cert, *key;
+};
+/* GETs the report of command from the daemon at r->addr.  0 with *out decoded (free with
+ * nexar__ctl_reply__free_unpacked), or a nexar_status_t with a reason in err. */
+int nxc_remote_query(const struct nxc_remote *r, Nexar__CtlCommand command, int timeout_ms,
+                     Nexar__CtlReply **out, char *err, size_t errlen);
 
 /* Shared by jobs.c and ops.c: a RankInfo as JSON members of an open object. */
 void nxc_rank_json(struct nxc_json *j, const Nexar__RankInfo *ri);

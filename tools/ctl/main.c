@@ -38,6 +38,8 @@ static const struct nxc_command commands[] = {
 static void usage(FILE *f)
 {
     fprintf(f, "Usage: nexarctl [--socket PATH] [--json] [--timeout S] COMMAND\n"
+               "       nexarctl --remote HOST:PORT [--tls-ca F --tls-cert F --tls-key F]\n"
+               "                [--json] [--timeout S] COMMAND\n"
                "Inspects a running nexard.\n\nCommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
@@ -49,12 +51,20 @@ static void usage(FILE *f)
 "\nOptions:\n"
 "  -s, --socket PATH  the daemon's socket (default $NEXAR_SOCKET, else\n"
 "                     " NXT_DEFAULT_SOCKET ")\n"
+"  -r, --remote ADDR  ask the daemon at HOST:PORT (its QUIC port) over HTTP/3\n"
+"                     instead of a local socket (status jobs comms ops stats peers)\n"
+"      --tls-ca F     with --remote: the cluster CA (default $NEXAR_TLS_CA, else\n"
+"                     /etc/nexar/tls/ca.pem)\n"
+"      --tls-cert F   our certificate, signed by that CA (default $NEXAR_TLS_CERT,\n"
+"                     else /etc/nexar/tls/node.pem when it exists; \"\": none)\n"
+"      --tls-key F    its key (default $NEXAR_TLS_KEY, else /etc/nexar/tls/node-key.pem)\n"
 "  -j, --json         print one JSON object instead of tables\n"
 "  -t, --timeout S    seconds to wait for the daemon (default 5)\n"
 "  -h, --help         this text\n"
 "      --version\n"
 "\nExit status: the nexar_status_t: 0 success, 1 usage, 2 no daemon answers,\n"
-"4 timeout, 9 permission denied, 10 protocol error, or the daemon's status.\n");
+"4 timeout, 8 not served by the daemon, 9 permission denied (or TLS refused),\n"
+"10 protocol error, or the daemon's status.\n");
 }
 
 static void __attribute__((noreturn)) bad(const char *msg, const char *arg)
@@ -112,10 +122,16 @@ static int query(int fd, Nexar__CtlCommand cmd, int timeout_ms, Nexar__CtlReply 
     return rv;
 }
 
+static int print_reply(const struct nxc_command *cmd, bool json, Nexar__CtlReply *reply);
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"socket", required_argument, NULL, 's'},
+        {"remote", required_argument, NULL, 'r'},
+        {"tls-ca", required_argument, NULL, 'A'},
+        {"tls-cert", required_argument, NULL, 'C'},
+        {"tls-key", required_argument, NULL, 'K'},
         {"json", no_argument, NULL, 'j'},
         {"timeout", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
@@ -128,13 +144,18 @@ int main(int argc, char **argv)
     if (nxc_is_peer_test(argc, argv))
         return nxc_peer_test_main(argc, argv);
     const char *socket_opt = NULL;
+    struct nxc_remote remote = {NULL, NULL, NULL, NULL};
     bool json = false;
     double timeout_s = 5;
     int ch;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":s:jt:h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":s:r:jt:h", longopts, NULL)) != -1) {
         switch (ch) {
         case 's': socket_opt = optarg; break;
+        case 'r': remote.addr = optarg; break;
+        case 'A': remote.ca = optarg; break;
+        case 'C': remote.cert = optarg; break;
+        case 'K': remote.key = optarg; break;
         case 'j': json = true; break;
         case 't':
             if (nxt_parse_seconds(optarg, &timeout_s) < 0 || timeout_s <= 0 ||
@@ -157,18 +178,26 @@ int main(int argc, char **argv)
             cmd = &commands[i];
     if (!cmd)
         bad("unknown command", argv[optind]);
+    if (remote.addr && socket_opt)
+        bad("--socket and --remote exclude each other", NULL);
+    if (!remote.addr && (remote.ca || remote.cert || remote.key))
+        bad("--tls-ca, --tls-cert and --tls-key go with --remote", NULL);
 
     int timeout_ms = (int)(timeout_s * 1000);
-    const char *path = nxt_socket_path(socket_opt);
     char err[512];
-    int fd = nxt_connect(path, NEXAR__CLIENT_KIND__CLIENT_CTL, timeout_ms, NULL, err,
-                         sizeof(err));
-    if (fd < 0)
-        return failed(json, cmd->name, -fd, err);
-
     Nexar__CtlReply *reply = NULL;
-    int status = query(fd, cmd->command, timeout_ms, &reply, err, sizeof(err));
-    close(fd);
+    int status;
+    if (remote.addr) {
+        status = nxc_remote_query(&remote, cmd->command, timeout_ms, &reply, err, sizeof(err));
+    } else {
+        const char *path = nxt_socket_path(socket_opt);
+        int fd = nxt_connect(path, NEXAR__CLIENT_KIND__CLIENT_CTL, timeout_ms, NULL, err,
+                             sizeof(err));
+        if (fd < 0)
+            return failed(json, cmd->name, -fd, err);
+        status = query(fd, cmd->command, timeout_ms, &reply, err, sizeof(err));
+        close(fd);
+    }
     if (status)
         return failed(json, cmd->name, status, err);
     if (reply->status) {
@@ -178,7 +207,12 @@ int main(int argc, char **argv)
         nexar__ctl_reply__free_unpacked(reply, NULL);
         return failed(json, cmd->name, status, err);
     }
+    return print_reply(cmd, json, reply);
+}
 
+/* Prints a reply (local or remote: the same CtlReply) as a table or JSON, frees it. */
+static int print_reply(const struct nxc_command *cmd, bool json, Nexar__CtlReply *reply)
+{
     if (json) {
         struct nxc_json j;
         nxc_json_init(&j, stdout);

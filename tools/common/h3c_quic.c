@@ -1,0 +1,585 @@
+/*
+ * h3c_quic.c - the HTTP/3 client's QUIC connection: a connected UDP socket, an ngtcp2
+ * client connection with GnuTLS (TLS 1.3, ALPN "h3", our certificate for the daemon's
+ * mutual authentication, the daemon's verified against opts.ca), and the poll() loop that
+ * drives it until every request is answered, then a clean CONNECTION_CLOSE so that the
+ * daemon frees its side at once.
+ *
+ * Why the exchange failed is decided here, from what the daemon did: never answered
+ * (UNAVAILABLE), refused our certificate in the handshake (PERMISSION, with its reason
+ * from the CONNECTION_CLOSE), refused the ALPN (UNSUPPORTED), said it is too busy
+ * (UNAVAILABLE), or went quiet after the handshake (TIMEOUT).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gnutls/crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+
+#include "h3c_int.h"
+#include "inspect.h"
+#include "nexar.h"
+
+/* The daemon's own choice (daemon/quic_tls.c): TLS 1.3, AES-128-GCM first. */
+static const char prio_str[] =
+    "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:"
+    "+CHACHA20-POLY1305:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1:"
+    "%DISABLE_TLS13_COMPAT_MODE";
+
+#define RX_BUF 65536
+
+void h3c_fail(struct h3c *c, int status, const char *fmt, ...)
+{
+    if (c->fail)
+        return;
+    c->fail = status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->why, sizeof(c->why), fmt, ap);
+    va_end(ap);
+}
+
+static ngtcp2_tstamp now_ts(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (ngtcp2_tstamp)ts.tv_sec * NGTCP2_SECONDS + (ngtcp2_tstamp)ts.tv_nsec;
+}
+
+/* ---- the address ---- */
+
+static int resolve(struct h3c *c, char *err, size_t errlen)
+{
+    const char *a = c->o->addr;
+    char host[256], port[16];
+    const char *colon;
+    if (!a || !*a)
+        goto bad;
+    if (a[0] == '[') {
+        const char *end = strchr(a, ']');
+        if (!end || end[1] != ':' || (size_t)(end - a - 1) >= sizeof(host))
+            goto bad;
+        memcpy(host, a + 1, (size_t)(end - a - 1));
+        host[end - a - 1] = '\0';
+        colon = end + 1;
+    } else {
+        colon = strrchr(a, ':');
+        if (!colon || colon == a || memchr(a, ':', (size_t)(colon - a)) ||
+            (size_t)(colon - a) >= sizeof(host))
+            goto bad;
+        memcpy(host, a, (size_t)(colon - a));
+        host[colon - a] = '\0';
+    }
+    if (!colon[1] || strlen(colon + 1) >= sizeof(port) ||
+        strspn(colon + 1, "0123456789") != strlen(colon + 1))
+        goto bad;
+    snprintf(port, sizeof(port), "%s", colon + 1);
+    struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *res = NULL;
+    int rv = getaddrinfo(host, port, &hints, &res);
+    if (rv != 0) {
+        snprintf(err, errlen, "%s: %s", a, gai_strerror(rv));
+        return -NEXAR_ERR_INVALID;
+    }
+    memcpy(&c->remote, res->ai_addr, res->ai_addrlen);
+    c->remote_len = res->ai_addrlen;
+    freeaddrinfo(res);
+    snprintf(c->authority, sizeof(c->authority), "%s", a);
+    return 0;
+bad:
+    snprintf(err, errlen, "%s: not HOST:PORT or [V6]:PORT", a ? a : "(none)");
+    return -NEXAR_ERR_INVALID;
+}
+
+static int open_socket(struct h3c *c, char *err, size_t errlen)
+{
+    c->fd = socket(c->remote.ss_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    /* Connected: the kernel filters strangers out, and an ICMP port unreachable comes
+     * back as ECONNREFUSED, so a daemon that is not there is known at once. */
+    if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&c->remote, c->remote_len) < 0) {
+        snprintf(err, errlen, "%s: %s", c->o->addr, strerror(errno));
+        return -NEXAR_ERR_UNAVAILABLE;
+    }
+    c->local_len = sizeof(c->local);
+    if (getsockname(c->fd, (struct sockaddr *)&c->local, &c->local_len) < 0) {
+        snprintf(err, errlen, "getsockname: %s", strerror(errno));
+        return -NEXAR_ERR_INTERNAL;
+    }
+    return 0;
+}
+
+/* ---- TLS ---- */
+
+static struct h3c *session_h3c(gnutls_session_t s)
+{
+    ngtcp2_crypto_conn_ref *ref = gnutls_session_get_ptr(s);
+    return ref ? ref->user_data : NULL;
+}
+
+static int verify_cb(gnutls_session_t s)
+{
+    struct h3c *c = session_h3c(s);
+    unsigned status = 0;
+    int rv = gnutls_certificate_verify_peers2(s, &status);
+    if (rv == 0 && status == 0)
+        return 0;
+    c->verify_failed = 1;
+    if (rv < 0)
+        h3c_fail(c, NEXAR_ERR_PERMISSION, "cannot verify the certificate of %s: %s",
+                 c->o->addr, gnutls_strerror(rv));
+    else
+        h3c_fail(c, NEXAR_ERR_PERMISSION, "the certificate of %s is not accepted: %s "
+                 "(--tls-ca %s)", c->o->addr,
+                 status & GNUTLS_CERT_SIGNER_NOT_FOUND ? "not signed by our CA"
+                 : status & GNUTLS_CERT_EXPIRED       ? "expired"
+                 : status & GNUTLS_CERT_NOT_ACTIVATED ? "not yet valid"
+                                                      : "it does not verify",
+                 c->o->ca);
+    return -1;
+}
+
+static int load_file_err(const char *what, const char *path, int rv, char *err, size_t errlen)
+{
+    /* GnuTLS folds every open error into FILE_ERROR: ask the file system which. */
+    int perm = access(path, R_OK) != 0 && (errno == EACCES || errno == EPERM);
+    snprintf(err, errlen, "%s %s: %s", what, path,
+             perm ? "permission denied" : rv == 0 ? "no certificate in the file"
+                                                  : gnutls_strerror(rv));
+    return perm ? -NEXAR_ERR_PERMISSION : -NEXAR_ERR_INVALID;
+}
+
+static int tls_setup(struct h3c *c, char *err, size_t errlen)
+{
+    static const gnutls_datum_t alpn = {(unsigned char *)NX_INSPECT_ALPN,
+                                        sizeof(NX_INSPECT_ALPN) - 1};
+    const struct nxt_h3c_opts *o = c->o;
+    const char *errpos;
+    gnutls_priority_t prio;
+    int rv;
+    if (gnutls_certificate_allocate_credentials(&c->cred) < 0)
+        goto nomem;
+    rv = gnutls_certificate_set_x509_trust_file(c->cred, o->ca, GNUTLS_X509_FMT_PEM);
+    if (rv <= 0)
+        return load_file_err("--tls-ca", o->ca, rv, err, errlen);
+    if (o->cert && *o->cert) {
+        rv = gnutls_certificate_set_x509_key_file(c->cred, o->cert, o->key ? o->key : "",
+                                                  GNUTLS_X509_FMT_PEM);
+        if (rv < 0) {
+            int r1 = load_file_err("--tls-cert", o->cert, rv, err, errlen);
+            if (r1 == -NEXAR_ERR_INVALID && o->key && access(o->key, R_OK) != 0)
+                return load_file_err("--tls-key", o->key, rv, err, errlen);
+            return r1;
+        }
+    }
+    gnutls_certificate_set_verify_function(c->cred, verify_cb);
+    if (gnutls_init(&c->tls, GNUTLS_CLIENT | GNUTLS_NO_TICKETS | GNUTLS_NO_END_OF_EARLY_DATA))
+        goto nomem;
+    if (ngtcp2_crypto_gnutls_configure_client_session(c->tls) != 0 ||
+        gnutls_priority_init(&prio, prio_str, &errpos) < 0)
+        goto internal;
+    rv = gnutls_priority_set(c->tls, prio);
+    gnutls_priority_deinit(prio);
+    if (rv < 0 || gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->cred) < 0 ||
+        gnutls_alpn_set_protocols(c->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) < 0)
+        goto internal;
+    gnutls_session_set_ptr(c->tls, &c->ref);
+    return 0;
+nomem:
+    snprintf(err, errlen, "out of memory");
+    return -NEXAR_ERR_NOMEM;
+internal:
+    snprintf(err, errlen, "cannot set up a TLS session");
+    return -NEXAR_ERR_INTERNAL;
+}
+
+/* ---- ngtcp2 callbacks ---- */
+
+static ngtcp2_conn *ref_get_conn(ngtcp2_crypto_conn_ref *ref)
+{
+    return ((struct h3c *)ref->user_data)->conn;
+}
+
+static void rand_cb(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx)
+{
+    (void)ctx;
+    if (gnutls_rnd(GNUTLS_RND_RANDOM, dest, len) != 0)
+        abort();
+}
+
+static int new_cid_cb(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t cidlen,
+                      void *user)
+{
+    (void)conn;
+    (void)user;
+    cid->datalen = cidlen;
+    return gnutls_rnd(GNUTLS_RND_RANDOM, cid->data, cidlen) == 0 &&
+                   gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN) == 0
+               ? 0
+               : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int handshake_completed(ngtcp2_conn *conn, void *user)
+{
+    struct h3c *c = user;
+    gnutls_datum_t d;
+    (void)conn;
+    if (gnutls_alpn_get_selected_protocol(c->tls, &d) != 0 ||
+        d.size != sizeof(NX_INSPECT_ALPN) - 1 || memcmp(d.data, NX_INSPECT_ALPN, d.size)) {
+        h3c_fail(c, NEXAR_ERR_UNSUPPORTED, "%s did not select ALPN h3", c->o->addr);
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    }
+    return h3c_http_start(c);
+}
+
+static int recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t id, uint64_t off,
+                            const uint8_t *data, size_t len, void *user, void *sud)
+{
+    (void)conn;
+    (void)off;
+    (void)sud;
+    return h3c_http_recv(user, id, data, len, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
+}
+
+static int acked(ngtcp2_conn *conn, int64_t id, uint64_t off, uint64_t len, void *user,
+                 void *sud)
+{
+    (void)conn;
+    (void)off;
+    (void)sud;
+    return h3c_http_acked(user, id, len);
+}
+
+static int stream_close(ngtcp2_conn *conn, uint32_t flags, int64_t id, uint64_t app_err,
+                        void *user, void *sud)
+{
+    (void)conn;
+    (void)sud;
+    return h3c_http_stream_close(user, id, app_err,
+                                 (flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET) != 0);
+}
+
+static int stream_reset(ngtcp2_conn *conn, int64_t id, uint64_t final_size, uint64_t app_err,
+                        void *user, void *sud)
+{
+    (void)conn;
+    (void)final_size;
+    (void)sud;
+    return h3c_http_stream_reset(user, id, app_err);
+}
+
+static int stop_sending(ngtcp2_conn *conn, int64_t id, uint64_t app_err, void *user,
+                        void *sud)
+{
+    (void)conn;
+    (void)sud;
+    (void)app_err;
+    /* The daemon answered early and needs no more of the request: fine. */
+    return h3c_http_stop_sending(user, id);
+}
+
+static int extend_bidi(ngtcp2_conn *conn, uint64_t max, void *user)
+{
+    (void)conn;
+    (void)max;
+    return h3c_http_open_more(user);
+}
+
+static int extend_stream_data(ngtcp2_conn *conn, int64_t id, uint64_t max, void *user,
+                              void *sud)
+{
+    (void)conn;
+    (void)max;
+    (void)sud;
+    return h3c_http_unblock(user, id);
+}
+
+static const ngtcp2_callbacks callbacks = {
+    .client_initial = ngtcp2_crypto_client_initial_cb,
+    .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
+    .handshake_completed = handshake_completed,
+    .encrypt = ngtcp2_crypto_encrypt_cb,
+    .decrypt = ngtcp2_crypto_decrypt_cb,
+    .hp_mask = ngtcp2_crypto_hp_mask_cb,
+    .recv_stream_data = recv_stream_data,
+    .acked_stream_data_offset = acked,
+    .stream_close = stream_close,
+    .recv_retry = ngtcp2_crypto_recv_retry_cb,
+    .extend_max_local_streams_bidi = extend_bidi,
+    .rand = rand_cb,
+    .get_new_connection_id = new_cid_cb,
+    .update_key = ngtcp2_crypto_update_key_cb,
+    .stream_reset = stream_reset,
+    .extend_max_stream_data = extend_stream_data,
+    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
+    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
+    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
+    .stream_stop_sending = stop_sending,
+    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
+};
+
+static int conn_new(struct h3c *c, char *err, size_t errlen)
+{
+    ngtcp2_cid dcid, scid;
+    ngtcp2_settings s;
+    ngtcp2_transport_params tp;
+    dcid.datalen = 16;
+    scid.datalen = 16;
+    rand_cb(dcid.data, dcid.datalen, NULL);
+    rand_cb(scid.data, scid.datalen, NULL);
+    ngtcp2_settings_default(&s);
+    s.initial_ts = now_ts();
+    s.handshake_timeout = (ngtcp2_duration)c->o->timeout_ms * NGTCP2_MILLISECONDS;
+    ngtcp2_transport_params_default(&tp);
+    tp.initial_max_streams_uni = 3;             /* the daemon's control and QPACK streams */
+    tp.initial_max_stream_data_uni = 64u << 10;
+    tp.initial_max_stream_data_bidi_local = 1u << 20; /* the answers */
+    tp.initial_max_data = 4u << 20;
+    tp.max_idle_timeout = (ngtcp2_duration)c->o->timeout_ms * NGTCP2_MILLISECONDS;
+    tp.active_connection_id_limit = 2;
+    ngtcp2_path_storage_init(&c->ps, (struct sockaddr *)&c->local, c->local_len,
+                             (struct sockaddr *)&c->remote, c->remote_len, NULL);
+    int rv = ngtcp2_conn_client_new(&c->conn, &dcid, &scid, &c->ps.path, NGTCP2_PROTO_VER_V1,
+                                    &callbacks, &s, &tp, NULL, c);
+    if (rv != 0) {
+        snprintf(err, errlen, "cannot start a QUIC connection: %s", ngtcp2_strerror(rv));
+        return -NEXAR_ERR_INTERNAL;
+    }
+    ngtcp2_conn_set_tls_native_handle(c->conn, c->tls);
+    return 0;
+}
+
+/* ---- what the daemon's CONNECTION_CLOSE says ---- */
+
+static void sanitize(char *out, size_t outlen, const uint8_t *in, size_t inlen)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < inlen && j + 1 < outlen; i++)
+        out[j++] = in[i] >= 0x20 && in[i] < 0x7f ? (char)in[i] : '?';
+    out[j] = '\0';
+}
+
+static void daemon_closed(struct h3c *c)
+{
+    ngtcp2_connection_close_error ce;
+    char r[200];
+    ngtcp2_conn_get_connection_close_error(c->conn, &ce);
+    sanitize(r, sizeof(r), ce.reason, ce.reasonlen);
+    const char *sep = r[0] ? ": " : "";
+    if (ce.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_TRANSPORT &&
+        (ce.error_code & ~0xffull) == NGTCP2_CRYPTO_ERROR) {
+        uint8_t alert = (uint8_t)ce.error_code;
+        const char *name = gnutls_alert_get_name((gnutls_alert_description_t)alert);
+        if (alert == GNUTLS_A_NO_APPLICATION_PROTOCOL)
+            h3c_fail(c, NEXAR_ERR_UNSUPPORTED, "%s does not serve remote inspection (it "
+                     "refused ALPN h3: inspect = off?)", c->o->addr);
+        else
+            h3c_fail(c, NEXAR_ERR_PERMISSION, "%s refused the TLS handshake (alert \"%s\")%s%s",
+                     c->o->addr, name ? name : "?", sep, r);
+    } else if (ce.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION &&
+               ce.error_code == NGHTTP3_H3_EXCESSIVE_LOAD) {
+        h3c_fail(c, NEXAR_ERR_UNAVAILABLE, "%s is busy%s%s", c->o->addr, sep, r);
+    } else {
+        h3c_fail(c, NEXAR_ERR_INTERNAL, "%s closed the connection (%s error 0x%llx)%s%s",
+                 c->o->addr,
+                 ce.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION ? "HTTP/3"
+                                                                               : "QUIC",
+                 (unsigned long long)ce.error_code, sep, r);
+    }
+}
+
+static void read_failed(struct h3c *c, int rv)
+{
+    if (rv == NGTCP2_ERR_DRAINING) {
+        daemon_closed(c);
+    } else if (rv == NGTCP2_ERR_CRYPTO) {
+        uint8_t alert = ngtcp2_conn_get_tls_alert(c->conn);
+        const char *name = gnutls_alert_get_name((gnutls_alert_description_t)alert);
+        h3c_fail(c, NEXAR_ERR_PERMISSION, "TLS handshake with %s failed (alert \"%s\")",
+                 c->o->addr, name ? name : "?");
+    } else {
+        h3c_fail(c, NEXAR_ERR_INTERNAL, "QUIC: %s", ngtcp2_strerror(rv));
+    }
+}
+
+/* ---- the loop ---- */
+
+static int socket_error(struct h3c *c, int e)
+{
+    if (e == ECONNREFUSED)
+        h3c_fail(c, NEXAR_ERR_UNAVAILABLE, "no nexard answers at %s (UDP port unreachable)",
+                 c->o->addr);
+    else
+        h3c_fail(c, NEXAR_ERR_UNAVAILABLE, "%s: %s", c->o->addr, strerror(e));
+    return -1;
+}
+
+static int write_pkts(struct h3c *c)
+{
+    uint8_t buf[65536];
+    ngtcp2_tstamp ts = now_ts();
+    size_t max = ngtcp2_conn_get_max_tx_udp_payload_size(c->conn);
+    if (max > sizeof(buf))
+        max = sizeof(buf);
+    for (int i = 0; i < 64 && !c->fail; i++) {
+        ngtcp2_ssize n = h3c_http_write_pkt(c, buf, max, ts);
+        if (n < 0) {
+            if (n == NGTCP2_ERR_CALLBACK_FAILURE)
+                return -1; /* the callback said why */
+            h3c_fail(c, NEXAR_ERR_INTERNAL, "QUIC write: %s", ngtcp2_strerror((int)n));
+            return -1;
+        }
+        if (n == 0)
+            break;
+        if (send(c->fd, buf, (size_t)n, 0) < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return socket_error(c, errno);
+    }
+    ngtcp2_conn_update_pkt_tx_time(c->conn, ts);
+    return c->fail ? -1 : 0;
+}
+
+static int read_pkts(struct h3c *c)
+{
+    static uint8_t buf[RX_BUF];
+    for (;;) {
+        ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            if (errno == EINTR)
+                continue;
+            return socket_error(c, errno);
+        }
+        c->got_packet = 1;
+        ngtcp2_pkt_info pi = {0};
+        int rv = ngtcp2_conn_read_pkt(c->conn, &c->ps.path, &pi, buf, (size_t)n, now_ts());
+        if (rv != 0) {
+            read_failed(c, rv);
+            return -1;
+        }
+    }
+}
+
+/* Tells the daemon we are done (or why we gave up), so that it frees our side now rather
+ * than at its idle timeout. */
+static void close_conn(struct h3c *c)
+{
+    uint8_t buf[1280];
+    ngtcp2_connection_close_error ce;
+    ngtcp2_pkt_info pi;
+    if (!c->conn || ngtcp2_conn_is_in_closing_period(c->conn) ||
+        ngtcp2_conn_is_in_draining_period(c->conn))
+        return;
+    uint8_t alert = ngtcp2_conn_get_tls_alert(c->conn);
+    if (c->fail && alert)
+        ngtcp2_connection_close_error_set_transport_error_tls_alert(
+            &ce, alert, (const uint8_t *)c->why, strlen(c->why));
+    else
+        ngtcp2_connection_close_error_set_application_error(&ce, NGHTTP3_H3_NO_ERROR, NULL, 0);
+    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(c->conn, NULL, &pi, buf, sizeof(buf),
+                                                        &ce, now_ts());
+    if (n > 0)
+        (void)send(c->fd, buf, (size_t)n, 0);
+}
+
+static void run(struct h3c *c)
+{
+    ngtcp2_tstamp deadline = now_ts() + (ngtcp2_tstamp)c->o->timeout_ms * NGTCP2_MILLISECONDS;
+    while (!c->fail && c->ndone < c->nreq) {
+        if (write_pkts(c) < 0)
+            break;
+        ngtcp2_tstamp now = now_ts(), exp = ngtcp2_conn_get_expiry(c->conn);
+        if (now >= deadline) {
+            if (c->got_packet)
+                h3c_fail(c, NEXAR_ERR_TIMEOUT, "%s did not answer within %.1f s", c->o->addr,
+                         c->o->timeout_ms / 1000.0);
+            else
+                h3c_fail(c, NEXAR_ERR_UNAVAILABLE, "no nexard answers at %s (no reply in "
+                         "%.1f s)", c->o->addr, c->o->timeout_ms / 1000.0);
+            break;
+        }
+        ngtcp2_tstamp until = exp < deadline ? exp : deadline;
+        int ms = until > now ? (int)((until - now + NGTCP2_MILLISECONDS - 1) /
+                                     NGTCP2_MILLISECONDS)
+                             : 0;
+        struct pollfd pfd = {c->fd, POLLIN, 0};
+        int pr = poll(&pfd, 1, ms);
+        if (pr < 0 && errno != EINTR) {
+            h3c_fail(c, NEXAR_ERR_INTERNAL, "poll: %s", strerror(errno));
+            break;
+        }
+        if (pr > 0 && read_pkts(c) < 0)
+            break;
+        if (now_ts() >= ngtcp2_conn_get_expiry(c->conn)) {
+            int rv = ngtcp2_conn_handle_expiry(c->conn, now_ts());
+            if (rv != 0 && !c->got_packet)
+                h3c_fail(c, NEXAR_ERR_UNAVAILABLE, "no nexard answers at %s", c->o->addr);
+            else if (rv != 0)
+                h3c_fail(c, NEXAR_ERR_TIMEOUT, "%s went quiet (%s)", c->o->addr,
+                         ngtcp2_strerror(rv));
+        }
+    }
+    if (!c->fail)
+        write_pkts(c); /* the last ACKs */
+}
+
+int nxt_h3c_request(const struct nxt_h3c_opts *opts, const struct nxt_h3c_req *rq,
+                    struct nxt_h3c_resp *resp, char *err, size_t errlen)
+{
+    struct h3c c;
+    int rv;
+    memset(&c, 0, sizeof(c));
+    c.o = opts;
+    c.rq = rq;
+    c.fd = -1;
+    c.nreq = rq->repeat > 0 ? rq->repeat : 1;
+    if (c.nreq > NXT_H3C_MAX_REQ)
+        c.nreq = NXT_H3C_MAX_REQ;
+    for (int i = 0; i < c.nreq; i++) {
+        memset(&resp[i], 0, sizeof(resp[i]));
+        c.st[i].id = -1;
+        c.st[i].resp = &resp[i];
+    }
+    c.ref.get_conn = ref_get_conn;
+    c.ref.user_data = &c;
+    if ((rv = resolve(&c, err, errlen)) != 0 || (rv = tls_setup(&c, err, errlen)) != 0 ||
+        (rv = open_socket(&c, err, errlen)) != 0 || (rv = conn_new(&c, err, errlen)) != 0)
+        goto out;
+    run(&c);
+    close_conn(&c);
+    if (c.fail) {
+        snprintf(err, errlen, "%s", c.why);
+        rv = -c.fail;
+    }
+out:
+    h3c_http_free(&c);
+    if (c.conn)
+        ngtcp2_conn_del(c.conn);
+    if (c.tls)
+        gnutls_deinit(c.tls);
+    if (c.cred)
+        gnutls_certificate_free_credentials(c.cred);
+    if (c.fd >= 0)
+        close(c.fd);
+    return rv;
+}
+
+int nxt_h3c_get(const struct nxt_h3c_opts *opts, const char *path, struct nxt_h3c_resp *resp,
+                char *err, size_t errlen)
+{
+    struct nxt_h3c_req rq = {.method = "GET", .path = path};
+    return nxt_h3c_request(opts, &rq, resp, err, errlen);
+}
+
+void nxt_h3c_resp_free(struct nxt_h3c_resp *r)
+{
+    free(r->body);
+    r->body = NULL;
+    r->len = 0;
+}
