@@ -38,6 +38,7 @@ struct nxt_h3c_req {
     const char *const *fields; /* name, value, ..., NULL; may be NULL */
     size_t body;          /* bytes of body to send (a pattern); 0: none */
     int repeat;           /* send it this many times at once (1..NXT_H3C_MAX_REQ; 0: 1) */
+    int hold_ms;          /* keep the connection this long after the answers (tests) */
 };
 
 struct nxt_h3c_resp {

@@ -488,13 +488,16 @@ static void close_conn(struct h3c *c)
         (void)send(c->fd, buf, (size_t)n, 0);
 }
 
-static void run(struct h3c *c)
+/* Drives the connection until every request is done (hold: until the deadline). */
+static void run(struct h3c *c, int timeout_ms, int hold)
 {
-    ngtcp2_tstamp deadline = now_ts() + (ngtcp2_tstamp)c->o->timeout_ms * NGTCP2_MILLISECONDS;
-    while (!c->fail && c->ndone < c->nreq) {
+    ngtcp2_tstamp deadline = now_ts() + (ngtcp2_tstamp)timeout_ms * NGTCP2_MILLISECONDS;
+    while (!c->fail && (hold || c->ndone < c->nreq)) {
         if (write_pkts(c) < 0)
             break;
         ngtcp2_tstamp now = now_ts(), exp = ngtcp2_conn_get_expiry(c->conn);
+        if (hold && now >= deadline)
+            break;
         if (now >= deadline) {
             if (c->got_packet)
                 h3c_fail(c, NEXAR_ERR_TIMEOUT, "%s did not answer within %.1f s", c->o->addr,
@@ -551,7 +554,9 @@ int nxt_h3c_request(const struct nxt_h3c_opts *opts, const struct nxt_h3c_req *r
     if ((rv = resolve(&c, err, errlen)) != 0 || (rv = tls_setup(&c, err, errlen)) != 0 ||
         (rv = open_socket(&c, err, errlen)) != 0 || (rv = conn_new(&c, err, errlen)) != 0)
         goto out;
-    run(&c);
+    run(&c, opts->timeout_ms, 0);
+    if (!c.fail && rq->hold_ms > 0)
+        run(&c, rq->hold_ms, 1);
     close_conn(&c);
     if (c.fail) {
         snprintf(err, errlen, "%s", c.why);
