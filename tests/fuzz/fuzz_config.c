@@ -82,6 +82,7 @@ static void promises(const struct nx_config *c)
     CHECK(c->quic_window_bytes >= 64u << 10 && c->quic_window_bytes <= 1ull << 32);
     CHECK(c->quic_stream_window_bytes >= 64u << 10 && c->quic_stream_window_bytes <= 1ull << 32);
     CHECK(c->quic_max_udp_payload >= 1200 && c->quic_max_udp_payload <= 65527);
+    CHECK(c->inspect_max_conns >= 1 && c->inspect_max_conns <= 64);
     check_text(c->listen, 1);
     check_text(c->advertise, 1);
     check_text(c->tls_ca, 1);

@@ -39,6 +39,8 @@ formation_timeout_s = 60
 quic_window_bytes = 64M
 quic_stream_window_bytes = 16M
 quic_max_udp_payload = 1452
+inspect = off
+inspect_max_conns = 8
 algo = all_reduce=ring,broadcast=tree
 """
 
@@ -60,6 +62,8 @@ peer_idle_timeout_ms = 200
 keepalive_ms = 600000
 quic_window_bytes = 4G
 quic_max_udp_payload = 65527
+inspect_max_conns = 64
+inspect = yes
 log_level = warning
 allow_uids = 4294967294
 """
