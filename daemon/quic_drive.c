@@ -162,6 +162,7 @@ void nx_qconn_read(struct nx_qconn *c, const ngtcp2_path *path, const uint8_t *p
     int rv = ngtcp2_conn_read_pkt(c->conn, path, NULL, pkt, len, ts);
     c->busy--;
     c->pkts_recv++;
+    c->rx_since_tx++;
     c->last_rx = ts;
     if (rv != 0) {
         struct close_plan cp;
@@ -178,6 +179,11 @@ void nx_qconn_read(struct nx_qconn *c, const ngtcp2_path *path, const uint8_t *p
 
 static void timer_cb(uv_timer_t *t);
 
+static int has_data(const struct nx_qconn *c)
+{
+    return c->peer && (c->peer->ready || c->peer->open_head);
+}
+
 static void arm_timer(struct nx_qconn *c)
 {
     ngtcp2_tstamp exp = ngtcp2_conn_get_expiry(c->conn), now = nx_qnow();
@@ -191,6 +197,11 @@ static void arm_timer(struct nx_qconn *c)
     uint64_t ms = d / NGTCP2_MILLISECONDS;
     if (ms && d % NGTCP2_MILLISECONDS)
         ms++;
+    /* With nothing of ours to send, a deadline under a millisecond is the ACK delay
+     * (or a pacing mark with nothing to pace): a millisecond lets the ACK ride on our
+     * next message (see nx_qconn_after_rx), still far inside our max_ack_delay. */
+    if (!ms && c->confirmed && !has_data(c))
+        ms = 1;
     uv_timer_start(&c->timer, timer_cb, ms, 0);
 }
 
@@ -224,6 +235,7 @@ static int write_loop(struct nx_qconn *c, ngtcp2_tstamp ts)
             return 0;
         nx_qudp_tx_commit(q, (size_t)n, avail);
         c->pkts_sent++;
+        c->rx_since_tx = 0;
     }
     return 1; /* stopped by our own cap, not by ngtcp2: more may be ready */
 }
@@ -255,6 +267,23 @@ void nx_qconn_flush(struct nx_qconn *c)
         arm_timer(c);
     if (rv == 1) /* let the loop read (ACKs) in between, then go on */
         nx_quic_schedule_flush(c);
+    nx_qconn_leave(c);
+}
+
+/* ngtcp2 0.12 takes its ACK delay as srtt/8: a few microseconds between daemons on one
+ * fabric.  A small message is answered later than that, so flushing after every receive
+ * sent each one an ACK-only packet of its own: two packets per message each way, each
+ * encrypted, sent, received and decrypted.  One packet received with nothing to send
+ * waits instead (arm_timer), and its ACK rides on our next message; two or more are
+ * acknowledged at once, as ngtcp2's ack_thresh wants, so a bulk sender's window keeps
+ * opening. */
+void nx_qconn_after_rx(struct nx_qconn *c)
+{
+    if (c->dead || c->fail || !c->confirmed || has_data(c) || c->rx_since_tx >= 2) {
+        nx_qconn_flush(c);
+        return;
+    }
+    arm_timer(c);
     nx_qconn_leave(c);
 }
 

@@ -251,6 +251,7 @@ struct nx_qconn {
     size_t ncids;
     struct nx_qrstream *rstreams;
     uint64_t pkts_sent, pkts_recv;
+    unsigned rx_since_tx;    /* packets read since we last wrote one */
     ngtcp2_tstamp started, last_rx;
     int gnutls_err;      /* the fatal GnuTLS error of the handshake */
     char why[160];       /* why it failed: shown in LOST */
@@ -264,6 +265,8 @@ void nx_qconn_read(struct nx_qconn *c, const ngtcp2_path *path, const uint8_t *p
                    size_t len, ngtcp2_tstamp ts);
 /* Writes what can be written now and re-arms the timer. */
 void nx_qconn_flush(struct nx_qconn *c);
+/* After a receive batch: flushes when something is owed at once, else only re-arms. */
+void nx_qconn_after_rx(struct nx_qconn *c);
 /* Closes with CONNECTION_CLOSE carrying reason; the connection is gone afterwards. */
 void nx_qconn_close(struct nx_qconn *c, uint64_t app_err, const char *reason);
 /* Forgets the connection without a word to the peer. */

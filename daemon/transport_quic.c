@@ -99,7 +99,7 @@ void nx_quic_rx_done(struct nx_quic *q)
         struct nx_qconn *c = q->touched;
         q->touched = c->touched_next;
         c->in_touched = 0;
-        nx_qconn_flush(c);
+        nx_qconn_after_rx(c);
     }
 }
 
