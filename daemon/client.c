@@ -15,6 +15,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "comm.h"
 #include "ctlsrv.h"
 #include "daemon.h"
@@ -246,8 +247,10 @@ static bool serve_pending(void)
             serve(cl);
         }
     }
-    if (any)
+    if (any) {
         nx_clients_flush();
+        nx_cluster_progress();
+    }
     return any;
 }
 
@@ -317,6 +320,7 @@ static void on_doorbell(uv_poll_t *h, int status, int events)
         serve(cl);
     }
     nx_clients_flush();
+    nx_cluster_progress();
 }
 
 int nx_client_start(struct nx_client *cl)

@@ -38,6 +38,12 @@ struct nx_transport *nx_cluster_transport(void)
     return cl.t;
 }
 
+void nx_cluster_progress(void)
+{
+    if (cl.t)
+        cl.t->ops->progress(cl.t);
+}
+
 const char *nx_cluster_addr(void)
 {
     return cl.addr;

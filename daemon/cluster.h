@@ -59,6 +59,8 @@ void nx_cluster_tick(double now);
 
 bool nx_cluster_enabled(void);
 struct nx_transport *nx_cluster_transport(void);
+/* Sends what the ops just served queued, now (transport progress). */
+void nx_cluster_progress(void);
 /* The canonical address other daemons know us by; "" without a network. */
 const char *nx_cluster_addr(void);
 /* Whether a canonical address names this daemon (its advertised or bound address, or

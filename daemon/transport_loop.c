@@ -466,12 +466,19 @@ static void loop_destroy(struct nx_transport *t)
     lnet_leave(net);
 }
 
+/* Deliveries follow the simulated clock of the links, not the caller's bursts. */
+static void loop_progress(struct nx_transport *t)
+{
+    (void)t;
+}
+
 static const struct nx_transport_ops loop_ops = {
     .name = "loop",
     .peer = loop_peer,
     .send = loop_send,
     .close_peer = loop_close_peer,
     .peer_forget = loop_peer_forget,
+    .progress = loop_progress,
     .stats = loop_stats,
     .each_peer = loop_each_peer,
     .destroy = loop_destroy,

@@ -43,6 +43,18 @@ void nx_quic_conf_defaults(struct nx_quic_conf *c)
 
 static void dial_now(struct nx_qpeer *p);
 
+static void flush_all(struct nx_quic *q)
+{
+    struct nx_qconn *list = q->flush_list;
+    q->flush_list = NULL;
+    while (list) {
+        struct nx_qconn *c = list;
+        list = c->flush_next;
+        c->in_flush_list = 0;
+        nx_qconn_flush(c);
+    }
+}
+
 static void idle_cb(uv_idle_t *h)
 {
     struct nx_quic *q = h->data;
@@ -52,14 +64,7 @@ static void idle_cb(uv_idle_t *h)
         p->dial_pending = 0;
         dial_now(p);
     }
-    struct nx_qconn *list = q->flush_list;
-    q->flush_list = NULL;
-    while (list) {
-        struct nx_qconn *c = list;
-        list = c->flush_next;
-        c->in_flush_list = 0;
-        nx_qconn_flush(c);
-    }
+    flush_all(q);
     while (q->notify) {
         struct nx_qpeer *p = q->notify;
         q->notify = p->notify_next;
@@ -292,12 +297,22 @@ static void quic_destroy(struct nx_transport *t)
     nx_qudp_close(q);
 }
 
+/* The idle handle stays on: it has dials and LOST notices to deliver, and finds the
+ * flush list empty. */
+static void quic_progress(struct nx_transport *t)
+{
+    struct nx_quic *q = (struct nx_quic *)t;
+    if (!q->destroying)
+        flush_all(q);
+}
+
 static const struct nx_transport_ops quic_ops = {
     .name = "quic",
     .peer = quic_peer,
     .send = quic_send,
     .close_peer = quic_close_peer,
     .peer_forget = quic_peer_forget,
+    .progress = quic_progress,
     .stats = quic_stats,
     .each_peer = quic_each_peer,
     .destroy = quic_destroy,
