@@ -6,7 +6,8 @@
  *     init; write ready<rank>; then all_reduce (sum, f32, 64 Ki elements: several chunks
  *     and pieces across the nodes) and broadcast (i32, 1000 elements, root = iteration %
  *     size), every element checked against its exact value, over and over, until
- *     $HX_OUT/stop exists (and at least 20 iterations, at most 60 s); write
+ *     $HX_OUT/stop exists (and at least 20 iterations, at most 60 s; the ranks agree on
+ *     the last iteration with an all_reduce MAX of their wish to stop); write
  *     result<rank> "iterations wrong first-failed-status text"; wait for
  *     $HX_OUT/release (at most 30 s, so that the test can compare the reports of an idle
  *     job); finalize; exit 0 when every element of every iteration was right.
@@ -62,7 +63,14 @@ int main(void)
     double end = now_s() + 60;
     nexar_status_t first = NEXAR_OK;
     char why[512] = "";
-    while ((iters < 20 || !exists("stop")) && now_s() < end) {
+    for (;;) {
+        /* Every rank must stop after the same iteration, or one would wait for ever. */
+        int32_t want_stop = (iters >= 20 && exists("stop")) || now_s() >= end;
+        st = nexar_all_reduce(w, &want_stop, 1, NEXAR_I32, NEXAR_MAX);
+        if (st != NEXAR_OK)
+            goto failed;
+        if (want_stop)
+            break;
         for (int i = 0; i < N; i++)
             v[i] = (float)((i + me * 7 + iters) % 101);
         st = nexar_all_reduce(w, v, N, NEXAR_F32, NEXAR_SUM);

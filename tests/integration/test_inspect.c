@@ -123,11 +123,11 @@ static void section_bytes(const struct it_node *a)
         IT_CHECK(rt && socket_reply(a, rt->command, &ref, &reflen) == 0,
                  "CTL %s on the socket", cmds[i]);
         if (rv == 0 && ref && strcmp(cmds[i], "status"))
-            IT_CHECK(resp.len == reflen && !memcmp(resp.body, ref, reflen),
+            IT_CHECK(resp.len == reflen && (!reflen || !memcmp(resp.body, ref, reflen)),
                      "GET %s: %zu bytes, the socket's reply %zu bytes, not the same", path,
                      resp.len, reflen);
-        Nexar__CtlReply *rep = rv == 0 ? nexar__ctl_reply__unpack(NULL, resp.len, resp.body)
-                                       : NULL;
+        const uint8_t *body = resp.body ? resp.body : (const uint8_t *)""; /* 0 bytes */
+        Nexar__CtlReply *rep = rv == 0 ? nexar__ctl_reply__unpack(NULL, resp.len, body) : NULL;
         IT_CHECK(rep && rep->status == 0, "GET %s: the body is no CtlReply", path);
         if (rep && !strcmp(cmds[i], "status"))
             IT_CHECK(rep->status_info && rep->status_info->pid == (uint64_t)a->d.pid,

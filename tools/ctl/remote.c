@@ -73,9 +73,11 @@ int nxc_remote_query(const struct nxc_remote *r, Nexar__CtlCommand command, int 
         return -rv;
     }
     char text[200];
-    printable(text, sizeof(text), resp.body, resp.len);
+    static const uint8_t empty[1];
+    const uint8_t *body = resp.body ? resp.body : empty; /* an empty CtlReply is 0 bytes */
+    printable(text, sizeof(text), body, resp.len);
     if (resp.status == 200 && !strncmp(resp.ctype, "application/x-protobuf", 22)) {
-        *out = nexar__ctl_reply__unpack(NULL, resp.len, resp.body);
+        *out = nexar__ctl_reply__unpack(NULL, resp.len, body);
         rv = *out ? 0 : NEXAR_ERR_INTERNAL;
         if (!*out)
             snprintf(err, errlen, "the answer of %s to GET %s does not decode as a CtlReply",
