@@ -12,7 +12,8 @@
  *    answered none), and the daemon has no peer and lost none for it;
  *  - HTTP: 404 for an unknown path, 405 for POST, 431 for oversized fields, 400 for a
  *    body or a bad :scheme, a reset (or 400) for what nghttp3 finds malformed, a query
- *    string ignored, 10 requests at once on one connection (4 streams at a time);
+ *    string ignored, 10 requests at once on one connection (4 streams at a time); a
+ *    request longer than a stream's 16 KiB stalls unanswered (the client times out);
  *  - the job: two daemons forming a job and running collectives while one of them is
  *    inspected over and over (inspect_job.c): exact results, exactly one peer each;
  *  - the cap: with inspect_max_conns = 1, a second inspector is turned away (exit 2,
@@ -165,7 +166,8 @@ static void section_refusals(const struct it_node *a)
              "a daemon our CA does not sign: exit %d, %s", r.rc, r.err);
     const char *json[] = {"--json", "status", NULL};
     it_remote(&r, a, evil, json);
-    IT_CHECK(r.rc == NEXAR_ERR_PERMISSION && strstr(r.out, "\"status_name\":\"NEXAR_ERR_PERMISSION\""),
+    IT_CHECK(r.rc == NEXAR_ERR_PERMISSION &&
+                 strstr(r.out, "\"status_name\":\"NEXAR_ERR_PERMISSION\""),
              "--json refusal: exit %d, %s", r.rc, r.out);
     /* The library says the same, and no answer came. */
     struct nxt_h3c_opts o;
@@ -195,16 +197,24 @@ static void section_refusals(const struct it_node *a)
     tl_log("refusals: exit 9 with the reason, nothing answered, no peer");
 }
 
-static int h3(const struct it_node *a, const struct nxt_h3c_req *rq, struct nxt_h3c_resp *resp,
-              const char *what)
+static int h3_timeout(const struct it_node *a, const struct nxt_h3c_req *rq,
+                      struct nxt_h3c_resp *resp, const char *what, int timeout_ms)
 {
     struct nxt_h3c_opts o;
     char err[512];
     it_h3_opts(&o, a);
+    if (timeout_ms)
+        o.timeout_ms = timeout_ms;
     int rv = nxt_h3c_request(&o, rq, resp, err, sizeof(err));
     if (rv)
         tl_log("%s: %d: %s", what, rv, err);
     return rv;
+}
+
+static int h3(const struct it_node *a, const struct nxt_h3c_req *rq, struct nxt_h3c_resp *resp,
+              const char *what)
+{
+    return h3_timeout(a, rq, resp, what, 0);
 }
 
 static void section_http(const struct it_node *a)
@@ -234,6 +244,19 @@ static void section_http(const struct it_node *a)
     rv = h3(a, &large, r, "5000-byte field");
     IT_CHECK(rv == 0 && (r[0].status == 431 || (r[0].status == 0 && r[0].reset_code)),
              "a 5000-byte field: %d, HTTP %d", rv, r[0].status);
+    tl_log("a 5000-byte field: HTTP %d, reset 0x%llx", r[0].status,
+           (unsigned long long)r[0].reset_code);
+    nxt_h3c_resp_free(&r[0]);
+
+    /* One field longer than a request stream may carry: it never completes, the stream
+     * stalls at its 16 KiB of credit, nothing is answered (the client's timeout). */
+    static char huge[20000];
+    memset(huge, '~', sizeof(huge) - 1); /* no shorter in Huffman code */
+    const char *hf[] = {"x-huge", huge, NULL};
+    struct nxt_h3c_req stall = {.method = "GET", .path = "/v1/status", .fields = hf};
+    rv = h3_timeout(a, &stall, r, "a 20000-byte field", 1500);
+    IT_CHECK(rv == -NEXAR_ERR_TIMEOUT, "a 20000-byte field: %d, HTTP %d (want a stall: "
+             "NEXAR_ERR_TIMEOUT)", rv, r[0].status);
     nxt_h3c_resp_free(&r[0]);
 
     const char *many[81];
