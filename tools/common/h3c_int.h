@@ -37,6 +37,7 @@ struct h3c {
     struct h3c_stream st[NXT_H3C_MAX_REQ];
     int nreq, nopen, ndone;
     int got_packet;        /* the daemon sent us anything at all */
+    int refused;           /* ICMP port unreachable: nobody at this address */
     int verify_failed;     /* the daemon's certificate did not verify (why says how) */
     int fail;              /* a nexar_status_t: the exchange failed (why) */
     char why[384];

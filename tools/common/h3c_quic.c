@@ -56,7 +56,8 @@ static ngtcp2_tstamp now_ts(void)
 
 /* ---- the address ---- */
 
-static int resolve(struct h3c *c, char *err, size_t errlen)
+/* Every address of opts.addr, in getaddrinfo's order: *res (freeaddrinfo). */
+static int resolve(struct h3c *c, struct addrinfo **res, char *err, size_t errlen)
 {
     const char *a = c->o->addr;
     char host[256], port[16];
@@ -82,16 +83,12 @@ static int resolve(struct h3c *c, char *err, size_t errlen)
         strspn(colon + 1, "0123456789") != strlen(colon + 1))
         goto bad;
     snprintf(port, sizeof(port), "%s", colon + 1);
-    struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *res = NULL;
-    int rv = getaddrinfo(host, port, &hints, &res);
+    struct addrinfo hints = {.ai_socktype = SOCK_DGRAM};
+    int rv = getaddrinfo(host, port, &hints, res);
     if (rv != 0) {
         snprintf(err, errlen, "%s: %s", a, gai_strerror(rv));
         return -NEXAR_ERR_INVALID;
     }
-    memcpy(&c->remote, res->ai_addr, res->ai_addrlen);
-    c->remote_len = res->ai_addrlen;
-    freeaddrinfo(res);
-    snprintf(c->authority, sizeof(c->authority), "%s", a);
     return 0;
 bad:
     snprintf(err, errlen, "%s: not HOST:PORT or [V6]:PORT", a ? a : "(none)");
@@ -412,6 +409,7 @@ static void read_failed(struct h3c *c, int rv)
 
 static int socket_error(struct h3c *c, int e)
 {
+    c->refused = e == ECONNREFUSED;
     if (e == ECONNREFUSED)
         h3c_fail(c, NEXAR_ERR_UNAVAILABLE, "no nexard answers at %s (UDP port unreachable)",
                  c->o->addr);
@@ -532,46 +530,82 @@ static void run(struct h3c *c, int timeout_ms, int hold)
         write_pkts(c); /* the last ACKs */
 }
 
+/* One try at one address: the connection, the requests, the close. */
+static int attempt(struct h3c *c, const struct addrinfo *ai, char *err, size_t errlen)
+{
+    int rv;
+    memcpy(&c->remote, ai->ai_addr, ai->ai_addrlen);
+    c->remote_len = ai->ai_addrlen;
+    if ((rv = tls_setup(c, err, errlen)) != 0 || (rv = open_socket(c, err, errlen)) != 0 ||
+        (rv = conn_new(c, err, errlen)) != 0)
+        return rv;
+    run(c, c->o->timeout_ms, 0);
+    if (!c->fail && c->rq->hold_ms > 0)
+        run(c, c->rq->hold_ms, 1);
+    close_conn(c);
+    if (c->fail) {
+        snprintf(err, errlen, "%s", c->why);
+        return -c->fail;
+    }
+    return 0;
+}
+
+static void attempt_free(struct h3c *c)
+{
+    h3c_http_free(c);
+    if (c->conn)
+        ngtcp2_conn_del(c->conn);
+    if (c->tls)
+        gnutls_deinit(c->tls);
+    if (c->cred)
+        gnutls_certificate_free_credentials(c->cred);
+    if (c->fd >= 0)
+        close(c->fd);
+}
+
+/* A fresh state for a try: nothing of the one before survives. */
+static void attempt_init(struct h3c *c, const struct nxt_h3c_opts *opts,
+                         const struct nxt_h3c_req *rq, struct nxt_h3c_resp *resp)
+{
+    memset(c, 0, sizeof(*c));
+    c->o = opts;
+    c->rq = rq;
+    c->fd = -1;
+    c->nreq = rq->repeat > 0 ? rq->repeat : 1;
+    if (c->nreq > NXT_H3C_MAX_REQ)
+        c->nreq = NXT_H3C_MAX_REQ;
+    for (int i = 0; i < c->nreq; i++) {
+        nxt_h3c_resp_free(&resp[i]);
+        memset(&resp[i], 0, sizeof(resp[i]));
+        c->st[i].id = -1;
+        c->st[i].resp = &resp[i];
+    }
+    c->ref.get_conn = ref_get_conn;
+    c->ref.user_data = c;
+    snprintf(c->authority, sizeof(c->authority), "%s", opts->addr ? opts->addr : "");
+}
+
 int nxt_h3c_request(const struct nxt_h3c_opts *opts, const struct nxt_h3c_req *rq,
                     struct nxt_h3c_resp *resp, char *err, size_t errlen)
 {
     struct h3c c;
-    int rv;
-    memset(&c, 0, sizeof(c));
-    c.o = opts;
-    c.rq = rq;
-    c.fd = -1;
-    c.nreq = rq->repeat > 0 ? rq->repeat : 1;
-    if (c.nreq > NXT_H3C_MAX_REQ)
-        c.nreq = NXT_H3C_MAX_REQ;
-    for (int i = 0; i < c.nreq; i++) {
+    struct addrinfo *res = NULL;
+    int n = rq->repeat > 0 ? rq->repeat : 1;
+    for (int i = 0; i < n && i < NXT_H3C_MAX_REQ; i++)
         memset(&resp[i], 0, sizeof(resp[i]));
-        c.st[i].id = -1;
-        c.st[i].resp = &resp[i];
+    attempt_init(&c, opts, rq, resp);
+    int rv = resolve(&c, &res, err, errlen);
+    /* A name may stand for several addresses (localhost: 127.0.0.1 and ::1): a port
+     * unreachable at one, known at once, sends us on to the next. */
+    for (const struct addrinfo *ai = rv ? NULL : res; ai; ai = ai->ai_next) {
+        attempt_init(&c, opts, rq, resp);
+        rv = attempt(&c, ai, err, errlen);
+        attempt_free(&c);
+        if (!(rv == -NEXAR_ERR_UNAVAILABLE && c.refused))
+            break;
     }
-    c.ref.get_conn = ref_get_conn;
-    c.ref.user_data = &c;
-    if ((rv = resolve(&c, err, errlen)) != 0 || (rv = tls_setup(&c, err, errlen)) != 0 ||
-        (rv = open_socket(&c, err, errlen)) != 0 || (rv = conn_new(&c, err, errlen)) != 0)
-        goto out;
-    run(&c, opts->timeout_ms, 0);
-    if (!c.fail && rq->hold_ms > 0)
-        run(&c, rq->hold_ms, 1);
-    close_conn(&c);
-    if (c.fail) {
-        snprintf(err, errlen, "%s", c.why);
-        rv = -c.fail;
-    }
-out:
-    h3c_http_free(&c);
-    if (c.conn)
-        ngtcp2_conn_del(c.conn);
-    if (c.tls)
-        gnutls_deinit(c.tls);
-    if (c.cred)
-        gnutls_certificate_free_credentials(c.cred);
-    if (c.fd >= 0)
-        close(c.fd);
+    if (res)
+        freeaddrinfo(res);
     return rv;
 }
 
