@@ -48,6 +48,13 @@ struct h3c {
 void h3c_fail(struct h3c *c, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ---- h3c_tls.c ---- */
+/* Credentials from opts (ca, cert, key) and a client session with ALPN h3.  0, or minus
+ * a nexar_status_t with a reason in err. */
+int h3c_tls_setup(struct h3c *c, char *err, size_t errlen);
+/* ngtcp2_conn_read_pkt failed with rv: record why (the daemon's close, our TLS). */
+void h3c_read_failed(struct h3c *c, int rv);
+
 /* ---- h3c_http.c ---- */
 /* The handshake completed: start the HTTP/3 session and send the requests. */
 int h3c_http_start(struct h3c *c);
