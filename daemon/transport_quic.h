@@ -36,9 +36,10 @@
  * - Remote inspection (conf.inspect set): a client that offers ALPN "h3" instead of
  *   "nexar/1" is an inspector, never a peer.  It passes the same mutual TLS, then speaks
  *   HTTP/3 to daemon/h3_server.c, which answers GETs through conf.inspect->get().  The
- *   layer above never hears of it (no on_peer, no record in peer() or each_peer), it does
- *   not take part in the simultaneous-open rule, and at most inspect->max_conns of them
- *   are up at once (one more is closed with H3_EXCESSIVE_LOAD).
+ *   layer above never hears of it (no on_peer, no record in peer() or each_peer); its
+ *   record leaves the address map at its ClientHello, so it can neither supersede nor be
+ *   superseded by a daemon's connection; at most inspect->max_conns of them are up at
+ *   once (one more is closed with H3_EXCESSIVE_LOAD).
  * - close_peer() does not call on_peer for the local side: the caller knows.  destroy()
  *   calls no callback.
  * - close_peer() and peer_forget() may be called from inside on_message/on_sent/on_peer;
