@@ -267,23 +267,7 @@ nexar_status_t nx_control_map(const struct nx_join *j)
                        "0x%08x, version %u; this library speaks version %u)",
                        nx_S.hdr.magic, nx_S.hdr.version, NX_SHM_VERSION);
     }
-    const struct nx_shm_hdr *h = &nx_S.hdr;
-    uint8_t *base = m;
-    nx_S.seg = base;
-    nx_S.seg_bytes = j->segment_bytes;
-    nx_S.sq_head = (uint32_t *)(void *)(base + h->sq_ctl_off + offsetof(struct nx_ring_ctl, head));
-    nx_S.sq_tail = (uint32_t *)(void *)(base + h->sq_ctl_off + offsetof(struct nx_ring_ctl, tail));
-    nx_S.cq_head = (uint32_t *)(void *)(base + h->cq_ctl_off + offsetof(struct nx_ring_ctl, head));
-    nx_S.cq_tail = (uint32_t *)(void *)(base + h->cq_ctl_off + offsetof(struct nx_ring_ctl, tail));
-    nx_S.sq_wake = (uint32_t *)(void *)(base + h->sq_ctl_off + offsetof(struct nx_ring_ctl, wake));
-    nx_S.cq_wake = (uint32_t *)(void *)(base + h->cq_ctl_off + offsetof(struct nx_ring_ctl, wake));
-    nx_S.sq = (struct nx_sqe *)(void *)(base + h->sq_off);
-    nx_S.cq = (struct nx_cqe *)(void *)(base + h->cq_off);
-    nx_S.err = (struct nx_err_entry *)(void *)(base + h->err_off);
-    nx_S.arena = base + h->arena_off;
-    /* The rings may already hold state (a daemon never reuses a segment, but be exact). */
-    nx_S.sq_local_tail = nx_S.sq_published = __atomic_load_n(nx_S.sq_tail, __ATOMIC_ACQUIRE);
-    nx_S.cq_local_head = __atomic_load_n(nx_S.cq_head, __ATOMIC_ACQUIRE);
+    nx_ring_attach(m, j->segment_bytes);
     nx_wake_set(nx_S.cq_wake, 0); /* awake: we poll until we sleep */
     return NEXAR_OK;
 }

@@ -10,11 +10,32 @@
  * flushes the completions it holds back.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "shim.h"
+
+void nx_ring_attach(uint8_t *base, uint64_t bytes)
+{
+    const struct nx_shm_hdr *h = &nx_S.hdr;
+    nx_S.seg = base;
+    nx_S.seg_bytes = bytes;
+    nx_S.sq_head = (uint32_t *)(void *)(base + h->sq_ctl_off + offsetof(struct nx_ring_ctl, head));
+    nx_S.sq_tail = (uint32_t *)(void *)(base + h->sq_ctl_off + offsetof(struct nx_ring_ctl, tail));
+    nx_S.cq_head = (uint32_t *)(void *)(base + h->cq_ctl_off + offsetof(struct nx_ring_ctl, head));
+    nx_S.cq_tail = (uint32_t *)(void *)(base + h->cq_ctl_off + offsetof(struct nx_ring_ctl, tail));
+    nx_S.sq_wake = (uint32_t *)(void *)(base + h->sq_ctl_off + offsetof(struct nx_ring_ctl, wake));
+    nx_S.cq_wake = (uint32_t *)(void *)(base + h->cq_ctl_off + offsetof(struct nx_ring_ctl, wake));
+    nx_S.sq = (struct nx_sqe *)(void *)(base + h->sq_off);
+    nx_S.cq = (struct nx_cqe *)(void *)(base + h->cq_off);
+    nx_S.err = (struct nx_err_entry *)(void *)(base + h->err_off);
+    nx_S.arena = base + h->arena_off;
+    /* The rings may already hold state (a daemon never reuses a segment, but be exact). */
+    nx_S.sq_local_tail = nx_S.sq_published = __atomic_load_n(nx_S.sq_tail, __ATOMIC_ACQUIRE);
+    nx_S.cq_local_head = __atomic_load_n(nx_S.cq_head, __ATOMIC_ACQUIRE);
+}
 
 uint32_t nx_ring_sq_space(void)
 {

@@ -251,6 +251,10 @@ NX_HIDDEN void nx_dev_fini(void);
 
 /* ---- rings and doorbells (ring.c) ---------------------------------------------- */
 
+/* Points nx_S at the rings, slots and arena of the mapped segment whose header is in
+ * nx_S.hdr (checked), and takes the rings' indices as they are. */
+NX_HIDDEN void nx_ring_attach(uint8_t *base, uint64_t bytes);
+
 /* Free submission entries right now. */
 NX_HIDDEN uint32_t nx_ring_sq_space(void);
 /* Writes e at the local tail; visible to the daemon after nx_ring_publish(). */

@@ -64,26 +64,11 @@ void nx_shim_die(nexar_status_t s, const char *text)
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
-/* Points nx_S at the segment as nx_control_map() does. */
+/* Points nx_S at the segment as nx_control_map() does, through the same code. */
 static void map(const struct rd_seg *s)
 {
-    uint8_t *base = s->base;
-    memcpy(&nx_S.hdr, base, sizeof(nx_S.hdr));
-    const struct nx_shm_hdr *h = &nx_S.hdr;
-    nx_S.seg = base;
-    nx_S.seg_bytes = s->bytes;
-    nx_S.sq_head = (uint32_t *)(void *)(base + h->sq_ctl_off + offsetof(struct nx_ring_ctl, head));
-    nx_S.sq_tail = (uint32_t *)(void *)(base + h->sq_ctl_off + offsetof(struct nx_ring_ctl, tail));
-    nx_S.cq_head = (uint32_t *)(void *)(base + h->cq_ctl_off + offsetof(struct nx_ring_ctl, head));
-    nx_S.cq_tail = (uint32_t *)(void *)(base + h->cq_ctl_off + offsetof(struct nx_ring_ctl, tail));
-    nx_S.sq_wake = (uint32_t *)(void *)(base + h->sq_ctl_off + offsetof(struct nx_ring_ctl, wake));
-    nx_S.cq_wake = (uint32_t *)(void *)(base + h->cq_ctl_off + offsetof(struct nx_ring_ctl, wake));
-    nx_S.sq = (struct nx_sqe *)(void *)(base + h->sq_off);
-    nx_S.cq = (struct nx_cqe *)(void *)(base + h->cq_off);
-    nx_S.err = (struct nx_err_entry *)(void *)(base + h->err_off);
-    nx_S.arena = base + h->arena_off;
-    nx_S.sq_local_tail = nx_S.sq_published = *nx_S.sq_tail;
-    nx_S.cq_local_head = *nx_S.cq_head;
+    memcpy(&nx_S.hdr, s->base, sizeof(nx_S.hdr));
+    nx_ring_attach(s->base, s->bytes);
     nx_S.sq_efd = s->sq_efd;
     nx_S.cq_efd = s->cq_efd;
 }
