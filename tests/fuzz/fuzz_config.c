@@ -20,16 +20,8 @@
 #include "algo.h"
 #include "config.h"
 #include "log.h"
+#include "fuzz.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                   \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);  \
-            abort();                                                               \
-        }                                                                          \
-    } while (0)
 
 static int memfd = -1;
 static char path[64];

@@ -17,17 +17,7 @@
 
 #include "frame.h"
 #include "nexar.pb-c.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Like CHECK(), but never compiled out. */
-#define CHECK(c)                                                                   \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);  \
-            abort();                                                               \
-        }                                                                          \
-    } while (0)
+#include "fuzz.h"
 
 #define MAX_FRAMES 4096
 

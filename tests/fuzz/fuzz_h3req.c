@@ -21,16 +21,8 @@
 #include <string.h>
 
 #include "h3_req.h"
+#include "fuzz.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                   \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);  \
-            abort();                                                               \
-        }                                                                          \
-    } while (0)
 
 /* What an independent reading says a 200 needs. */
 struct ref {

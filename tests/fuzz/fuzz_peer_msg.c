@@ -17,16 +17,8 @@
 #include "netaddr.h"
 #include "peer_msg.h"
 #include "wire.h"
+#include "fuzz.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                   \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);  \
-            abort();                                                               \
-        }                                                                          \
-    } while (0)
 
 static void check_ranks(const uint32_t *v, size_t n, uint32_t limit)
 {

@@ -22,17 +22,7 @@
 #include <string.h>
 
 #include "shm_abi.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Like assert(), but never compiled out. */
-#define CHECK(c)                                                                   \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);  \
-            abort();                                                               \
-        }                                                                          \
-    } while (0)
+#include "fuzz.h"
 
 struct raw_limits {
     uint64_t arena;

@@ -14,17 +14,7 @@
 #include <string.h>
 
 #include "wire.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Like assert(), but never compiled out. */
-#define CHECK(c)                                                                   \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);  \
-            abort();                                                               \
-        }                                                                          \
-    } while (0)
+#include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
