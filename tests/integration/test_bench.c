@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 
 #include "itest.h"
+#include "outfile.h"
 #include "tjson.h"
 
 #define RANKS 2
@@ -60,17 +61,6 @@ struct want {
     const char *type, *redop;
 };
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *b = calloc(1, 1 << 20);
-    size_t n = f ? fread(b, 1, (1 << 20) - 1, f) : 0;
-    b[n] = '\0';
-    if (f)
-        fclose(f);
-    return b;
-}
-
 /* Runs nexar-run -n 2 --socket sock nexar-bench args; stdout into *out (free it). */
 static int run_bench(const char *dir, const char *sock, const char *const *args, char **out,
                      double *dt)
@@ -110,9 +100,9 @@ static int run_bench(const char *dir, const char *sock, const char *const *args,
         rc = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
     }
     *dt = tl_now() - t0;
-    *out = slurp(outp);
+    *out = tl_read_file(outp);
     if (rc != 0) {
-        char *err = slurp(errp);
+        char *err = tl_read_file(errp);
         tl_log("FAIL: nexar-run nexar-bench exited %d; stderr:\n%s", rc, err);
         free(err);
     }

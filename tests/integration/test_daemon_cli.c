@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 
 #include "itest.h"
+#include "outfile.h"
 #include "rawclient.h"
 
 static int fails;
@@ -41,18 +42,6 @@ static pid_t spawn_daemon(const char *sock, const char *rundir, const char *out,
         argv[n++] = extra[i];
     argv[n] = NULL;
     return hx_spawn(argv, env, out);
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return strdup("");
-    char *b = calloc(1, 65536);
-    size_t n = fread(b, 1, 65535, f);
-    b[n] = 0;
-    fclose(f);
-    return b;
 }
 
 static int icontains(const char *hay, const char *needle)
@@ -78,9 +67,9 @@ static char *expect_refusal(pid_t pid, const char *what, const char *out)
         kill(pid, SIGKILL);
         waitpid(pid, &ws, 0);
         fails++;
-        return slurp(out);
+        return tl_read_file(out);
     }
-    char *text = slurp(out);
+    char *text = tl_read_file(out);
     if (!WIFEXITED(ws) || WEXITSTATUS(ws) == 0) {
         tl_log("FAIL %s: %s, expected a non-zero exit", what, hx_describe_status(ws, s, sizeof(s)));
         fails++;

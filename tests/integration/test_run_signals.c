@@ -19,21 +19,11 @@
 #include <sys/wait.h>
 
 #include "itest.h"
+#include "outfile.h"
 
 static int fails;
 static const char *g_run, *g_rank;
 static char g_out[256], g_log[300];
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *b = calloc(1, 65536);
-    size_t n = f ? fread(b, 1, 65535, f) : 0;
-    b[n] = '\0';
-    if (f)
-        fclose(f);
-    return b;
-}
 
 static int count(const char *what, int n)
 {
@@ -107,7 +97,7 @@ static int finish(pid_t p, double limit_s)
 
 static void expect_log(const char *want, const char *what)
 {
-    char *t = slurp(g_log);
+    char *t = tl_read_file(g_log);
     EXPECT_TRUE(fails, strstr(t, want), "%s: nexar-run did not say \"%s\":\n%s", what, want, t);
     free(t);
 }
@@ -211,7 +201,7 @@ static void ctrl_c(void)
                 "Ctrl-C with a private daemon: nexar-run exit %d, %d of 2 ranks got SIGINT", rc,
                 count("int", 2));
     if (rc != 130) {
-        char *t = slurp(g_log);
+        char *t = tl_read_file(g_log);
         tl_log("nexar-run's output:\n%s", t);
         free(t);
     } else {

@@ -19,21 +19,11 @@
 #include <sys/wait.h>
 
 #include "itest.h"
+#include "outfile.h"
 #include "rawclient.h"
 
 static int fails;
 static char g_dir[160];
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *b = calloc(1, 65536);
-    size_t n = f ? fread(b, 1, 65535, f) : 0;
-    b[n] = '\0';
-    if (f)
-        fclose(f);
-    return b;
-}
 
 static pid_t spawn(const char *sock, const char *rundir, const char *log)
 {
@@ -62,7 +52,7 @@ static void refused(const char *rundir, const char *want, const char *what)
         fails++;
         return;
     }
-    char *text = slurp(log);
+    char *text = tl_read_file(log);
     if (!WIFEXITED(ws) || WEXITSTATUS(ws) == 0) {
         tl_log("FAIL %s: nexard %s, expected a refusal", what, hx_describe_status(ws, s, sizeof(s)));
         fails++;

@@ -2,6 +2,7 @@
 #include "outfile.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 void tl_put_file(const char *dir, const char *name, int rank, const char *text)
 {
@@ -14,4 +15,25 @@ void tl_put_file(const char *dir, const char *name, int rank, const char *text)
     fputs(text, f);
     fclose(f);
     rename(tmp, p);
+}
+
+char *tl_read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    size_t n = 0, cap = 4096;
+    char *b = malloc(cap);
+    if (!b)
+        abort();
+    while (f) {
+        n += fread(b + n, 1, cap - 1 - n, f);
+        if (n < cap - 1)
+            break;
+        cap *= 2;
+        if (!(b = realloc(b, cap)))
+            abort();
+    }
+    b[n] = '\0';
+    if (f)
+        fclose(f);
+    return b;
 }
