@@ -24,16 +24,11 @@
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
 #include "inspect.h"
+#include "tls_policy.h"
 #include "log.h"
 #include "quic_int.h"
 
 #define NX_ALPN "nexar/1"
-
-/* AES-128-GCM first: the fastest AEAD with AES-NI; no middlebox compat mode in QUIC. */
-static const char prio_str[] =
-    "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:"
-    "+CHACHA20-POLY1305:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1:"
-    "%DISABLE_TLS13_COMPAT_MODE";
 
 static struct nx_qconn *session_conn(gnutls_session_t s)
 {
@@ -181,7 +176,7 @@ int nx_qtls_init(struct nx_qtls *x, const struct nx_quic_conf *conf, uint8_t res
         x->have_cert = 1;
     }
     gnutls_certificate_set_verify_function(x->cred, verify_cb);
-    if ((rv = gnutls_priority_init(&x->prio, prio_str, &errpos)) < 0) {
+    if ((rv = gnutls_priority_init(&x->prio, NX_TLS_PRIORITY, &errpos)) < 0) {
         snprintf(err, errlen, "gnutls priority: %s", gnutls_strerror(rv));
         goto fail_cred;
     }

@@ -15,13 +15,8 @@
 
 #include "h3c_int.h"
 #include "inspect.h"
+#include "tls_policy.h"
 #include "nexar.h"
-
-/* The daemon's own choice (daemon/quic_tls.c): TLS 1.3, AES-128-GCM first. */
-static const char prio_str[] =
-    "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:"
-    "+CHACHA20-POLY1305:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1:"
-    "%DISABLE_TLS13_COMPAT_MODE";
 
 /* ---- TLS ---- */
 
@@ -90,7 +85,7 @@ int h3c_tls_setup(struct h3c *c, char *err, size_t errlen)
     if (gnutls_init(&c->tls, GNUTLS_CLIENT | GNUTLS_NO_TICKETS | GNUTLS_NO_END_OF_EARLY_DATA))
         goto nomem;
     if (ngtcp2_crypto_gnutls_configure_client_session(c->tls) != 0 ||
-        gnutls_priority_init(&prio, prio_str, &errpos) < 0)
+        gnutls_priority_init(&prio, NX_TLS_PRIORITY, &errpos) < 0)
         goto internal;
     rv = gnutls_priority_set(c->tls, prio);
     gnutls_priority_deinit(prio);
