@@ -265,8 +265,9 @@ static int rank_main(struct hx_rank *r)
                 int nops = coll == C_ALLREDUCE ? 3 : 1;
                 static const int ops[] = {NEXAR_SUM, NEXAR_MAX, NEXAR_PROD};
                 for (int o = 0; o < nops; o++) {
+                    int root = k++ % size;
                     struct gcase c = {.coll = coll, .dtype = dtypes[d], .op = ops[o],
-                                      .root = (k++) % size, .count = counts[ci],
+                                      .root = root, .count = counts[ci],
                                       .seed = tl_mix64((uint64_t)k * 7919u)};
                     int rv = run_case(w, &c, s);
                     cases++;
