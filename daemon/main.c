@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -14,7 +13,7 @@
 #include "comm.h"
 #include "config.h"
 #include "ctlsrv.h"
-#include "daemon.h"
+#include "context.h"
 #include "job.h"
 #include "log.h"
 #include "notify.h"
@@ -24,17 +23,8 @@
 #include "cuda_backend.h"
 #endif
 
-struct nx_daemon nxd;
-
 static uv_signal_t sig_term, sig_int;
 static uv_timer_t tick;
-
-double nx_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Deadlines (formation, op progress, p2p) are checked on one coarse timer: a
  * timeout is seconds long, and one timer costs nothing per op. */

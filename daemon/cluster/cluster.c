@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "client.h"
-#include "daemon.h"
+#include "context.h"
 #include "h3_routes.h"
 #include "log.h"
 #include "mem.h"

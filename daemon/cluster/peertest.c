@@ -13,7 +13,7 @@
 
 #include "cluster.h"
 #include "ctlsrv.h"
-#include "daemon.h"
+#include "context.h"
 #include "log.h"
 #include "mem.h"
 #include "nexar.h"

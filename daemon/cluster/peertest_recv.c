@@ -9,7 +9,7 @@
 #include <sys/queue.h>
 
 #include "cluster.h"
-#include "daemon.h"
+#include "context.h"
 #include "log.h"
 #include "mem.h"
 #include "nexar.h"

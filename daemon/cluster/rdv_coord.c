@@ -9,7 +9,7 @@
 
 #include "cluster.h"
 #include "config.h"
-#include "daemon.h"
+#include "context.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"

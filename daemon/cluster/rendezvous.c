@@ -11,7 +11,7 @@
 #include "algo.h"
 #include "cluster.h"
 #include "comm.h"
-#include "daemon.h"
+#include "context.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"

@@ -8,7 +8,7 @@
 
 #include "cluster.h"
 #include "comm.h"
-#include "daemon.h"
+#include "context.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"

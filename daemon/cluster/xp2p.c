@@ -10,7 +10,7 @@
 
 #include "client.h"
 #include "comm.h"
-#include "daemon.h"
+#include "context.h"
 #include "job.h"
 #include "mem.h"
 #include "nexar.h"

@@ -10,7 +10,7 @@
 #include "client.h"
 #include "cluster.h"
 #include "comm.h"
-#include "daemon.h"
+#include "context.h"
 #include "job.h"
 #include "log.h"
 #include "matcher.h"

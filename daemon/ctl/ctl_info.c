@@ -15,7 +15,7 @@
 #include "comm.h"
 #include "ctl_peers.h"
 #include "ctlsrv.h"
-#include "daemon.h"
+#include "context.h"
 #include "job.h"
 #include "mem.h"
 #include "xcoll.h"

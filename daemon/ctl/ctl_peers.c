@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cluster.h"
-#include "daemon.h"
+#include "context.h"
 #include "job.h"
 #include "mem.h"
 #include "nexar.h"

@@ -18,7 +18,7 @@
 #include "cluster.h"
 #include "comm.h"
 #include "ctlsrv.h"
-#include "daemon.h"
+#include "context.h"
 #include "device.h"
 #include "job.h"
 #include "log.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "client.h"
-#include "daemon.h"
+#include "context.h"
 #include "device.h"
 #include "job.h"
 #include "log.h"

@@ -15,7 +15,7 @@
 
 #include "client.h"
 #include "ctl_info.h"
-#include "daemon.h"
+#include "context.h"
 #include "device.h"
 #include "job.h"
 #include "log.h"

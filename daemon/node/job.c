@@ -12,7 +12,7 @@
 #include "client.h"
 #include "comm.h"
 #include "ctlsrv.h"
-#include "daemon.h"
+#include "context.h"
 #include "log.h"
 #include "mem.h"
 #include "nexar.h"

@@ -10,7 +10,7 @@
 #include "client.h"
 #include "coll_local.h"
 #include "comm.h"
-#include "daemon.h"
+#include "context.h"
 #include "device.h"
 #include "job.h"
 #include "log.h"

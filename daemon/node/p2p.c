@@ -9,7 +9,7 @@
 
 #include "client.h"
 #include "comm.h"
-#include "daemon.h"
+#include "context.h"
 #include "device.h"
 #include "job.h"
 #include "mem.h"

@@ -3,21 +3,11 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "client.h"
 #include "comm.h"
-#include "daemon.h"
-
-struct nx_daemon nxd;
-
-double nx_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "context.h"
 
 static struct nx_client *cl; /* freed by the daemon once it dropped it: see gone() */
 static uv_loop_t loop;

@@ -11,17 +11,11 @@
 #include <string.h>
 
 #include "client.h"
-#include "daemon.h"
 #include "device.h"
 #include "frame.h"
 #include "nexar.h"
 #include "segment.h"
 
-struct nx_daemon nxd;
-double nx_now(void)
-{
-    return 0;
-}
 
 static int failures;
 

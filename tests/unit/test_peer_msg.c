@@ -11,17 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
 #include "netaddr.h"
 #include "peer_msg.h"
 #include "peertest.h"
-
-/* main.c's globals: the pattern lives beside the peer test, which the daemon's loop owns. */
-struct nx_daemon nxd;
-double nx_now(void)
-{
-    return 0;
-}
 #include "wire.h"
 
 #define NEXAR_UNDEFINED_COLOR 0xffffffffu

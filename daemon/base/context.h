@@ -1,7 +1,7 @@
-/* daemon.h - the daemon-wide context every module shares: the loop, the settings, the
+/* context.h - the daemon-wide context every module shares: the loop, the settings, the
  * counters.  One nexard process has one of it. */
-#ifndef NX_DAEMON_H
-#define NX_DAEMON_H
+#ifndef NX_CONTEXT_H
+#define NX_CONTEXT_H
 
 #include <stdint.h>
 #include <uv.h>
