@@ -27,7 +27,7 @@
 #include "client.h"
 #include "coll_local.h"
 #include "cuda_int.h"
-#include "daemon.h"
+#include "context.h"
 #include "mem.h"
 #include "nexar.h"
 #include "registry.h"

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algo.h"
 #include "client.h"
 #include "cluster.h"
 #include "comm.h"
@@ -100,6 +101,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "nexard: %s\n", err);
         nx_config_free(&nxd.cfg);
         return rv > 0 ? 0 : 2;
+    }
+    uint8_t pref[NX_K_MAX + 1];
+    if (nxd.cfg.algo && nx_algo_pref_parse(nxd.cfg.algo, pref, err, sizeof(err)) < 0) {
+        fprintf(stderr, "nexard: algo = \"%s\": %s\n", nxd.cfg.algo, err);
+        nx_config_free(&nxd.cfg);
+        return 2;
     }
     if (!nxd.cfg.foreground && background() < 0) {
         fprintf(stderr, "nexard: cannot go to the background: %s\n", strerror(errno));

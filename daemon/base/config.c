@@ -11,7 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "algo.h"
 #include "log.h"
 #include "mem.h"
 
@@ -163,12 +162,8 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
         return 0;
     }
     if (!strcmp(key, "algo")) {
-        uint8_t pref[NX_K_MAX + 1];
-        char why[256];
-        if (nx_algo_pref_parse(value, pref, why, sizeof(why)) < 0) {
-            snprintf(err, errlen, "algo: %s", why);
-            return -EINVAL;
-        }
+        /* Its grammar is the algorithms' (nx_algo_pref_parse): main.c checks it once
+         * everything is read, so that the settings need not know every algorithm. */
         free(c->algo);
         c->algo = *value ? nx_xstrdup(value) : NULL;
         return 0;

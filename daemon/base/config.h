@@ -36,7 +36,8 @@ struct nx_config {
     uint32_t quic_max_udp_payload;     /* largest datagram we send (loopback allows more) */
     bool inspect;                      /* serve HTTP/3 inspection (ALPN h3) on the port */
     uint32_t inspect_max_conns;        /* inspection connections up at once */
-    char *algo;        /* algorithms across nodes, "kind=algo,..." (NULL: automatic) */
+    char *algo;        /* algorithms across nodes, "kind=algo,..." (NULL: automatic); the
+                        * text as given, checked by the caller (nx_algo_pref_parse) */
     bool allow_all_uids;
     uid_t allow_uids[NX_CONFIG_MAX_UIDS];
     size_t n_allow_uids;

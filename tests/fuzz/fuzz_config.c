@@ -17,11 +17,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "algo.h"
 #include "config.h"
 #include "log.h"
 #include "fuzz.h"
-
 
 static int memfd = -1;
 static char path[64];
@@ -81,11 +79,6 @@ static void promises(const struct nx_config *c)
     check_text(c->tls_cert, 1);
     check_text(c->tls_key, 1);
     check_text(c->algo, 1);
-    if (c->algo) {
-        uint8_t pref[NX_K_MAX + 1];
-        char why[256];
-        CHECK(nx_algo_pref_parse(c->algo, pref, why, sizeof(why)) == 0);
-    }
     CHECK(c->n_allow_uids <= NX_CONFIG_MAX_UIDS);
     for (size_t i = 0; i < c->n_allow_uids; i++)
         CHECK(c->allow_uids[i] != (uid_t)-1);

@@ -10,7 +10,8 @@
  *  - SIGTERM -> exit 0, also with ranks connected, whose outstanding op then fails
  *    with NEXAR_ERR_UNAVAILABLE;
  *  - READY=1 is sent to $NOTIFY_SOCKET, and the daemon answers once it is;
- *  - bad command lines (unknown flag, bad number, missing config file) exit non-zero
+ *  - bad command lines (unknown flag, bad number, missing config file, an algo setting
+ *    naming no algorithm) exit non-zero
  *    with a message.
  */
 #include <ctype.h>
@@ -300,6 +301,7 @@ static void bad_cli(void)
         {"--no-such-flag", NULL, NULL},
         {"--slot-bytes", "abc", NULL},
         {"-c", "/nonexistent/nexard.conf", NULL},
+        {"--set", "algo=broadcast=hd", NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char out[200], what[128];
@@ -309,6 +311,10 @@ static void bad_cli(void)
         char *t = expect_refusal(p, what, out);
         if (i == 2 && !strstr(t, "/nonexistent/nexard.conf")) {
             tl_log("FAIL %s: the message does not name the config file: %s", what, t);
+            fails++;
+        }
+        if (i == 3 && !strstr(t, "algo = \"broadcast=hd\": broadcast has no algorithm \"hd\"")) {
+            tl_log("FAIL %s: the message does not name the setting and why: %s", what, t);
             fails++;
         }
         free(t);
