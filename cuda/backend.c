@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "client.h"
 #include "cuda_backend.h"
 #include "cuda_int.h"
 #include "nexar.h"
@@ -19,6 +18,8 @@
 
 typedef CUresult (*addr_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr p);
 static addr_range_fn addr_range;
+
+const struct nx_device_host *nx_cuda_host;
 
 /* ---- registrations ------------------------------------------------------------------ */
 
@@ -32,14 +33,14 @@ static void close_reg(struct nx_reg *r)
     cudaGetLastError();
 }
 
-static struct nx_regtab *table(struct nx_client *cl)
+static struct nx_regtab *table(struct nx_dev_client *dc)
 {
-    if (!cl->dev)
-        cl->dev = nx_regtab_new(close_reg);
-    return cl->dev;
+    if (!dc->state)
+        dc->state = nx_regtab_new(close_reg);
+    return dc->state;
 }
 
-static uint32_t cu_reg(struct nx_client *cl, int kind, const uint8_t *handle, size_t len,
+static uint32_t cu_reg(struct nx_dev_client *dc, int kind, const uint8_t *handle, size_t len,
                        uint64_t base, uint64_t size, const char *pci, uint32_t *id,
                        uint64_t *mapped, char *err, size_t errlen)
 {
@@ -72,7 +73,7 @@ static uint32_t cu_reg(struct nx_client *cl, int kind, const uint8_t *handle, si
         got = sz;
         if (sz != size)
             NX_DEBUG("cuda", "client %u: allocation 0x%llx: %llu bytes claimed, %zu mapped",
-                     cl->id, (unsigned long long)base, (unsigned long long)size, sz);
+                     dc->id, (unsigned long long)base, (unsigned long long)size, sz);
     } else {
         cudaIpcEventHandle_t eh;
         cudaEvent_t ev;
@@ -81,7 +82,7 @@ static uint32_t cu_reg(struct nx_client *cl, int kind, const uint8_t *handle, si
             goto fail;
         h = ev;
     }
-    struct nx_regtab *t = table(cl);
+    struct nx_regtab *t = table(dc);
     struct nx_reg *r = nx_regtab_add(t, kind, dev, h, got);
     if (!r) {
         struct nx_reg tmp = {.kind = kind, .device = dev, .handle = h};
@@ -99,39 +100,39 @@ fail:
     return NEXAR_ERR_INVALID;
 }
 
-static bool cu_unreg(struct nx_client *cl, uint32_t id)
+static bool cu_unreg(struct nx_dev_client *dc, uint32_t id)
 {
-    return cl->dev && nx_regtab_remove(cl->dev, id);
+    return dc->state && nx_regtab_remove(dc->state, id);
 }
 
-static bool cu_mem_ok(struct nx_client *cl, uint32_t id, uint64_t off, uint64_t bytes)
+static bool cu_mem_ok(struct nx_dev_client *dc, uint32_t id, uint64_t off, uint64_t bytes)
 {
-    struct nx_reg *r = cl->dev ? nx_regtab_get(cl->dev, id, NX_DEV_MEMORY) : NULL;
+    struct nx_reg *r = dc->state ? nx_regtab_get(dc->state, id, NX_DEV_MEMORY) : NULL;
     return r && off <= r->size && bytes <= r->size - off;
 }
 
-static bool cu_event_ok(struct nx_client *cl, uint32_t id)
+static bool cu_event_ok(struct nx_dev_client *dc, uint32_t id)
 {
-    return cl->dev && nx_regtab_get(cl->dev, id, NX_DEV_EVENT);
+    return dc->state && nx_regtab_get(dc->state, id, NX_DEV_EVENT);
 }
 
-static void cu_client_gone(struct nx_client *cl)
+static void cu_client_gone(struct nx_dev_client *dc)
 {
-    if (cl->dev)
-        nx_regtab_orphan(cl->dev); /* mappings in use by queued ops close after them */
-    cl->dev = NULL;
+    if (dc->state)
+        nx_regtab_orphan(dc->state); /* mappings in use by queued ops close after them */
+    dc->state = NULL;
 }
 
 struct nx_reg *nx_cuda_reg_mem(uint32_t client_id, uint32_t id)
 {
-    struct nx_client *cl = nx_client_by_id(client_id);
-    return cl && cl->dev ? nx_regtab_get(cl->dev, id, NX_DEV_MEMORY) : NULL;
+    struct nx_dev_client *dc = nx_cuda_host->client(client_id);
+    return dc && dc->state ? nx_regtab_get(dc->state, id, NX_DEV_MEMORY) : NULL;
 }
 
 struct nx_reg *nx_cuda_reg_event(uint32_t client_id, uint32_t id)
 {
-    struct nx_client *cl = nx_client_by_id(client_id);
-    return cl && cl->dev ? nx_regtab_get(cl->dev, id, NX_DEV_EVENT) : NULL;
+    struct nx_dev_client *dc = nx_cuda_host->client(client_id);
+    return dc && dc->state ? nx_regtab_get(dc->state, id, NX_DEV_EVENT) : NULL;
 }
 
 static const struct nx_device_ops cuda_ops = {
@@ -147,72 +148,73 @@ static const struct nx_device_ops cuda_ops = {
 
 /* ---- start and stop ------------------------------------------------------------------- */
 
-static void describe(int n)
+static void describe(int n, char *note, size_t len)
 {
     int rt = 0, drv = 0;
     cudaRuntimeGetVersion(&rt);
     cudaDriverGetVersion(&drv);
-    size_t off = (size_t)snprintf(nx_device_note, sizeof(nx_device_note),
-                                  "CUDA runtime %d.%d, driver %d.%d: %d device%s", rt / 1000,
-                                  rt % 1000 / 10, drv / 1000, drv % 1000 / 10, n,
+    size_t off = (size_t)snprintf(note, len, "CUDA runtime %d.%d, driver %d.%d: %d device%s",
+                                  rt / 1000, rt % 1000 / 10, drv / 1000, drv % 1000 / 10, n,
                                   n == 1 ? "" : "s");
-    for (int d = 0; d < n && off < sizeof(nx_device_note); d++) {
+    for (int d = 0; d < n && off < len; d++) {
         struct cudaDeviceProp p;
         char pci[32] = "?";
         if (cudaGetDeviceProperties(&p, d) != cudaSuccess)
             continue;
         cudaDeviceGetPCIBusId(pci, sizeof(pci), d);
-        off += (size_t)snprintf(nx_device_note + off, sizeof(nx_device_note) - off,
-                                "%s %d %s [%s]", d ? ";" : ":", d, p.name, pci);
+        off += (size_t)snprintf(note + off, len - off, "%s %d %s [%s]", d ? ";" : ":", d,
+                                p.name, pci);
     }
 }
 
-int nx_cuda_init(void)
+int nx_cuda_init(const struct nx_device_host *host, const struct nx_device_ops **ops,
+                 char *note, size_t notelen)
 {
     int n = 0;
+    *ops = NULL;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
-        snprintf(nx_device_note, sizeof(nx_device_note),
-                 "built with CUDA, but no usable CUDA device (%s%s)",
+        snprintf(note, notelen, "built with CUDA, but no usable CUDA device (%s%s)",
                  e != cudaSuccess ? cudaGetErrorString(e) : "no device found",
                  e == cudaErrorInsufficientDriver
                      ? ": no NVIDIA driver here, or one older than the runtime"
                      : "");
         cudaGetLastError();
-        NX_INFO("cuda", "device buffers off: %s", nx_device_note);
+        NX_INFO("cuda", "device buffers off: %s", note);
         return 0;
     }
     enum cudaDriverEntryPointQueryResult q;
     if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void **)&addr_range, 12000,
                                          cudaEnableDefault, &q) != cudaSuccess ||
         q != cudaDriverEntryPointSuccess || !addr_range) {
-        snprintf(nx_device_note, sizeof(nx_device_note),
-                 "built with CUDA, but the driver has no cuMemGetAddressRange");
-        NX_WARN("cuda", "device buffers off: %s", nx_device_note);
+        snprintf(note, notelen, "built with CUDA, but the driver has no cuMemGetAddressRange");
+        NX_WARN("cuda", "device buffers off: %s", note);
         return 0;
     }
+    nx_cuda_host = host;
     int rv = nx_cuda_exec_init();
     if (rv < 0) {
-        snprintf(nx_device_note, sizeof(nx_device_note), "CUDA set-up failed (uv_async_init)");
+        snprintf(note, notelen, "CUDA set-up failed (uv_async_init)");
+        nx_cuda_host = NULL;
         return rv;
     }
-    describe(n);
-    nx_device = &cuda_ops;
-    NX_INFO("cuda", "device buffers on: %s", nx_device_note);
+    describe(n, note, notelen);
+    *ops = &cuda_ops;
+    NX_INFO("cuda", "device buffers on: %s", note);
     return 0;
 }
 
 void nx_cuda_stop(void)
 {
-    if (nx_device == &cuda_ops)
+    if (nx_cuda_host)
         nx_cuda_exec_stop();
 }
 
 void nx_cuda_fini(void)
 {
-    if (nx_device != &cuda_ops)
+    if (!nx_cuda_host)
         return;
-    nx_device = NULL;
     nx_cuda_exec_fini();
     nx_staging_fini();
+    nx_cuda_host = NULL;
 }

@@ -1,13 +1,21 @@
 /*
  * cuda_backend.h - the CUDA adapter as nexard's main.c sees it: an init/stop/fini module.
- * init installs the device backend (device.h) when a usable GPU is there, and otherwise
- * leaves the reason in nx_device_note; nexard runs either way.
+ * init returns the device backend (device.h) when a usable GPU is there, and otherwise
+ * the reason in note; nexard runs either way.
  */
 #ifndef NX_CUDA_BACKEND_H
 #define NX_CUDA_BACKEND_H
 
-/* 0, or a negative errno when the loop handles could not be set up. */
-int nx_cuda_init(void);
+#include <stddef.h>
+
+#include "device.h"
+
+/* Starts the backend on host (the daemon's loop and completion path; kept until fini).
+ * Returns 0 with *ops the backend, or NULL with why in note (no device, no driver); or a
+ * negative errno when the loop handles could not be set up.  note always says which
+ * devices there are or why there are none (HelloReply.device_note). */
+int nx_cuda_init(const struct nx_device_host *host, const struct nx_device_ops **ops,
+                 char *note, size_t notelen);
 /* Shutdown, from the signal handler: finishes queued device work, closes loop handles. */
 void nx_cuda_stop(void);
 /* After the communicators and clients are gone. */

@@ -31,6 +31,9 @@ void nx_cuda_note_error(const char *what, cudaError_t e, const char *file, int l
 /* The last noted error, "cudaMemcpyAsync(...): out of memory". */
 const char *nx_cuda_last_error(void);
 
+/* The daemon, as given to nx_cuda_init (backend.c); NULL while the backend is off. */
+extern const struct nx_device_host *nx_cuda_host;
+
 /* ---- the adapter (adapter_cuda.c) ------------------------------------------------- */
 
 extern const struct nx_adapter nx_adapter_cuda;

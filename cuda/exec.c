@@ -24,10 +24,8 @@
 #include <string.h>
 #include <uv.h>
 
-#include "client.h"
 #include "coll_local.h"
 #include "cuda_int.h"
-#include "context.h"
 #include "mem.h"
 #include "nexar.h"
 #include "registry.h"
@@ -125,11 +123,8 @@ static void ticket_free(struct ticket *t)
 
 static void ticket_complete(struct ticket *t, uint32_t status, const char *text)
 {
-    for (size_t i = 0; i < t->nparts; i++) {
-        struct nx_client *cl = nx_dev_part_complete(&t->parts[i], status, text);
-        if (cl)
-            cl->pending--;
-    }
+    for (size_t i = 0; i < t->nparts; i++)
+        nx_cuda_host->part_done(&t->parts[i], status, text);
     inflight--;
     ticket_free(t);
 }
@@ -164,7 +159,7 @@ static void on_done(uv_async_t *h)
 {
     (void)h;
     drain_done();
-    nx_clients_flush();
+    nx_cuda_host->flush();
 }
 
 /* ---- resolving buffers ------------------------------------------------------------------- */
@@ -436,7 +431,7 @@ void nx_cuda_exec_comm_gone(uint32_t comm_id)
 
 int nx_cuda_exec_init(void)
 {
-    int rv = uv_async_init(nxd.loop, &done_async, on_done);
+    int rv = uv_async_init(nx_cuda_host->loop, &done_async, on_done);
     if (rv < 0)
         return rv;
     async_open = true;

@@ -13,8 +13,11 @@
 #include "cluster.h"
 #include "comm.h"
 #include "config.h"
+#include "ctl_info.h"
 #include "ctlsrv.h"
+#include "devop.h"
 #include "context.h"
+#include "h3_routes.h"
 #include "job.h"
 #include "log.h"
 #include "notify.h"
@@ -118,13 +121,14 @@ int main(int argc, char **argv)
 
     nx_workers_init(nxd.cfg.workers);
 #if NX_HAVE_CUDA
-    if ((rv = nx_cuda_init()) < 0)
-        goto out_ctl;
-#endif
-    rv = nx_ctlsrv_init();
+    rv = nx_cuda_init(nx_device_host(), &nx_device, nx_device_note, sizeof(nx_device_note));
     if (rv < 0)
         goto out_ctl;
-    rv = nx_cluster_init();
+#endif
+    rv = nx_ctlsrv_init(nx_ctl_info_reply);
+    if (rv < 0)
+        goto out_ctl;
+    rv = nx_cluster_init(nx_h3_routes(&nxd.cfg));
     if (rv < 0)
         goto out_ctl;
     uv_timer_init(nxd.loop, &tick);
@@ -152,6 +156,7 @@ out_ctl:
 #if NX_HAVE_CUDA
     if (rv < 0)
         nx_cuda_stop();
+    nx_device = NULL;
     nx_cuda_fini();
 #endif
     nx_workers_fini();

@@ -9,9 +9,9 @@
 
 #include "client.h"
 #include "context.h"
-#include "h3_routes.h"
 #include "log.h"
 #include "mem.h"
+#include "node_ops.h"
 #include "peer_msg.h"
 #include "peertest.h"
 #include "rendezvous.h"
@@ -291,9 +291,11 @@ static void set_addresses(const struct nx_config *c)
                 "address from our packets; set advertise = HOST:PORT to name it", cl.addr);
 }
 
-int nx_cluster_init(void)
+int nx_cluster_init(const struct nx_quic_inspect *inspect)
 {
     const struct nx_config *c = &nxd.cfg;
+    /* With or without a network: the rendezvous refuses a coordinator without one. */
+    nx_cluster_node_ops_install();
     if (!c->listen) {
         NX_INFO("cluster", "no listen address: serving this node only");
         return 0;
@@ -317,7 +319,7 @@ int nx_cluster_init(void)
     qc.window_bytes = c->quic_window_bytes;
     qc.stream_window_bytes = c->quic_stream_window_bytes;
     qc.max_udp_payload = c->quic_max_udp_payload;
-    qc.inspect = nx_h3_routes(c);
+    qc.inspect = inspect;
     struct nx_transport_cb cb = {
         .arg = NULL, .on_message = on_message, .on_peer = on_peer, .on_sent = on_sent};
     char err[256];

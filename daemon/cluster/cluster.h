@@ -28,6 +28,8 @@
 #include "peer.pb-c.h"
 #include "transport.h"
 
+struct nx_quic_inspect;
+
 #define NX_CHAN_CTL 0ull
 #define NX_CHAN_TEST(c) ((1ull << 62) | (uint64_t)(c)) /* c < NX_PEERTEST_MAX_STREAMS */
 #define NX_CHAN_IS_TEST(ch) (((ch) >> 62) == 1 && ((ch) & 0xffffffffull) < 64)
@@ -50,8 +52,9 @@ struct nx_node {
     char reason[128];  /* why it was lost */
 };
 
-/* 0 (also when no listen is configured), or -errno after logging why; nexard exits. */
-int nx_cluster_init(void);
+/* 0 (also when no listen is configured), or -errno after logging why; nexard exits.
+ * inspect: the remote inspection endpoint's routes (ctl/h3_routes.c), NULL for none. */
+int nx_cluster_init(const struct nx_quic_inspect *inspect);
 /* Closes every connection (peers see "shutdown") and frees the endpoint. */
 void nx_cluster_fini(void);
 /* Deadlines of the modules above the transport; from the daemon's tick. */

@@ -267,7 +267,7 @@ void nx_rdvc_register(struct nx_tpeer *from, const Nexar__PeerRegister *g)
          * address the ranks named us with (NEXAR_COORD), which the others dial too. */
         const struct nx_job *j = nx_job_find(g->job);
         bool named = nx_addr_is_wildcard(nx_cluster_addr()) && j && j->net;
-        snprintf(addr, sizeof(addr), "%s", named ? j->net->coord : nx_cluster_addr());
+        snprintf(addr, sizeof(addr), "%s", named ? j->coord : nx_cluster_addr());
     }
     else if (nx_addr_canon(g->addr, addr, sizeof(addr), err, sizeof(err)) < 0 ||
              nx_addr_is_wildcard(addr))

@@ -123,11 +123,10 @@ uint32_t nx_rdv_formation_ms(uint32_t timeout_ms)
     return timeout_ms ? timeout_ms : nxd.cfg.formation_timeout_s * 1000u;
 }
 
-void nx_rdv_job_init(struct nx_job *j, const char *canon)
+void nx_rdv_job_init(struct nx_job *j)
 {
     struct nx_jobnet *n = nx_xcalloc(1, sizeof(*n));
-    snprintf(n->coord, sizeof(n->coord), "%s", canon);
-    n->is_coord = nx_cluster_is_self(canon);
+    n->is_coord = nx_cluster_is_self(j->coord);
     n->key = nx_rdv_new_key();
     j->net = n;
 }
@@ -163,10 +162,10 @@ static void send_register(struct nx_job *j, Nexar__PeerRegister *g)
     Nexar__PeerMsg m = NEXAR__PEER_MSG__INIT;
     m.body_case = NEXAR__PEER_MSG__BODY_REGISTER;
     m.register_ = g;
-    int rv = nx_cluster_send_addr(j->net->coord, &m);
+    int rv = nx_cluster_send_addr(j->coord, &m);
     if (rv < 0 && !g->withdraw && j->state == NX_JOB_FORMING) {
         char msg[256];
-        snprintf(msg, sizeof(msg), "cannot reach coordinator %s of job \"%s\"", j->net->coord,
+        snprintf(msg, sizeof(msg), "cannot reach coordinator %s of job \"%s\"", j->coord,
                  j->name);
         nx_job_fail(j, NEXAR_ERR_UNAVAILABLE, msg);
     }
@@ -186,7 +185,7 @@ void nx_rdv_rank_joined(struct nx_job *j, uint32_t rank, uid_t uid, uint32_t tim
     g.timeout_ms = timeout_ms;
     g.algo = j->algo;
     g.slot_bytes = nxd.cfg.slot_bytes;
-    NX_DEBUG("rdv", "rank %u of job \"%s\" registers with %s%s", rank, j->name, j->net->coord,
+    NX_DEBUG("rdv", "rank %u of job \"%s\" registers with %s%s", rank, j->name, j->coord,
              j->net->is_coord ? " (this daemon)" : "");
     send_register(j, &g);
 }
@@ -267,7 +266,7 @@ static uint32_t check_table(struct nx_job *j, const Nexar__PeerRankTable *t, cha
     if (t->slot_bytes != nxd.cfg.slot_bytes) {
         snprintf(why, len, "job \"%s\": node %s has slot_bytes = %" PRIu64 " but its "
                  "coordinator %s has %" PRIu64 "; every node of a job needs the same",
-                 j->name, nx_cluster_addr(), nxd.cfg.slot_bytes, j->net->coord, t->slot_bytes);
+                 j->name, nx_cluster_addr(), nxd.cfg.slot_bytes, j->coord, t->slot_bytes);
         return NEXAR_ERR_MISMATCH;
     }
     char err[256];
@@ -306,7 +305,7 @@ static void hello_all(struct nx_job *j)
     m.body_case = NEXAR__PEER_MSG__BODY_HELLO;
     m.hello = &h;
     for (uint32_t i = 0; i < j->net->nnodes; i++)
-        if (i != j->net->node && strcmp(j->net->nodes[i], j->net->coord))
+        if (i != j->net->node && strcmp(j->net->nodes[i], j->coord))
             nx_cluster_send_addr(j->net->nodes[i], &m);
 }
 
@@ -317,9 +316,9 @@ static struct nx_job *coord_job(struct nx_tpeer *from, const char *name, uint64_
     if (!j || !j->net || j->net->formed || j->net->key != key ||
         j->state != NX_JOB_FORMING)
         return NULL;
-    if (from ? strcmp(from->addr, j->net->coord) != 0 : !j->net->is_coord) {
+    if (from ? strcmp(from->addr, j->coord) != 0 : !j->net->is_coord) {
         NX_WARN("rdv", "%s sent a message about job \"%s\", whose coordinator is %s; ignored",
-                from ? from->addr : "this daemon", name, j->net->coord);
+                from ? from->addr : "this daemon", name, j->coord);
         return NULL;
     }
     return j;
@@ -440,7 +439,7 @@ void nx_rdv_peer_lost(const char *addr, const char *reason, bool was_up)
         if (!n || j->state == NX_JOB_FAILED)
             continue;
         if (!n->formed) {
-            if (n->is_coord || strcmp(n->coord, addr))
+            if (n->is_coord || strcmp(j->coord, addr))
                 continue;
             snprintf(msg, sizeof(msg), "coordinator %s of job \"%s\" %s: %s", addr, j->name,
                      was_up ? "was lost" : "is unreachable", reason);

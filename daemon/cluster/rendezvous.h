@@ -46,8 +46,7 @@ struct nx_tpeer;
 
 /* The multi-node part of a job at this daemon (nx_job.net). */
 struct nx_jobnet {
-    char coord[NX_ADDR_MAX]; /* canonical */
-    bool is_coord;           /* the coordinator is this daemon */
+    bool is_coord;           /* the coordinator (nx_job.coord) is this daemon */
     bool formed;             /* the rank table arrived */
     uint64_t key;            /* our member key, the job key once formed */
     uint32_t nnodes;
@@ -55,9 +54,6 @@ struct nx_jobnet {
     uint32_t *rank_node;     /* world rank -> node id */
     uint32_t node;           /* ours */
 };
-
-/* Extra time a member waits past the formation deadline for the coordinator's word. */
-#define NX_RDV_GRACE_S 2.0
 
 /*
  * Checks a joining rank's coordinator.  coord empty: returns 0 and canon "" (a local
@@ -69,8 +65,8 @@ struct nx_jobnet {
 uint32_t nx_rdv_check_coord(const char *coord, bool guessed, char *canon, size_t canonlen,
                             char *msg, size_t msglen);
 
-/* Makes j (just created) a multi-node job coordinated at canon. */
-void nx_rdv_job_init(struct nx_job *j, const char *canon);
+/* Makes j (just created, its coord set) a multi-node job. */
+void nx_rdv_job_init(struct nx_job *j);
 void nx_rdv_job_fini(struct nx_job *j);
 
 /* The formation deadline for a job whose ranks asked for timeout_ms (0: the default). */

@@ -129,7 +129,7 @@ static void fill_jobs(struct arena *a, Nexar__CtlReply *rep)
         }
         if (j->net) {
             const struct nx_jobnet *net = j->net;
-            ji->coord = (char *)net->coord;
+            ji->coord = (char *)j->coord;
             char algo[256];
             nx_algo_pref_format(j->algo_pref, algo, sizeof(algo));
             ji->algo = keep(a, nx_xstrdup(algo));

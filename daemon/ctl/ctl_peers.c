@@ -32,7 +32,7 @@ static void jobs_of(Nexar__PeerInfo *pi, const char *addr)
         const struct nx_jobnet *net = j->net;
         if (!net)
             continue;
-        bool in = !net->formed && !strcmp(net->coord, addr);
+        bool in = !net->formed && !strcmp(j->coord, addr);
         for (uint32_t i = 0; i < net->nnodes && !in; i++)
             in = !strcmp(net->nodes[i], addr);
         if (in)

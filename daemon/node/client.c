@@ -15,11 +15,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "cluster.h"
+#include "cluster_ops.h"
 #include "comm.h"
 #include "ctlsrv.h"
 #include "context.h"
-#include "device.h"
+#include "devop.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"
@@ -57,6 +57,7 @@ struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid, cons
     char name[64];
     struct nx_client *cl = nx_xcalloc(1, sizeof(*cl));
     cl->id = next_id++;
+    cl->dev.id = cl->id;
     cl->conn = conn;
     cl->pid = pid;
     cl->uid = uid;
@@ -249,7 +250,7 @@ static bool serve_pending(void)
     }
     if (any) {
         nx_clients_flush();
-        nx_cluster_progress();
+        nx_cluster_ops->progress();
     }
     return any;
 }
@@ -320,7 +321,7 @@ static void on_doorbell(uv_poll_t *h, int status, int events)
         serve(cl);
     }
     nx_clients_flush();
-    nx_cluster_progress();
+    nx_cluster_ops->progress();
 }
 
 int nx_client_start(struct nx_client *cl)
@@ -426,7 +427,7 @@ static void teardown(struct nx_client *cl)
     }
     nx_job_client_gone(cl, lost);
     if (nx_device)
-        nx_device->client_gone(cl);
+        nx_device->client_gone(&cl->dev);
     if (cl->on_dirty) {
         LIST_REMOVE(cl, dirty_link);
         cl->on_dirty = false;

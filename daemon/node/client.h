@@ -15,6 +15,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "device.h"
 #include "segment.h"
 
 struct nx_conn;
@@ -59,7 +60,7 @@ struct nx_client {
 
     uint32_t pending; /* descriptors parked in the daemon (device ops: until done) */
     uint32_t dev_regs; /* device registrations held (device.h) */
-    void *dev;         /* the device backend's state for this client, or NULL */
+    struct nx_dev_client dev; /* as the device backend sees it (device.h) */
     uint64_t p2p_buffered; /* eager send bytes held for this sender */
     /* nexarctl jobs: descriptors taken from the ring and completions posted (a staged
      * op has one per chunk; send/recv included), and the payload bytes of those

@@ -7,14 +7,13 @@
 #include <string.h>
 
 #include "client.h"
+#include "cluster_ops.h"
 #include "context.h"
-#include "device.h"
+#include "devop.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"
 #include "nexar.h"
-#include "xcomm.h"
-#include "xsplit.h"
 
 struct nx_comm_list nx_comms = LIST_HEAD_INITIALIZER(nx_comms);
 uint32_t nx_comm_count;
@@ -50,8 +49,7 @@ static void comm_free(struct nx_comm *c)
 {
     nx_sched_fail_all(c);
     nx_p2p_fail_all(c);
-    nx_xsplit_comm_gone(c);
-    nx_xcomm_detach(c);
+    nx_cluster_ops->comm_gone(c);
     if (nx_device)
         nx_device->comm_gone(c->id);
     nx_sched_fini(&c->sched);
@@ -90,8 +88,7 @@ void nx_comm_fail(struct nx_comm *c, uint32_t status, const char *fmt, ...)
             c->job ? c->job->name : "?", c->failed_text);
     nx_sched_fail_all(c);
     nx_p2p_fail_all(c);
-    nx_xsplit_fail(c);
-    nx_xcomm_failed(c);
+    nx_cluster_ops->comm_failed(c);
 }
 
 void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)
@@ -106,7 +103,7 @@ void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)
         nx_comm_fail(c, NEXAR_ERR_PEER_LOST, "%s (rank %u of communicator %u) is gone: %s",
                      who, rank, c->id, "its connection to nexard closed");
     } else if (!TAILQ_EMPTY(&c->sched.ops) || !TAILQ_EMPTY(&c->p2p.msgs) ||
-               nx_xsplit_pending(c)) {
+               nx_cluster_ops->comm_busy(c)) {
         nx_comm_fail(c, NEXAR_ERR_PEER_LOST,
                      "%s freed communicator %u while operations on it were in flight", who,
                      c->id);

@@ -14,9 +14,8 @@
 #include <unistd.h>
 
 #include "client.h"
-#include "ctl_info.h"
 #include "context.h"
-#include "device.h"
+#include "devop.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"
@@ -28,6 +27,7 @@ static bool server_open;
 static int lock_fd = -1;
 static char *lock_path;
 static uint32_t nconns;
+static nx_ctl_handler on_ctl_request;
 static LIST_HEAD(, nx_conn) conns = LIST_HEAD_INITIALIZER(conns);
 
 /* A connection must say HELLO this soon, or it is closed: idle sockets must not
@@ -236,7 +236,7 @@ static int on_frame(void *arg, const struct nx_frame_hdr *h, const uint8_t *payl
             nx_conn_fail(c, NEXAR_ERR_INVALID, "CTL does not decode");
             return -1;
         }
-        nx_ctl_info_reply(c, req);
+        on_ctl_request(c, req);
         nexar__ctl_request__free_unpacked(req, NULL);
         return c->closing ? -1 : 0;
     }
@@ -325,8 +325,9 @@ void nx_ctlsrv_tick(double now)
     }
 }
 
-int nx_ctlsrv_init(void)
+int nx_ctlsrv_init(nx_ctl_handler on_ctl)
 {
+    on_ctl_request = on_ctl;
     const char *path = nxd.cfg.socket_path;
     int rv = check_dir(nxd.cfg.runtime_dir);
     if (rv < 0)

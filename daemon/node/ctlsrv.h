@@ -14,6 +14,7 @@
 #include "frame.h"
 
 struct nx_client;
+struct Nexar__CtlRequest;
 
 struct nx_conn {
     uv_pipe_t pipe;
@@ -33,7 +34,12 @@ struct nx_conn {
     LIST_ENTRY(nx_conn) link;
 };
 
-int nx_ctlsrv_init(void);
+/* Answers a CTL request of a nexarctl connection (the reports live above this layer:
+ * main.c passes ctl/ctl_info.c's nx_ctl_info_reply). */
+typedef void (*nx_ctl_handler)(struct nx_conn *c, const struct Nexar__CtlRequest *req);
+
+/* Binds the socket: 0, or -errno after logging why. */
+int nx_ctlsrv_init(nx_ctl_handler on_ctl);
 void nx_ctlsrv_fini(void);
 /* Closes connections that never completed the handshake. */
 void nx_ctlsrv_tick(double now);

@@ -12,7 +12,7 @@
 
 #include "client.h"
 #include "ctlsrv.h"
-#include "device.h"
+#include "devop.h"
 #include "log.h"
 #include "nexar.h"
 #include "nexar.pb-c.h"
@@ -62,8 +62,8 @@ static int on_register(struct nx_conn *c, const uint8_t *payload, uint32_t len)
         snprintf(err, sizeof(err), "more than %u device registrations from one rank",
                  NX_DEV_MAX_REGS);
     } else {
-        status = nx_device->reg(cl, kind, m->ipc_handle.data, m->ipc_handle.len, m->base_addr,
-                                m->size, pci, &id, &mapped, err, sizeof(err));
+        status = nx_device->reg(&cl->dev, kind, m->ipc_handle.data, m->ipc_handle.len,
+                                m->base_addr, m->size, pci, &id, &mapped, err, sizeof(err));
         if (status == NEXAR_OK)
             cl->dev_regs++;
     }
@@ -85,7 +85,7 @@ static int on_unregister(struct nx_conn *c, const uint8_t *payload, uint32_t len
         return -1;
     }
     for (size_t i = 0; nx_device && i < m->n_ids; i++)
-        if (nx_device->unreg(cl, m->ids[i]) && cl->dev_regs > 0)
+        if (nx_device->unreg(&cl->dev, m->ids[i]) && cl->dev_regs > 0)
             cl->dev_regs--;
     nexar__device_unregister__free_unpacked(m, NULL);
     return reply(c, NEXAR_OK, NULL, 0, 0);

@@ -1,5 +1,6 @@
-/* devop.c - device op records: load, validate, complete (see device.h). */
-#include "device.h"
+/* devop.c - device op records: load, validate, complete; the host interface a device
+ * backend is given (devop.h). */
+#include "devop.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "context.h"
 #include "frame.h"
 #include "mem.h"
 
@@ -38,7 +40,7 @@ static int check_buf(struct nx_client *cl, const struct nx_dev_buf *b, bool need
         BAD("device op record has no %s buffer", name);
     if (b->off % es)
         BAD("device %s buffer not aligned to its element size", name);
-    if (!nx_device->mem_ok(cl, b->mem, b->off, bytes))
+    if (!nx_device->mem_ok(&cl->dev, b->mem, b->off, bytes))
         BAD("device %s buffer (registration %u, offset %" PRIu64 ", %" PRIu64
             " bytes) is not inside a registered allocation", name, b->mem, b->off, bytes);
     return 0;
@@ -84,7 +86,7 @@ int nx_dev_part_load(struct nx_client *cl, const struct nx_sqe *e, uint32_t comm
         BAD("%s", reason);
     if (!nx_kind_shape(e->kind, comm_size, rank, e->peer, &s))
         BAD("device descriptor of an unknown kind");
-    if (p->rec.ready_event != 0 && !nx_device->event_ok(cl, p->rec.ready_event))
+    if (p->rec.ready_event != 0 && !nx_device->event_ok(&cl->dev, p->rec.ready_event))
         BAD("device op record names event %u, which is not registered", p->rec.ready_event);
 
     uint32_t es = nx_dtype_size(e->dtype);
@@ -117,4 +119,30 @@ struct nx_client *nx_dev_part_complete(const struct nx_dev_part *p, uint32_t sta
     struct nx_done d = {.user_data = p->user_data, .status = status};
     nx_client_complete(cl, &d, text);
     return cl;
+}
+
+/* ---- the host interface of a device backend ---- */
+
+static void host_part_done(const struct nx_dev_part *p, uint32_t status, const char *text)
+{
+    struct nx_client *cl = nx_dev_part_complete(p, status, text);
+    if (cl)
+        cl->pending--;
+}
+
+static struct nx_dev_client *host_client(uint32_t client_id)
+{
+    struct nx_client *cl = nx_client_by_id(client_id);
+    return cl ? &cl->dev : NULL;
+}
+
+const struct nx_device_host *nx_device_host(void)
+{
+    static struct nx_device_host host = {
+        .part_done = host_part_done,
+        .flush = nx_clients_flush,
+        .client = host_client,
+    };
+    host.loop = nxd.loop;
+    return &host;
 }

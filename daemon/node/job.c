@@ -10,6 +10,7 @@
 
 #include "algo.h"
 #include "client.h"
+#include "cluster_ops.h"
 #include "comm.h"
 #include "ctlsrv.h"
 #include "context.h"
@@ -17,8 +18,6 @@
 #include "mem.h"
 #include "nexar.h"
 #include "nexar.pb-c.h"
-#include "rendezvous.h"
-#include "xcomm.h"
 
 struct nx_job_list nx_jobs = LIST_HEAD_INITIALIZER(nx_jobs);
 
@@ -56,7 +55,7 @@ static bool name_ok(const char *s)
 static void job_free(struct nx_job *j)
 {
     LIST_REMOVE(j, link);
-    nx_rdv_job_fini(j);
+    nx_cluster_ops->job_fini(j);
     free(j->ranks);
     free(j->name);
     free(j->algo);
@@ -93,12 +92,8 @@ void nx_job_form(struct nx_job *j)
             cls[n] = j->ranks[r];
             wr[n++] = r;
         }
-    uint32_t nodes = nx_rdv_nodes(j);
     j->world = nx_comm_new(j, n, cls, wr, j->timeout_ms);
-    if (j->net) {
-        nx_comm_span(j->world, nodes, j->world_size, wr);
-        nx_xcomm_attach(j->world, NX_XCOMM_WORLD, j->net->rank_node);
-    }
+    uint32_t nodes = nx_cluster_ops->world_formed(j, wr, n);
     j->state = NX_JOB_RUNNING;
     NX_INFO("job", "job \"%s\" formed: %u ranks (%u here, %u node%s), world comm %u", j->name,
             j->world_size, n, nodes, nodes == 1 ? "" : "s", j->world->id);
@@ -114,7 +109,7 @@ void nx_job_form(struct nx_job *j)
         rep.segment_bytes = cl->seg.bytes;
         rep.timeout_ms = j->timeout_ms;
         rep.nodes = nodes;
-        rep.node = j->net && j->net->formed ? j->net->node : 0;
+        rep.node = nx_cluster_ops->job_node(j);
         rep.local_size = n;
         rep.local_rank = i;
         int fds[3] = {cl->seg.memfd, cl->sq_efd, cl->cq_efd};
@@ -161,8 +156,8 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
                       req->rank, req->world_size);
 
     char coord[NX_ADDR_MAX], msg[512];
-    uint32_t st = nx_rdv_check_coord(req->coord, req->coord_guessed, coord, sizeof(coord), msg,
-                                     sizeof(msg));
+    uint32_t st = nx_cluster_ops->check_coord(req->coord, req->coord_guessed, coord,
+                                              sizeof(coord), msg, sizeof(msg));
     if (st)
         return refuse(conn, st, "%s", msg);
 
@@ -179,12 +174,11 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
             return refuse(conn, NEXAR_ERR_INVALID,
                           "job \"%s\" is %s; ranks cannot join it again (use a new NEXAR_JOB)",
                           j->name, nx_job_state_name(j->state));
-        const char *had = j->net ? j->net->coord : "";
-        if (strcmp(had, coord))
+        if (strcmp(j->coord, coord))
             return refuse(conn, NEXAR_ERR_MISMATCH,
                           "rank %u of job \"%s\" names coordinator \"%s\", but the job's other "
                           "ranks here named \"%s\" (NEXAR_COORD)",
-                          req->rank, j->name, req->coord ? req->coord : "", had);
+                          req->rank, j->name, req->coord ? req->coord : "", j->coord);
         if (j->world_size != req->world_size)
             return refuse(conn, NEXAR_ERR_MISMATCH,
                           "rank %u says job \"%s\" has %u ranks, but it was created with %u",
@@ -220,9 +214,10 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
         memcpy(j->algo_pref, pref, sizeof(pref));
         j->timeout_ms = req->timeout_ms ? req->timeout_ms : nxd.cfg.op_timeout_s * 1000u;
         j->formation_ms = j->timeout_ms;
+        snprintf(j->coord, sizeof(j->coord), "%s", coord);
         if (coord[0]) {
-            nx_rdv_job_init(j, coord);
-            j->formation_ms = nx_rdv_formation_ms(req->timeout_ms);
+            nx_cluster_ops->job_init(j);
+            j->formation_ms = nx_cluster_ops->formation_ms(req->timeout_ms);
         }
         j->deadline = nx_now() + j->formation_ms / 1000.0;
         LIST_INSERT_HEAD(&nx_jobs, j, link);
@@ -238,7 +233,7 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
     NX_DEBUG("job", "rank %u of job \"%s\" joined (pid %d, %u/%u)", req->rank, j->name,
              (int)conn->pid, j->joined, j->world_size);
     if (j->net)
-        nx_rdv_rank_joined(j, req->rank, conn->uid, req->timeout_ms);
+        nx_cluster_ops->rank_joined(j, req->rank, conn->uid, req->timeout_ms);
     else if (j->joined == j->world_size)
         nx_job_form(j);
 }
@@ -293,7 +288,7 @@ void nx_job_client_gone(struct nx_client *cl, bool lost)
         return;
     if (j->net) {
         char who[160];
-        nx_rdv_rank_left(j, cl->world_rank, lost, nx_client_name(cl, who, sizeof(who)));
+        nx_cluster_ops->rank_left(j, cl->world_rank, lost, nx_client_name(cl, who, sizeof(who)));
     }
     cl->job = NULL;
     if (j->ranks[cl->world_rank] == cl)
@@ -313,7 +308,7 @@ void nx_jobs_tick(double now)
         tmp = LIST_NEXT(j, link);
         /* A multi-node job's coordinator decides (and names the missing ranks); our own
          * deadline, a little later, covers a coordinator that went silent. */
-        double deadline = j->deadline + (j->net ? NX_RDV_GRACE_S : 0);
+        double deadline = j->deadline + (j->net ? NX_JOB_COORD_GRACE_S : 0);
         if (j->state != NX_JOB_FORMING || now < deadline)
             continue;
         char missing[256], present[256];
@@ -324,7 +319,7 @@ void nx_jobs_tick(double now)
             snprintf(msg, sizeof(msg),
                      "job \"%s\" did not form within %.0f s: no rank table from its "
                      "coordinator %s (rank(s) %s of %u joined at this node)",
-                     j->name, j->formation_ms / 1000.0, j->net->coord, present, j->world_size);
+                     j->name, j->formation_ms / 1000.0, j->coord, present, j->world_size);
         else
             snprintf(msg, sizeof(msg),
                      "job \"%s\" did not form within %.0f s: rank(s) %s of %u never joined "

@@ -7,7 +7,8 @@
  * naming the ranks that never came.  The job goes away with its last rank.
  *
  * A job whose ranks name a coordinator (NEXAR_COORD) may span nodes: this record is
- * then this node's part of it, and rendezvous.h decides when it forms (net != NULL).
+ * then this node's part of it, and the cluster layer (cluster_ops.h, rendezvous.h)
+ * decides when it forms (net != NULL).
  */
 #ifndef NX_JOB_H
 #define NX_JOB_H
@@ -17,6 +18,7 @@
 #include <sys/queue.h>
 #include <sys/types.h>
 
+#include "netaddr.h"
 #include "shm_abi.h"
 
 struct nx_conn;
@@ -24,6 +26,10 @@ struct nx_client;
 struct nx_comm;
 struct nx_jobnet;
 struct Nexar__JoinRequest;
+
+/* Extra time a job across nodes waits past its formation deadline for the coordinator's
+ * word (the coordinator names the missing ranks; this covers one that went silent). */
+#define NX_JOB_COORD_GRACE_S 2.0
 
 enum nx_job_state { NX_JOB_FORMING, NX_JOB_RUNNING, NX_JOB_FAILED };
 
@@ -39,7 +45,9 @@ struct nx_job {
     uint32_t formation_ms;
     double deadline; /* formation */
     struct nx_comm *world;
-    struct nx_jobnet *net; /* multi-node part (rendezvous.h); NULL: a local job */
+    char coord[NX_ADDR_MAX]; /* the coordinator its ranks named, canonical; "": local */
+    struct nx_jobnet *net; /* the cluster layer's part of a job across nodes (cluster_ops.h,
+                            * rendezvous.h); NULL: a local job */
     char *algo;            /* the ranks' NEXAR_ALGO ("" when they gave none) */
     /* The algorithm across nodes per kind (algo.h, NX_ALGO_AUTO: by size): the ranks'
      * NEXAR_ALGO, else the `algo` setting (a multi-node job: the coordinator's word). */

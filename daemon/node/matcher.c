@@ -8,17 +8,15 @@
 #include <string.h>
 
 #include "client.h"
+#include "cluster_ops.h"
 #include "coll_local.h"
 #include "comm.h"
 #include "context.h"
-#include "device.h"
+#include "devop.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"
 #include "nexar.h"
-#include "xcoll.h"
-#include "xp2p.h"
-#include "xsplit.h"
 
 void nx_sched_init(struct nx_sched *s, uint32_t size)
 {
@@ -106,7 +104,7 @@ static void fail_dev(struct nx_comm *c, struct nx_dev_part *dev)
 static void op_free(struct nx_comm *c, struct nx_op *op)
 {
     if (op->xr)
-        nx_xcoll_op_free(op);
+        nx_cluster_ops->coll_free(op);
     TAILQ_REMOVE(&c->sched.ops, op, link);
     for (uint32_t r = 0; r < c->size; r++) {
         free(op->parts[r].q);
@@ -345,7 +343,7 @@ static void run_ready(struct nx_op *op)
         return nx_op_finish(op);
     }
     if (c->x && op->sig.kind != NX_K_SPLIT)
-        return nx_xcoll_run(op);
+        return nx_cluster_ops->coll_run(op);
     while (op->next_chunk < op->nchunks && nx_op_chunk_ready(op)) {
         exec_chunk(op);
         for (uint32_t r = 0; r < c->size; r++) {
@@ -364,7 +362,7 @@ static void run_ready(struct nx_op *op)
         return;
     if (op->sig.kind == NX_K_SPLIT) {
         if (c->nodes > 1)
-            nx_xsplit_take(op);
+            nx_cluster_ops->split_take(op);
         else
             finish_split(op);
     }
@@ -606,7 +604,7 @@ void nx_sched_tick(double now)
         if (!c->failed_status)
             nx_p2p_tick(c, now);
         if (!c->failed_status)
-            nx_xp2p_tick(c, now);
+            nx_cluster_ops->p2p_tick(c, now);
         struct nx_op *op = TAILQ_FIRST(&c->sched.ops);
         if (!op || c->failed_status)
             continue;
@@ -621,7 +619,7 @@ void nx_sched_tick(double now)
         nxd.stats.timeouts++;
         if (remote) {
             char where[1024];
-            nx_xcoll_describe(op, where, sizeof(where));
+            nx_cluster_ops->coll_describe(op, where, sizeof(where));
             nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
                          "%s seq %" PRIu64 " on comm %u (job \"%s\") made no progress for "
                          "%.0f s: its ranks here are all in, %s",

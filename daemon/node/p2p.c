@@ -8,14 +8,14 @@
 #include <string.h>
 
 #include "client.h"
+#include "cluster_ops.h"
 #include "comm.h"
 #include "context.h"
-#include "device.h"
+#include "devop.h"
 #include "job.h"
 #include "mem.h"
 #include "nexar.h"
-#include "xcomm.h"
-#include "xp2p.h"
+#include "wire.h"
 
 /* One chunk of one side of a message. */
 struct nx_pentry {
@@ -120,7 +120,7 @@ static void remote_delivered(struct nx_comm *c, struct nx_msg *m, struct nx_pent
         return;
     }
     se->acked = true;
-    nx_xp2p_ack(c, &m->s.first, m->src, se->off);
+    nx_cluster_ops->p2p_ack(c, &m->s.first, m->src, se->off);
 }
 
 static bool side_closed(const struct nx_side *sd)
@@ -237,7 +237,7 @@ static void run_device(struct nx_comm *c, struct nx_msg *m)
 
 void nx_p2p_fail_all(struct nx_comm *c)
 {
-    nx_xp2p_fail_all(c);
+    nx_cluster_ops->p2p_fail_all(c);
     while (!TAILQ_EMPTY(&c->p2p.msgs)) {
         struct nx_msg *m = TAILQ_FIRST(&c->p2p.msgs);
         fail_side(&c->p2p, &m->s, c->failed_status, c->failed_text);
@@ -273,8 +273,8 @@ void nx_p2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
     bool is_send = e->kind == NX_K_SEND;
     /* Messages are named by the ranks as the communicator numbers them. */
     uint32_t me = nx_comm_span_rank(c, rank);
-    if (is_send && c->x && c->x->rank_node[e->peer] != c->x->me)
-        return nx_xp2p_submit(c, rank, cl, e);
+    if (is_send && c->x && nx_cluster_ops->p2p_send(c, rank, cl, e))
+        return;
     uint32_t src = is_send ? me : e->peer, dst = is_send ? e->peer : me;
     struct nx_msg *m = msg_get(c, src, dst, e->tag, e->seq);
     struct nx_side *sd = is_send ? &m->s : &m->r, *other = is_send ? &m->r : &m->s;
@@ -413,7 +413,7 @@ const char *nx_p2p_remote_piece(struct nx_comm *c, const struct nx_p2p_hdr *h,
     if (c->p2p.remote_buffered + len <= nxd.cfg.p2p_eager_bytes) {
         pe->acked = true;
         c->p2p.remote_buffered += len;
-        nx_xp2p_ack(c, &s->first, m->src, pe->off);
+        nx_cluster_ops->p2p_ack(c, &s->first, m->src, pe->off);
     }
     return NULL;
 }

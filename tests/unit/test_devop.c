@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "client.h"
-#include "device.h"
+#include "devop.h"
 #include "frame.h"
 #include "nexar.h"
 #include "segment.h"
@@ -34,7 +34,7 @@ static const struct {
     uint64_t size;
 } mems[] = {{1, 4096}, {2, 1 << 20}};
 
-static bool fake_mem_ok(struct nx_client *cl, uint32_t id, uint64_t off, uint64_t bytes)
+static bool fake_mem_ok(struct nx_dev_client *dc, uint32_t id, uint64_t off, uint64_t bytes)
 {
     for (size_t i = 0; i < sizeof(mems) / sizeof(mems[0]); i++)
         if (mems[i].id == id)
@@ -42,7 +42,7 @@ static bool fake_mem_ok(struct nx_client *cl, uint32_t id, uint64_t off, uint64_
     return false;
 }
 
-static bool fake_event_ok(struct nx_client *cl, uint32_t id)
+static bool fake_event_ok(struct nx_dev_client *dc, uint32_t id)
 {
     return id == 9;
 }
