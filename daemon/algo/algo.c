@@ -12,7 +12,6 @@
 #include "mem.h"
 #include "nexar.h"
 #include "shm_abi.h"
-#include "transport.h"
 #include "wire.h"
 
 #define LOG_SUB "algo"
@@ -137,9 +136,9 @@ static int scan_peers(struct nx_xop *x, char *err, size_t errlen)
         if (from[n] && n != x->d.me)
             x->in_peers[x->n_in++] = n;
     free(from);
-    if (biggest > NX_TMSG_MAX - MSG_OVERHEAD)
+    if (x->net.msg_max && biggest > (uint64_t)x->net.msg_max - MSG_OVERHEAD)
         return bad(err, errlen, "%s: a message of %llu bytes exceeds the transport's %u",
-                   x->alg->name, (unsigned long long)biggest, NX_TMSG_MAX - MSG_OVERHEAD);
+                   x->alg->name, (unsigned long long)biggest, x->net.msg_max - MSG_OVERHEAD);
     return 0;
 }
 

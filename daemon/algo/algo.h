@@ -117,6 +117,9 @@ struct nx_xmsg {
 
 struct nx_xnet {
     void *arg;
+    /* The largest message the network carries, bytes (the transport's NX_TMSG_MAX); 0:
+     * no limit.  An xop whose plan needs a bigger one is refused at creation. */
+    uint32_t msg_max;
     /* Queues one message.  0, or a negative errno: the xop then fails with
      * NEXAR_ERR_PEER_LOST (-ENOTCONN) or NEXAR_ERR_INTERNAL.  Must not call back into
      * the xop. */

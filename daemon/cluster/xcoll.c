@@ -347,7 +347,8 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
         .sig = op->xr->sig,
         .iov_send = 1, /* host buffers; the transport copies as it sends */
     };
-    struct nx_xnet net = {.arg = p, .send = xop_send, .done = xop_done, .what = xop_what};
+    struct nx_xnet net = {.arg = p, .msg_max = NX_TMSG_MAX, .send = xop_send, .done = xop_done,
+                          .what = xop_what};
     char why[192];
     if (nx_xop_create(&d, &net, &p->x, why, sizeof(why)) < 0) {
         char what[192];
