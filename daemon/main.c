@@ -38,7 +38,7 @@ static void on_tick(uv_timer_t *t)
     nx_ctlsrv_tick(now);
     nx_jobs_tick(now);
     nx_cluster_tick(now);
-    nx_sched_tick(now);
+    nx_match_tick(now);
     nx_clients_flush();
 }
 

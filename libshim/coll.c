@@ -27,7 +27,7 @@ static nexar_status_t bad(const char *fn, const nexar_comm_t *c, const char *fmt
 }
 
 /* Validation of everything but the comm itself; op->count is final. */
-static nexar_status_t check_args(const char *fn, const nexar_comm_t *c, const struct nx_op *op,
+static nexar_status_t check_args(const char *fn, const nexar_comm_t *c, const struct nx_call *op,
                                  int dtype, int redop, long long peer, unsigned flags)
 {
     if ((unsigned)dtype >= NEXAR_DTYPE_COUNT)
@@ -66,7 +66,7 @@ static nexar_status_t check_args(const char *fn, const nexar_comm_t *c, const st
  * Validates, starts, and (req == NULL) waits.  fn names the blocking form; the i-form
  * reports the same name with an "i" after "nexar_".
  */
-static nexar_status_t run(const char *fn, nexar_comm_t *c, struct nx_op *op, int dtype,
+static nexar_status_t run(const char *fn, nexar_comm_t *c, struct nx_call *op, int dtype,
                           int redop, long long peer, unsigned flags, nexar_request_t **req)
 {
     char ifn[48];
@@ -117,7 +117,7 @@ static nexar_status_t inplace(const char *fn, uint8_t kind, nexar_comm_t *c, voi
                               size_t count, nexar_dtype_t dtype, nexar_op_t op,
                               nexar_request_t **req)
 {
-    struct nx_op o = {.kind = kind, .count = count, .in = buf, .out = buf};
+    struct nx_call o = {.kind = kind, .count = count, .in = buf, .out = buf};
     return run(fn, c, &o, (int)dtype, (int)op, 0, A_REDOP, req);
 }
 
@@ -165,7 +165,7 @@ nexar_status_t nexar_iexscan(nexar_comm_t *c, void *buf, size_t count, nexar_dty
 nexar_status_t nexar_broadcast(nexar_comm_t *c, void *buf, size_t count, nexar_dtype_t dtype,
                                int root)
 {
-    struct nx_op o = {.kind = NX_K_BROADCAST, .count = count, .in = buf, .out = buf};
+    struct nx_call o = {.kind = NX_K_BROADCAST, .count = count, .in = buf, .out = buf};
     return run("nexar_broadcast", c, &o, (int)dtype, 0, root, A_ROOT, NULL);
 }
 
@@ -173,14 +173,14 @@ nexar_status_t nexar_ibroadcast(nexar_comm_t *c, void *buf, size_t count, nexar_
                                 int root, nexar_request_t **req)
 {
     REQ_ARG_CHECK("nexar_ibroadcast");
-    struct nx_op o = {.kind = NX_K_BROADCAST, .count = count, .in = buf, .out = buf};
+    struct nx_call o = {.kind = NX_K_BROADCAST, .count = count, .in = buf, .out = buf};
     return run("nexar_broadcast", c, &o, (int)dtype, 0, root, A_ROOT, req);
 }
 
 nexar_status_t nexar_reduce(nexar_comm_t *c, const void *send, void *recv, size_t count,
                             nexar_dtype_t dtype, nexar_op_t op, int root)
 {
-    struct nx_op o = {.kind = NX_K_REDUCE, .count = count, .in = send, .out = recv};
+    struct nx_call o = {.kind = NX_K_REDUCE, .count = count, .in = send, .out = recv};
     return run("nexar_reduce", c, &o, (int)dtype, (int)op, root, A_ROOT | A_REDOP, NULL);
 }
 
@@ -189,14 +189,14 @@ nexar_status_t nexar_ireduce(nexar_comm_t *c, const void *send, void *recv, size
                              nexar_request_t **req)
 {
     REQ_ARG_CHECK("nexar_ireduce");
-    struct nx_op o = {.kind = NX_K_REDUCE, .count = count, .in = send, .out = recv};
+    struct nx_call o = {.kind = NX_K_REDUCE, .count = count, .in = send, .out = recv};
     return run("nexar_reduce", c, &o, (int)dtype, (int)op, root, A_ROOT | A_REDOP, req);
 }
 
 nexar_status_t nexar_gather(nexar_comm_t *c, const void *send, void *recv, size_t count,
                             nexar_dtype_t dtype, int root)
 {
-    struct nx_op o = {.kind = NX_K_GATHER, .count = count, .in = send, .out = recv};
+    struct nx_call o = {.kind = NX_K_GATHER, .count = count, .in = send, .out = recv};
     return run("nexar_gather", c, &o, (int)dtype, 0, root, A_ROOT, NULL);
 }
 
@@ -204,14 +204,14 @@ nexar_status_t nexar_igather(nexar_comm_t *c, const void *send, void *recv, size
                              nexar_dtype_t dtype, int root, nexar_request_t **req)
 {
     REQ_ARG_CHECK("nexar_igather");
-    struct nx_op o = {.kind = NX_K_GATHER, .count = count, .in = send, .out = recv};
+    struct nx_call o = {.kind = NX_K_GATHER, .count = count, .in = send, .out = recv};
     return run("nexar_gather", c, &o, (int)dtype, 0, root, A_ROOT, req);
 }
 
 nexar_status_t nexar_scatter(nexar_comm_t *c, const void *send, void *recv, size_t count,
                              nexar_dtype_t dtype, int root)
 {
-    struct nx_op o = {.kind = NX_K_SCATTER, .count = count, .in = send, .out = recv};
+    struct nx_call o = {.kind = NX_K_SCATTER, .count = count, .in = send, .out = recv};
     return run("nexar_scatter", c, &o, (int)dtype, 0, root, A_ROOT, NULL);
 }
 
@@ -219,7 +219,7 @@ nexar_status_t nexar_iscatter(nexar_comm_t *c, const void *send, void *recv, siz
                               nexar_dtype_t dtype, int root, nexar_request_t **req)
 {
     REQ_ARG_CHECK("nexar_iscatter");
-    struct nx_op o = {.kind = NX_K_SCATTER, .count = count, .in = send, .out = recv};
+    struct nx_call o = {.kind = NX_K_SCATTER, .count = count, .in = send, .out = recv};
     return run("nexar_scatter", c, &o, (int)dtype, 0, root, A_ROOT, req);
 }
 
@@ -228,7 +228,7 @@ nexar_status_t nexar_iscatter(nexar_comm_t *c, const void *send, void *recv, siz
 nexar_status_t nexar_all_gather(nexar_comm_t *c, const void *send, void *recv, size_t count,
                                 nexar_dtype_t dtype)
 {
-    struct nx_op o = {.kind = NX_K_ALL_GATHER, .count = count, .in = send, .out = recv};
+    struct nx_call o = {.kind = NX_K_ALL_GATHER, .count = count, .in = send, .out = recv};
     return run("nexar_all_gather", c, &o, (int)dtype, 0, 0, 0, NULL);
 }
 
@@ -236,14 +236,14 @@ nexar_status_t nexar_iall_gather(nexar_comm_t *c, const void *send, void *recv, 
                                  nexar_dtype_t dtype, nexar_request_t **req)
 {
     REQ_ARG_CHECK("nexar_iall_gather");
-    struct nx_op o = {.kind = NX_K_ALL_GATHER, .count = count, .in = send, .out = recv};
+    struct nx_call o = {.kind = NX_K_ALL_GATHER, .count = count, .in = send, .out = recv};
     return run("nexar_all_gather", c, &o, (int)dtype, 0, 0, 0, req);
 }
 
 nexar_status_t nexar_reduce_scatter(nexar_comm_t *c, const void *send, void *recv,
                                     size_t count, nexar_dtype_t dtype, nexar_op_t op)
 {
-    struct nx_op o = {.kind = NX_K_REDUCE_SCATTER, .count = count, .in = send, .out = recv};
+    struct nx_call o = {.kind = NX_K_REDUCE_SCATTER, .count = count, .in = send, .out = recv};
     return run("nexar_reduce_scatter", c, &o, (int)dtype, (int)op, 0, A_REDOP, NULL);
 }
 
@@ -252,14 +252,14 @@ nexar_status_t nexar_ireduce_scatter(nexar_comm_t *c, const void *send, void *re
                                      nexar_request_t **req)
 {
     REQ_ARG_CHECK("nexar_ireduce_scatter");
-    struct nx_op o = {.kind = NX_K_REDUCE_SCATTER, .count = count, .in = send, .out = recv};
+    struct nx_call o = {.kind = NX_K_REDUCE_SCATTER, .count = count, .in = send, .out = recv};
     return run("nexar_reduce_scatter", c, &o, (int)dtype, (int)op, 0, A_REDOP, req);
 }
 
 nexar_status_t nexar_all_to_all(nexar_comm_t *c, const void *send, void *recv, size_t count,
                                 nexar_dtype_t dtype)
 {
-    struct nx_op o = {.kind = NX_K_ALL_TO_ALL, .count = count, .in = send, .out = recv};
+    struct nx_call o = {.kind = NX_K_ALL_TO_ALL, .count = count, .in = send, .out = recv};
     return run("nexar_all_to_all", c, &o, (int)dtype, 0, 0, 0, NULL);
 }
 
@@ -267,7 +267,7 @@ nexar_status_t nexar_iall_to_all(nexar_comm_t *c, const void *send, void *recv, 
                                  nexar_dtype_t dtype, nexar_request_t **req)
 {
     REQ_ARG_CHECK("nexar_iall_to_all");
-    struct nx_op o = {.kind = NX_K_ALL_TO_ALL, .count = count, .in = send, .out = recv};
+    struct nx_call o = {.kind = NX_K_ALL_TO_ALL, .count = count, .in = send, .out = recv};
     return run("nexar_all_to_all", c, &o, (int)dtype, 0, 0, 0, req);
 }
 
@@ -277,7 +277,7 @@ static nexar_status_t bucketed(nexar_comm_t *c, const nexar_iov_t *v, size_t n,
                                nexar_dtype_t dtype, nexar_op_t op, nexar_request_t **req)
 {
     const char *fn = req ? "nexar_iall_reduce_bucketed" : "nexar_all_reduce_bucketed";
-    struct nx_op o = {.kind = NX_K_ALL_REDUCE_BUCKETED, .iov = v, .niov = n};
+    struct nx_call o = {.kind = NX_K_ALL_REDUCE_BUCKETED, .iov = v, .niov = n};
     if (n > 0 && !v)
         return nx_fail(NEXAR_ERR_INVALID, "%s: the iov array is NULL with n = %zu", fn, n);
     if (n > SIZE_MAX / sizeof(*v))
@@ -310,14 +310,14 @@ nexar_status_t nexar_iall_reduce_bucketed(nexar_comm_t *c, const nexar_iov_t *v,
 
 nexar_status_t nexar_barrier(nexar_comm_t *c)
 {
-    struct nx_op o = {.kind = NX_K_BARRIER};
+    struct nx_call o = {.kind = NX_K_BARRIER};
     return run("nexar_barrier", c, &o, 0, 0, 0, 0, NULL);
 }
 
 nexar_status_t nexar_ibarrier(nexar_comm_t *c, nexar_request_t **req)
 {
     REQ_ARG_CHECK("nexar_ibarrier");
-    struct nx_op o = {.kind = NX_K_BARRIER};
+    struct nx_call o = {.kind = NX_K_BARRIER};
     return run("nexar_barrier", c, &o, 0, 0, 0, 0, req);
 }
 
@@ -326,7 +326,7 @@ nexar_status_t nexar_ibarrier(nexar_comm_t *c, nexar_request_t **req)
 nexar_status_t nexar_send(nexar_comm_t *c, const void *buf, size_t count, nexar_dtype_t dtype,
                           int dest, uint32_t tag)
 {
-    struct nx_op o = {.kind = NX_K_SEND, .count = count, .in = buf, .tag = tag};
+    struct nx_call o = {.kind = NX_K_SEND, .count = count, .in = buf, .tag = tag};
     return run("nexar_send", c, &o, (int)dtype, 0, dest, A_PEER, NULL);
 }
 
@@ -334,14 +334,14 @@ nexar_status_t nexar_isend(nexar_comm_t *c, const void *buf, size_t count, nexar
                            int dest, uint32_t tag, nexar_request_t **req)
 {
     REQ_ARG_CHECK("nexar_isend");
-    struct nx_op o = {.kind = NX_K_SEND, .count = count, .in = buf, .tag = tag};
+    struct nx_call o = {.kind = NX_K_SEND, .count = count, .in = buf, .tag = tag};
     return run("nexar_send", c, &o, (int)dtype, 0, dest, A_PEER, req);
 }
 
 nexar_status_t nexar_recv(nexar_comm_t *c, void *buf, size_t count, nexar_dtype_t dtype,
                           int src, uint32_t tag)
 {
-    struct nx_op o = {.kind = NX_K_RECV, .count = count, .out = buf, .tag = tag};
+    struct nx_call o = {.kind = NX_K_RECV, .count = count, .out = buf, .tag = tag};
     return run("nexar_recv", c, &o, (int)dtype, 0, src, A_PEER, NULL);
 }
 
@@ -349,6 +349,6 @@ nexar_status_t nexar_irecv(nexar_comm_t *c, void *buf, size_t count, nexar_dtype
                            int src, uint32_t tag, nexar_request_t **req)
 {
     REQ_ARG_CHECK("nexar_irecv");
-    struct nx_op o = {.kind = NX_K_RECV, .count = count, .out = buf, .tag = tag};
+    struct nx_call o = {.kind = NX_K_RECV, .count = count, .out = buf, .tag = tag};
     return run("nexar_recv", c, &o, (int)dtype, 0, src, A_PEER, req);
 }

@@ -157,7 +157,7 @@ nexar_status_t nexar_comm_split(nexar_comm_t *c, uint32_t color, uint32_t key,
         s = nx_fail(NEXAR_ERR_NOMEM, "nexar_comm_split: out of memory");
         goto out;
     }
-    struct nx_op op = {.kind = NX_K_SPLIT, .peer = color, .tag = key};
+    struct nx_call op = {.kind = NX_K_SPLIT, .peer = color, .tag = key};
     if ((s = nx_req_start(c, &op, &r)) != NEXAR_OK)
         goto out;
     nx_progress_wait(r);
@@ -205,7 +205,7 @@ nexar_status_t nexar_comm_free(nexar_comm_t *c)
         nx_wait_locked(nx_container_of(c->reqs.next, struct nexar_request, comm_link));
     if (!nx_S.dead) {
         struct nexar_request *r;
-        struct nx_op op = {.kind = NX_K_COMM_FREE};
+        struct nx_call op = {.kind = NX_K_COMM_FREE};
         if ((s = nx_req_start(c, &op, &r)) != NEXAR_OK)
             goto out; /* out of memory: c stays, the caller may retry */
         bool failed_before = c->fail != NEXAR_OK;
@@ -233,7 +233,7 @@ nexar_status_t nexar_comm_abort(nexar_comm_t *c)
     }
     if ((s = nx_shim_check("nexar_comm_abort")) != NEXAR_OK)
         goto out;
-    struct nx_op op = {.kind = NX_K_COMM_ABORT};
+    struct nx_call op = {.kind = NX_K_COMM_ABORT};
     if ((s = nx_req_start(c, &op, &r)) != NEXAR_OK)
         goto out;
     s = nx_wait_locked(r);

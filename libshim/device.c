@@ -425,7 +425,7 @@ static nexar_status_t fill_buf(const char *fn, struct nx_dev_req *d, struct nx_d
     return NEXAR_OK;
 }
 
-static nexar_status_t build(const char *fn, struct nexar_comm *c, struct nx_op *op,
+static nexar_status_t build(const char *fn, struct nexar_comm *c, struct nx_call *op,
                             struct nx_dev_req *d, const struct nx_shape *sh,
                             const struct ptrinfo *pin, const struct ptrinfo *pout,
                             const struct ptrinfo *piov, nx_cu_ctx ctx)
@@ -488,7 +488,7 @@ static nexar_status_t build(const char *fn, struct nexar_comm *c, struct nx_op *
     return NEXAR_OK;
 }
 
-nexar_status_t nx_dev_prepare(const char *fn, struct nexar_comm *c, struct nx_op *op)
+nexar_status_t nx_dev_prepare(const char *fn, struct nexar_comm *c, struct nx_call *op)
 {
     struct nx_shape sh;
     op->dev = NULL;

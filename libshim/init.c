@@ -104,7 +104,7 @@ static void leave_all(void)
     for (struct nx_list *l = nx_S.comms.next; l != &nx_S.comms && !nx_S.dead; l = l->next) {
         struct nexar_comm *c = nx_container_of(l, struct nexar_comm, link);
         struct nexar_request *r;
-        struct nx_op op = {.kind = NX_K_COMM_FREE};
+        struct nx_call op = {.kind = NX_K_COMM_FREE};
         if (nx_req_start(c, &op, &r) == NEXAR_OK)
             nx_wait_locked(r);
     }

@@ -247,7 +247,7 @@ static bool plan_direct(struct nexar_request *r)
     return true;
 }
 
-nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_op *op,
+nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_call *op,
                             struct nexar_request **out)
 {
     struct nexar_request *r = calloc(1, sizeof(*r));

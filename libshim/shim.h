@@ -150,7 +150,7 @@ enum nx_mode {
 struct nx_dev_req;
 
 /* What a public entry point asks for, after validation. */
-struct nx_op {
+struct nx_call {
     uint8_t kind, dtype, redop;
     uint64_t count; /* elements per block; bucketed: the sum of the iov counts */
     uint32_t peer;  /* root, dest, src or color */
@@ -206,7 +206,7 @@ struct nexar_request {
 
 /* Validates nothing: builds and queues the request for op on c (seq assigned here).
  * NEXAR_OK, NEXAR_ERR_NOMEM, NEXAR_ERR_UNSUPPORTED (op too large for a slot). */
-NX_HIDDEN nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_op *op,
+NX_HIDDEN nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_call *op,
                                       struct nexar_request **out);
 /* Frees a complete request (unlinks it from its comm). */
 NX_HIDDEN void nx_req_free(struct nexar_request *r);
@@ -233,7 +233,7 @@ NX_HIDDEN void nx_req_fini(void);
  * op->dev.  A mix, or device memory this shim or nexard cannot handle:
  * NEXAR_ERR_UNSUPPORTED (or INVALID) with the reason, and nothing was changed. */
 NX_HIDDEN nexar_status_t nx_dev_prepare(const char *fn, struct nexar_comm *c,
-                                        struct nx_op *op);
+                                        struct nx_call *op);
 /* Releases what nx_dev_prepare() took when the request could not be started. */
 NX_HIDDEN void nx_dev_discard(struct nx_dev_req *d);
 /* The request started: a stream-ordered one makes its stream wait for the done word.

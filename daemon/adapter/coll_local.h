@@ -1,7 +1,7 @@
 /*
  * coll_local.h - one chunk of a collective among the ranks attached to this daemon.
  *
- * The scheduler resolves, for every rank, where this chunk's input and output live
+ * The matcher resolves, for every rank, where this chunk's input and output live
  * (in its staging slot or its arena buffer) and calls here.  Nothing here knows about
  * rings, sockets or clients: only buffers, through the adapter.
  */

@@ -15,7 +15,7 @@
 #include "context.h"
 #include "job.h"
 #include "log.h"
-#include "matcher_int.h"
+#include "op.h"
 #include "mem.h"
 #include "nexar.h"
 #include "rendezvous.h"
@@ -445,7 +445,7 @@ static bool may_run(const struct nx_op *op)
 {
     unsigned i = 0;
     const struct nx_op *it;
-    TAILQ_FOREACH(it, &op->comm->sched.ops, link) {
+    TAILQ_FOREACH(it, &op->comm->match.ops, link) {
         if (it == op)
             return true;
         if (++i >= XC_OPS_PER_COMM)
@@ -474,7 +474,7 @@ static void kick(struct nx_comm *c)
 {
     unsigned i = 0;
     struct nx_op *it;
-    TAILQ_FOREACH(it, &c->sched.ops, link) {
+    TAILQ_FOREACH(it, &c->match.ops, link) {
         if (i++ >= XC_OPS_PER_COMM)
             break;
         /* A newly allowed op has no part ending yet, so this never frees it. */
@@ -669,7 +669,7 @@ void nx_xcoll_op_free(struct nx_op *op)
 static bool ended_here(const struct nx_comm *c, uint64_t seq)
 {
     for (uint32_t r = 0; r < c->size; r++)
-        if (c->sched.next_seq[r] <= seq)
+        if (c->match.next_seq[r] <= seq)
             return false;
     return true;
 }
@@ -718,7 +718,7 @@ static void deliver(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *
                      c->id, c->job->name, who, h->seq);
         return;
     }
-    struct nx_op *op = nx_sched_op_find(&c->sched, h->seq);
+    struct nx_op *op = nx_match_op_find(&c->match, h->seq);
     if (!op) {
         if (!ended_here(c, h->seq))
             hold(c, node, h, data, len);

@@ -13,16 +13,17 @@
 #include "client.h"
 #include "coll_local.h"
 #include "comm.h"
+#include "context.h"
 #include "ctl_peers.h"
 #include "ctlsrv.h"
-#include "context.h"
 #include "job.h"
 #include "mem.h"
-#include "xcoll.h"
 #include "nexar.h"
 #include "nexar.pb-c.h"
+#include "op.h"
 #include "peertest.h"
 #include "rendezvous.h"
+#include "xcoll.h"
 
 /* Everything allocated for one reply, freed together after sending. */
 struct arena {
@@ -159,7 +160,7 @@ static void fill_comms(struct arena *a, Nexar__CtlReply *rep)
         ci->state = c->failed_status
                         ? keep(a, nx_xasprintf("failed: %s", c->failed_text))
                         : "ok";
-        ci->next_seq = c->sched.done_seq;
+        ci->next_seq = c->match.done_seq;
         ci->ranks = alloc(a, c->size, sizeof(*ci->ranks));
         for (uint32_t r = 0; r < c->size; r++) {
             ci->ranks[ci->n_ranks++] =
@@ -178,11 +179,11 @@ static void fill_ops(struct arena *a, Nexar__CtlReply *rep)
     size_t n = 0;
     double now = nx_now();
     LIST_FOREACH(c, &nx_comms, link)
-        TAILQ_FOREACH(op, &c->sched.ops, link)
+        TAILQ_FOREACH(op, &c->match.ops, link)
             n++;
     rep->ops = alloc(a, n, sizeof(*rep->ops));
     LIST_FOREACH(c, &nx_comms, link) {
-        TAILQ_FOREACH(op, &c->sched.ops, link) {
+        TAILQ_FOREACH(op, &c->match.ops, link) {
             Nexar__OpInfo *oi = alloc(a, 1, sizeof(*oi));
             nexar__op_info__init(oi);
             oi->comm = c->id;

@@ -82,16 +82,16 @@ extern uint32_t nx_client_count;
 struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid,
                                 const char **err);
 
-/* Starts watching the submission doorbell (after the join reply went out). */
+/* Starts watching the submission doorbell (after the join reply went out; ring.c). */
 int nx_client_start(struct nx_client *cl);
 
-/* Posts a completion; text (may be NULL) is the detailed error for a failure. */
+/* Posts a completion; text (may be NULL) is the detailed error for a failure (ring.c). */
 void nx_client_complete(struct nx_client *cl, const struct nx_done *d, const char *text);
 
 /* The live client with this id, or NULL (device completions outlive their op). */
 struct nx_client *nx_client_by_id(uint32_t id);
 
-/* Closes the module's own loop handles (at shutdown). */
+/* Closes the busy poll's loop handle (at shutdown; ring.c). */
 void nx_clients_fini(void);
 
 /* Rings the completion doorbells of every client posted to since the last call. */

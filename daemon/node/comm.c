@@ -38,7 +38,7 @@ struct nx_comm *nx_comm_new(struct nx_job *job, uint32_t size, struct nx_client 
         c->ranks[r].world_rank = world_ranks[r];
         nx_client_add_member(clients[r], c, r);
     }
-    nx_sched_init(&c->sched, size);
+    nx_match_init(&c->match, size);
     nx_p2p_init(&c->p2p);
     LIST_INSERT_HEAD(&nx_comms, c, link);
     nx_comm_count++;
@@ -47,12 +47,12 @@ struct nx_comm *nx_comm_new(struct nx_job *job, uint32_t size, struct nx_client 
 
 static void comm_free(struct nx_comm *c)
 {
-    nx_sched_fail_all(c);
+    nx_match_fail_all(c);
     nx_p2p_fail_all(c);
     nx_cluster_ops->comm_gone(c);
     if (nx_device)
         nx_device->comm_gone(c->id);
-    nx_sched_fini(&c->sched);
+    nx_match_fini(&c->match);
     LIST_REMOVE(c, link);
     nx_comm_count--;
     free(c->failed_text);
@@ -86,7 +86,7 @@ void nx_comm_fail(struct nx_comm *c, uint32_t status, const char *fmt, ...)
     nxd.stats.ops_failed++;
     NX_INFO("comm", "communicator %u of job \"%s\" failed: %s", c->id,
             c->job ? c->job->name : "?", c->failed_text);
-    nx_sched_fail_all(c);
+    nx_match_fail_all(c);
     nx_p2p_fail_all(c);
     nx_cluster_ops->comm_failed(c);
 }
@@ -102,7 +102,7 @@ void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)
         nxd.stats.peers_lost++;
         nx_comm_fail(c, NEXAR_ERR_PEER_LOST, "%s (rank %u of communicator %u) is gone: %s",
                      who, rank, c->id, "its connection to nexard closed");
-    } else if (!TAILQ_EMPTY(&c->sched.ops) || !TAILQ_EMPTY(&c->p2p.msgs) ||
+    } else if (!TAILQ_EMPTY(&c->match.ops) || !TAILQ_EMPTY(&c->p2p.msgs) ||
                nx_cluster_ops->comm_busy(c)) {
         nx_comm_fail(c, NEXAR_ERR_PEER_LOST,
                      "%s freed communicator %u while operations on it were in flight", who,

@@ -36,7 +36,7 @@ struct nx_comm {
     struct nx_comm_rank *ranks;
     uint32_t failed_status; /* 0 while healthy */
     char *failed_text;
-    struct nx_sched sched;
+    struct nx_matcher match;
     struct nx_p2p p2p;
     /* A communicator spanning nodes (a multi-node job's world) holds only this node's
      * ranks: ranks[i] is rank span_rank[i] of span_size as the ranks see it.  On one

@@ -1,6 +1,6 @@
 /* matcher.c - see matcher.h. */
 #include "matcher.h"
-#include "matcher_int.h"
+#include "op.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,14 +18,14 @@
 #include "mem.h"
 #include "nexar.h"
 
-void nx_sched_init(struct nx_sched *s, uint32_t size)
+void nx_match_init(struct nx_matcher *s, uint32_t size)
 {
     TAILQ_INIT(&s->ops);
     s->next_seq = nx_xcalloc(size, sizeof(*s->next_seq));
     s->done_seq = 0;
 }
 
-void nx_sched_fini(struct nx_sched *s)
+void nx_match_fini(struct nx_matcher *s)
 {
     free(s->next_seq);
     s->next_seq = NULL;
@@ -105,7 +105,7 @@ static void op_free(struct nx_comm *c, struct nx_op *op)
 {
     if (op->xr)
         nx_cluster_ops->coll_free(op);
-    TAILQ_REMOVE(&c->sched.ops, op, link);
+    TAILQ_REMOVE(&c->match.ops, op, link);
     for (uint32_t r = 0; r < c->size; r++) {
         free(op->parts[r].q);
         if (op->parts[r].dev) {
@@ -116,7 +116,7 @@ static void op_free(struct nx_comm *c, struct nx_op *op)
     free(op);
 }
 
-struct nx_op *nx_sched_op_find(struct nx_sched *s, uint64_t seq)
+struct nx_op *nx_match_op_find(struct nx_matcher *s, uint64_t seq)
 {
     struct nx_op *op;
     TAILQ_FOREACH(op, &s->ops, link)
@@ -141,13 +141,13 @@ static struct nx_op *op_new(struct nx_comm *c, const struct nx_sqe *e, uint32_t 
     op->started = nx_now();
     /* Keep the list in seq order: ops open in order on each rank, but ranks differ. */
     struct nx_op *it;
-    TAILQ_FOREACH(it, &c->sched.ops, link) {
+    TAILQ_FOREACH(it, &c->match.ops, link) {
         if (it->seq > op->seq) {
             TAILQ_INSERT_BEFORE(it, op, link);
             return op;
         }
     }
-    TAILQ_INSERT_TAIL(&c->sched.ops, op, link);
+    TAILQ_INSERT_TAIL(&c->match.ops, op, link);
     return op;
 }
 
@@ -330,7 +330,7 @@ void nx_op_finish(struct nx_op *op)
         }
         c->ranks[r].ops_completed++;
     }
-    c->sched.done_seq++;
+    c->match.done_seq++;
     nxd.stats.ops_completed++;
     op_free(c, op);
 }
@@ -386,8 +386,8 @@ static void mismatch(struct nx_comm *c, struct nx_op *op, uint32_t rank,
 static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t rank,
                               const struct nx_sqe *e)
 {
-    struct nx_sched *s = &c->sched;
-    struct nx_op *op = nx_sched_op_find(s, e->seq);
+    struct nx_matcher *s = &c->match;
+    struct nx_op *op = nx_match_op_find(s, e->seq);
     struct nx_part *p = op ? &op->parts[rank] : NULL;
     char why[160];
 
@@ -456,8 +456,8 @@ static void refuse_device_spanning(struct nx_comm *c, struct nx_client *cl, uint
 {
     char text[256], why[128];
     /* The rank counted this op: keep the sequence in step for the ops after it. */
-    if (e->kind != NX_K_SEND && e->kind != NX_K_RECV && e->seq == c->sched.next_seq[rank])
-        c->sched.next_seq[rank]++;
+    if (e->kind != NX_K_SEND && e->kind != NX_K_RECV && e->seq == c->match.next_seq[rank])
+        c->match.next_seq[rank]++;
     snprintf(text, sizeof(text),
              "%s on device buffers on communicator %u (job \"%s\"), which spans %u nodes: "
              "device buffers across nodes are not supported yet (host buffers are)",
@@ -486,7 +486,7 @@ static uint64_t input_bytes(const struct nx_sqe *e, const struct nx_sqe_limits *
     return in;
 }
 
-void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
+void nx_match_submit(struct nx_client *cl, const struct nx_sqe *e)
 {
     struct nx_member *m = nx_client_member(cl, e->comm_id);
     char why[128];
@@ -552,10 +552,10 @@ void nx_sched_submit(struct nx_client *cl, const struct nx_sqe *e)
     }
 }
 
-void nx_sched_fail_all(struct nx_comm *c)
+void nx_match_fail_all(struct nx_comm *c)
 {
-    while (!TAILQ_EMPTY(&c->sched.ops)) {
-        struct nx_op *op = TAILQ_FIRST(&c->sched.ops);
+    while (!TAILQ_EMPTY(&c->match.ops)) {
+        struct nx_op *op = TAILQ_FIRST(&c->match.ops);
         for (uint32_t r = 0; r < c->size; r++) {
             struct nx_part *p = &op->parts[r];
             if (!p->client)
@@ -596,7 +596,7 @@ static void waiting_ranks(const struct nx_op *op, char *buf, size_t len)
     }
 }
 
-void nx_sched_tick(double now)
+void nx_match_tick(double now)
 {
     /* Failing a communicator completes ops but frees none: drops wait for the flush. */
     struct nx_comm *c;
@@ -605,7 +605,7 @@ void nx_sched_tick(double now)
             nx_p2p_tick(c, now);
         if (!c->failed_status)
             nx_cluster_ops->p2p_tick(c, now);
-        struct nx_op *op = TAILQ_FIRST(&c->sched.ops);
+        struct nx_op *op = TAILQ_FIRST(&c->match.ops);
         if (!op || c->failed_status)
             continue;
         char ranks[256];

@@ -82,7 +82,7 @@ struct nx_transport_ops {
     /* Drops a LOST peer's record; the pointer is invalid afterwards. */
     void (*peer_forget)(struct nx_tpeer *p);
     /* Hands what send() queued to the network now rather than at the loop's next turn.
-     * For the end of a burst of sends (the scheduler after serving its ranks); never
+     * For the end of a burst of sends (the node layer after serving its ranks); never
      * from inside a transport callback. */
     void (*progress)(struct nx_transport *t);
     void (*stats)(struct nx_tpeer *p, struct nx_tpeer_stats *out);

@@ -1,0 +1,73 @@
+/*
+ * op.h - an op as the matcher holds it: one part per local rank, with the descriptors
+ * that rank supplied.  The matcher runs it chunk by chunk on one node; the cluster layer
+ * (cluster/xcoll.c) runs the op of a communicator spanning nodes part by part, through
+ * what is declared here.
+ */
+#ifndef NX_OP_H
+#define NX_OP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "coll_local.h"
+#include "matcher.h"
+#include "shm_abi.h"
+
+struct nx_client;
+struct nx_comm;
+struct nx_dev_part;
+struct nx_xrun;
+
+struct nx_staged {
+    uint64_t user_data;
+    uint64_t in_off, out_off;
+    uint32_t chunk;
+};
+
+/* One rank's part in one op. */
+struct nx_part {
+    struct nx_client *client; /* NULL until the rank arrived */
+    struct nx_sqe first;      /* the descriptor that brought the rank in */
+    struct nx_staged *q;      /* staged chunks not yet run, in chunk order */
+    size_t q_head, q_len, q_cap;
+    uint32_t next_chunk; /* staged: the chunk index the rank must submit next */
+    struct nx_dev_part *dev; /* device descriptor (NX_SQE_DEVICE): its loaded record */
+};
+
+struct nx_op {
+    struct nx_comm *comm;
+    uint64_t seq;
+    struct nx_sqe sig; /* the first arrival's descriptor: the signature */
+    uint32_t sig_rank;
+    uint64_t chunk_elems, nchunks, next_chunk;
+    uint32_t arrived;
+    double started;
+    struct nx_xrun *xr; /* on a communicator spanning nodes: its parts (xcoll.c) */
+    uint32_t algo;      /* nx_cqe.algo of its completions (the algorithm across nodes) */
+    TAILQ_ENTRY(nx_op) link;
+    struct nx_part parts[];
+};
+
+
+/* The op of comm's matcher with sequence seq, or NULL. */
+struct nx_op *nx_match_op_find(struct nx_matcher *s, uint64_t seq);
+
+/* Every local rank has supplied the op's next chunk. */
+bool nx_op_chunk_ready(const struct nx_op *op);
+
+/* Where elements [off, off + n) of each block live for each local rank (io has one entry
+ * per local rank): a direct rank's buffers, or a staged rank's oldest queued chunk. */
+void nx_op_chunk_io(const struct nx_op *op, uint64_t off, uint64_t n, struct nx_rank_io *io);
+
+/* Every chunk of op ran: completes the direct descriptors, counts the op, frees it. */
+void nx_op_finish(struct nx_op *op);
+
+static inline bool nx_part_direct(const struct nx_part *p)
+{
+    return (p->first.flags & NX_SQE_DIRECT) != 0;
+}
+
+#endif
