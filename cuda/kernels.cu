@@ -7,9 +7,9 @@
  * handles whole elements in a grid-stride loop and reads every source of an element
  * before it writes any destination, which is what makes dst == src safe.
  *
- * The element operations are ports of daemon/half.h and daemon/reduce.c, expression for
- * expression, so that a GPU result equals the CPU result bit for bit (the gpu tests
- * compare both against tests/lib's reference).
+ * The element operations are ports of daemon/adapter/half.h and daemon/adapter/reduce.c,
+ * expression for expression, so that a GPU result equals the CPU result bit for bit (the
+ * gpu tests compare both against tests/lib's reference).
  */
 #include <cuda_runtime.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /*
  * kernels.h - the reduction kernels on the GPU (kernels.cu), callable from C.
  *
- * Same semantics as the CPU kernels to the bit (daemon/reduce.h): a left fold over the
+ * Same semantics as the CPU kernels to the bit (daemon/adapter/reduce.h): a left fold over the
  * sources in order; integers wrap; F16/BF16 are widened to f32, folded there and rounded
  * to nearest even once per output; float MIN/MAX are IEEE 754-2019 minimum/maximum with
  * the canonical quiet NaN and -0 < +0; one source is copied (half types: rounded).  Code

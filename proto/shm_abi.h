@@ -239,7 +239,7 @@ uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t sl
 uint64_t nx_chunk_count(uint64_t count, uint64_t chunk_elems);
 
 /* "ring", "rd", "hd", "tree", "pairwise", "dissemination", "hillis-steele" for codes
- * 1..7 (daemon/algo.h's enum nx_algo), "local" for 0, "?" beyond. */
+ * 1..7 (daemon/algo/algo.h's enum nx_algo), "local" for 0, "?" beyond. */
 const char *nx_algo_code_name(uint32_t code);
 
 /* Element size of a dtype, 0 when unknown. */

@@ -1,6 +1,6 @@
 /*
  * fuzz_algo.c - libFuzzer target for the algorithm-choice parser, nx_algo_pref_parse()
- * (daemon/algo_choose.c): NEXAR_ALGO from a rank's environment, the `algo` setting of
+ * (daemon/algo/algo_choose.c): NEXAR_ALGO from a rank's environment, the `algo` setting of
  * the config file, and the job's choice a coordinator sends to the other daemons.
  *
  * Input: one control byte (the size of the error buffer, 1 to 256), then the text; it

@@ -1,6 +1,6 @@
 /*
  * fuzz_config.c - libFuzzer target for nexard's config file parser,
- * nx_config_load_file() (daemon/config.c): `key = value` lines, # comments.
+ * nx_config_load_file() (daemon/base/config.c): `key = value` lines, # comments.
  *
  * Input: the file.  It goes through a memfd (the parser takes a path) onto the
  * defaults, as nexard -c FILE does.  A file that loads must leave every setting inside

@@ -1,7 +1,7 @@
 /*
  * fuzz_h3req.c - libFuzzer target for the inspection endpoint's request judge
- * (daemon/h3_req.c): the header fields and body of one HTTP/3 request, as nghttp3 hands
- * them over from an inspector.
+ * (daemon/transport/quic/h3_req.c): the header fields and body of one HTTP/3 request, as
+ * nghttp3 hands them over from an inspector.
  *
  * Input: a sequence of events until the bytes run out:
  *   0x00..0x7f  a field: namelen = byte, then 2 bytes valuelen (big endian, cut to what

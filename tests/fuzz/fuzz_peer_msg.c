@@ -1,6 +1,6 @@
 /*
  * fuzz_peer_msg.c - libFuzzer target for the daemon-to-daemon control messages
- * (daemon/peer_msg.c over proto/peer.proto).
+ * (daemon/cluster/peer_msg.c over proto/peer.proto).
  *
  * Input: the bytes of one transport message as a peer daemon could send it.  The
  * envelope is decoded (proto/wire.c); a CTL body goes to nx_peer_msg_decode(), and the

@@ -1,6 +1,6 @@
 /*
  * fuzz_qrecord.c - libFuzzer target for the QUIC stream record parser
- * (daemon/quic_record.c): the bytes a peer daemon writes on one stream.
+ * (daemon/transport/quic/quic_record.c): the bytes a peer daemon writes on one stream.
  *
  * Input: one control byte, then the stream.  The control byte seeds the split points and
  * says after which record (if any) the consumer stops the parse, as the transport does

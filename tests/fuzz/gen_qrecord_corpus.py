@@ -3,7 +3,7 @@
 
 Each seed is one control byte (fuzz_qrecord.c: split points; 0x80 | k stops the parse
 after record k) and then the bytes of one QUIC stream as a peer daemon writes them
-(daemon/quic_record.h).  Run it again after a change to the stream format.
+(daemon/transport/quic/quic_record.h).  Run it again after a change to the stream format.
 """
 import os
 import struct

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the text parsers' targets into tests/fuzz/corpus/<target>/:
 
-  fuzz_config  nexard config files (daemon/config.c): the shipped example with every key
+  fuzz_config  nexard config files (daemon/base/config.c): the shipped example with every key
                set, each key at its limits, and the ways a line can be wrong;
-  fuzz_algo    NEXAR_ALGO / `algo` texts (daemon/algo_choose.c), after one control byte
+  fuzz_algo    NEXAR_ALGO / `algo` texts (daemon/algo/algo_choose.c), after one control byte
                (fuzz_algo.c: the size of the error buffer, minus one).
 
 Run it again after a key or an algorithm is added.

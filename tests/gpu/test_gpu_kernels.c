@@ -3,7 +3,7 @@
  * daemon: every dtype x op x source count against two independent references,
  *   - tests/lib's reference arithmetic on exact patterns (what every collective test
  *     compares with), and
- *   - the daemon's CPU kernels (daemon/reduce.c) on arbitrary bits, NaNs, -0,
+ *   - the daemon's CPU kernels (daemon/adapter/reduce.c) on arbitrary bits, NaNs, -0,
  *     subnormals and infinities included: the promise is the same bits on both sides;
  * plus the prefix kernels (inclusive and exclusive, with missing outputs) and the
  * identities.  In-place operation (destination == a source) is exercised throughout.

@@ -462,7 +462,7 @@ int main(void)
     g_sock = d.sock;
     g_dir = d.dir;
     /* The segment the daemon maps per rank, from the geometry it was given (its error
-     * ring has 64 entries: daemon/client.c). */
+     * ring has 64 entries: daemon/node/client.c). */
     struct nx_shm_geom g = {.sq_entries = 64, .cq_entries = 32, .err_entries = 64,
                             .slot_count = SLOTS, .slot_bytes = SLOT_BYTES,
                             .heap_bytes = HEAP_BYTES};

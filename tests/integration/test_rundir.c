@@ -1,6 +1,6 @@
 /*
  * test_rundir.c - nexard refuses a runtime directory that others could plant files in
- * (daemon/ctlsrv.c check_dir), and says why; it starts in one that is safe.
+ * (daemon/node/ctlsrv.c check_dir), and says why; it starts in one that is safe.
  *
  *   refused, exit non-zero, with the text of the log line:
  *   - owned by another uid (root only: the test chowns it to 65534)

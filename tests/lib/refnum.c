@@ -1,6 +1,6 @@
 /*
  * refnum.c - reference arithmetic for the tests (see refnum.h).  Independent of
- * daemon/reduce.c on purpose: nothing here is shared with the product.
+ * daemon/adapter/reduce.c on purpose: nothing here is shared with the product.
  */
 #include "refnum.h"
 

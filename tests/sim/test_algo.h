@@ -3,7 +3,7 @@
  * simulated nodes), its node-level buffers filled from a seed, and the check of every
  * node's result against a reference computed here, directly from the inputs.
  *
- * The reference is independent of daemon/algo*.c and daemon/reduce.c: arithmetic from
+ * The reference is independent of daemon/algo*.c and daemon/adapter/reduce.c: arithmetic from
  * tests/lib/refnum.c (half conversions written from scratch) and plain loops.  Where
  * the documented cross-node order fixes a float result (ring, rd/hd, tree, chain; see
  * docs/algorithms.md), the reference folds in that order, rounding to the dtype at every

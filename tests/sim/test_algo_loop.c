@@ -1,9 +1,9 @@
 /*
- * test_algo_loop.c - xops over the loop transport (daemon/transport_loop.h) with delay,
- * jitter, loss and reordering: a sequence of collectives of every kind among 2-4 nodes,
- * each node starting its next op as soon as its previous one ended (so nodes run ahead
- * and messages arrive for ops a node has not reached), checked bit for bit against the
- * reference of test_algo_ref.c.
+ * test_algo_loop.c - xops over the loop transport (daemon/transport/loop/transport_loop.h)
+ * with delay, jitter, loss and reordering: a sequence of collectives of every kind among
+ * 2-4 nodes, each node starting its next op as soon as its previous one ended (so nodes run
+ * ahead and messages arrive for ops a node has not reached), checked bit for bit against
+ * the reference of test_algo_ref.c.
  *
  * The little glue here is the shape of the daemon's (docs/algorithms.md): DATA messages
  * of proto/wire.h on one channel per communicator; the header's seq finds the xop; a

@@ -1,6 +1,7 @@
 /*
- * test_loop_transport.c - the loop transport (daemon/transport_loop.h) against the promises
- * of transport.h, under delay, jitter, loss, reordering, bandwidth caps and partitions.
+ * test_loop_transport.c - the loop transport (daemon/transport/loop/transport_loop.h)
+ * against the promises of transport.h, under delay, jitter, loss, reordering, bandwidth
+ * caps and partitions.
  *
  *   test_loop_transport <scenario>      one scenario (meson registers each)
  *   NX_SIM_SEED=<n>                     replay a seed that a failure printed

@@ -1,7 +1,8 @@
 /*
- * test_qmap.c - connection-ID routing: the byte-keyed hash map (daemon/quic_map.c) against
- * a plain array that is obviously right, and the route table on top of it
- * (nx_qroute_add/del/del_all in quic_server.c) with connections that never touch ngtcp2.
+ * test_qmap.c - connection-ID routing: the byte-keyed hash map
+ * (daemon/transport/quic/quic_map.c) against a plain array that is obviously right, and the
+ * route table on top of it (nx_qroute_add/del/del_all in quic_server.c) with connections
+ * that never touch ngtcp2.
  *
  * Keys from the network are only looked up, our own are inserted, so the map must be
  * exact for every key length 0..20 (CIDs, address keys, 8-byte channel numbers), through

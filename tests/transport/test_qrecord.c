@@ -1,10 +1,10 @@
 /*
- * test_qrecord.c - the stream record parser (daemon/quic_record.c) on bytes alone, with
- * exact expectations: a stream of preamble, records of many sizes (empty, one byte, ones
- * that cross every piece size) and switch records is fed cut at every byte boundary, at
- * every pair of them, and byte by byte; each time the same records must come out, of the
- * same channels, with the same bytes.  Violations are refused with the transport's own
- * reasons (quic_recv.c closes the connection with "protocol: " and them).
+ * test_qrecord.c - the stream record parser (daemon/transport/quic/quic_record.c) on bytes
+ * alone, with exact expectations: a stream of preamble, records of many sizes (empty, one
+ * byte, ones that cross every piece size) and switch records is fed cut at every byte
+ * boundary, at every pair of them, and byte by byte; each time the same records must come
+ * out, of the same channels, with the same bytes.  Violations are refused with the
+ * transport's own reasons (quic_recv.c closes the connection with "protocol: " and them).
  */
 #include <errno.h>
 #include <stdio.h>

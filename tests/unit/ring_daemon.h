@@ -1,8 +1,9 @@
 /*
  * ring_daemon.h - nexard's side of one rank's rings for test_ring.c, in this process:
- * a real client record with its real segment (memfd) and eventfds (daemon/client.c),
- * on a communicator of one, served by a libuv loop the test turns.  Kept in its own
- * translation unit because the daemon's headers and the shim's both define struct nx_op.
+ * a real client record with its real segment (memfd) and eventfds (daemon/node/client.c,
+ * ring.c), on a communicator of one, served by a libuv loop the test turns.  Kept in its
+ * own translation unit because the daemon's headers and the shim's are two worlds: the
+ * shim's internals are on no daemon include path.
  */
 #ifndef TEST_RING_DAEMON_H
 #define TEST_RING_DAEMON_H

@@ -2,7 +2,7 @@
  * test_dev_abi.c - the device half of the shm ABI (proto/shm_validate.c): which device
  * descriptors nx_sqe_validate() lets through, and the stateless checks of a device op
  * record (nx_dev_op_check).  The daemon-side checks that need registrations are in
- * daemon/devop.c and run against a live backend only.
+ * daemon/node/devop.c and run against a live backend only.
  */
 #include <errno.h>
 #include <stdio.h>

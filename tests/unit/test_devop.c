@@ -1,5 +1,5 @@
 /*
- * test_devop.c - nexard's handling of a device descriptor's record (daemon/devop.c),
+ * test_devop.c - nexard's handling of a device descriptor's record (daemon/node/devop.c),
  * against a stand-in device backend: what nx_dev_part_load accepts and what it calls a
  * violation (registrations, extents, element alignment, the buffers the shape uses,
  * events, bucketed iov tables), that it copies what it keeps out of shared memory, and

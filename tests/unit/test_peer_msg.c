@@ -1,6 +1,6 @@
 /*
- * test_peer_msg.c - daemon/peer_msg.c (the checks of daemon-to-daemon control messages)
- * and daemon/netaddr.c (address syntax and canonical form).
+ * test_peer_msg.c - daemon/cluster/peer_msg.c (the checks of daemon-to-daemon control messages)
+ * and daemon/base/netaddr.c (address syntax and canonical form).
  *
  * Each message kind is built valid, packed, decoded (accepted), then spoiled one field
  * at a time (rejected with a reason).  Addresses: what parses, what does not, and that

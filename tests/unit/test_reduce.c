@@ -1,8 +1,9 @@
 /*
- * Unit test of daemon/reduce.c and daemon/half.h against references written here, from
- * scratch and without cleverness: half conversions via double arithmetic and rint(),
- * reductions as scalar left folds, the MIN/MAX rule as explicit branches.  Every mismatch
- * names dtype, op, case, index, expected and got; the exit status is 1 on any failure.
+ * Unit test of daemon/adapter/reduce.c and daemon/adapter/half.h against references written
+ * here, from scratch and without cleverness: half conversions via double arithmetic and
+ * rint(), reductions as scalar left folds, the MIN/MAX rule as explicit branches.  Every
+ * mismatch names dtype, op, case, index, expected and got; the exit status is 1 on any
+ * failure.
  *
  * Run it with NEXAR_REDUCE_ISA=generic as well (meson does) so that both the portable and
  * the AVX2/F16C kernels are held to the same reference.

@@ -1,7 +1,7 @@
 /*
  * test_ring.c - the shared-memory rings as both sides really run them: the shim's
  * producer and consumer (libshim/ring.c, compiled in) against nexard's consumer and
- * producer (daemon/client.c through nx_core, ring_daemon.c), over one real segment in
+ * producer (daemon/node/ring.c through nx_core, ring_daemon.c), over one real segment in
  * this process.  The indices start a few entries below 2^32, so every check also runs
  * across the wrap of the free-running u32 counters.
  *

@@ -35,7 +35,7 @@
  *   never reached the layer above.
  * - Remote inspection (conf.inspect set): a client that offers ALPN "h3" instead of
  *   "nexar/1" is an inspector, never a peer.  It passes the same mutual TLS, then speaks
- *   HTTP/3 to daemon/h3_server.c, which answers GETs through conf.inspect->get().  The
+ *   HTTP/3 to h3_server.c, which answers GETs through conf.inspect->get().  The
  *   layer above never hears of it (no on_peer, no record in peer() or each_peer); its
  *   record leaves the address map at its ClientHello, so it can neither supersede nor be
  *   superseded by a daemon's connection; at most inspect->max_conns of them are up at
@@ -55,7 +55,7 @@
 
 #include "transport.h"
 
-/* What the inspection endpoint needs from its owner (nexard: daemon/h3_routes.c). */
+/* What the inspection endpoint needs from its owner (nexard: daemon/ctl/h3_routes.c). */
 struct nx_quic_inspect {
     /* Builds the body of GET route (a Nexar__CtlCommand of proto/inspect.h): *body is
      * malloc'd (the transport frees it), *len its length.  0, or -1 for a 500. */
