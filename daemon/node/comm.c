@@ -98,15 +98,18 @@ void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)
     struct nx_client *cl = c->ranks[rank].client;
     c->ranks[rank].client = NULL;
     nx_client_del_member(cl, c);
+    char busy[256];
     if (lost) {
         nxd.stats.peers_lost++;
         nx_comm_fail(c, NEXAR_ERR_PEER_LOST, "%s (rank %u of communicator %u) is gone: %s",
                      who, rank, c->id, "its connection to nexard closed");
-    } else if (!TAILQ_EMPTY(&c->match.ops) || !TAILQ_EMPTY(&c->p2p.msgs) ||
-               nx_cluster_ops->comm_busy(c)) {
+    } else if (!TAILQ_EMPTY(&c->match.ops) || nx_cluster_ops->comm_busy(c)) {
         nx_comm_fail(c, NEXAR_ERR_PEER_LOST,
                      "%s freed communicator %u while operations on it were in flight", who,
                      c->id);
+    } else if (!c->failed_status && nx_p2p_leave(c, cl, rank, busy, sizeof(busy)) < 0) {
+        nx_comm_fail(c, NEXAR_ERR_PEER_LOST, "%s freed communicator %u while %s", who, c->id,
+                     busy);
     }
     if (--c->live == 0)
         comm_free(c);

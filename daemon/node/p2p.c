@@ -1,6 +1,7 @@
 /* p2p.c - see p2p.h. */
 #include "p2p.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,8 +28,10 @@ struct nx_pentry {
 };
 
 struct nx_side {
-    struct nx_client *cl; /* NULL for a send from another node (remote) */
+    struct nx_client *cl; /* NULL for a send from another node (remote) or one whose
+                           * sender left (orphan) */
     bool have, direct, completed, remote;
+    bool orphan; /* a completed send whose rank left: only our copies remain */
     struct nx_dev_part *dev; /* a device side: its record (no entries, no eager copy) */
     struct nx_sqe first;
     uint64_t nchunks, submitted, finished;
@@ -70,8 +73,8 @@ static struct nx_msg *msg_get(struct nx_comm *c, uint32_t src, uint32_t dst, uin
 
 static void side_free(struct nx_side *sd)
 {
-    /* Remote chunks still here were never delivered: the message failed. */
-    if (sd->remote)
+    /* Remote or orphan chunks still here were never delivered: the message failed. */
+    if (sd->remote || sd->orphan)
         for (size_t i = sd->head; i < sd->len; i++)
             free(sd->q[i].buf);
     free(sd->q);
@@ -134,12 +137,15 @@ static bool match(struct nx_comm *c, struct nx_msg *m)
     struct nx_side *s = &m->s, *r = &m->r;
     while (s->head < s->len && r->head < r->len) {
         struct nx_pentry *se = &s->q[s->head++], *re = &r->q[r->head++];
-        const uint8_t *src = se->buf || s->remote ? se->buf : s->cl->seg.arena + se->off;
         if (re->bytes)
-            memcpy(r->cl->seg.arena + re->off, src, re->bytes);
+            memcpy(r->cl->seg.arena + re->off,
+                   se->buf || !s->cl ? se->buf : s->cl->seg.arena + se->off, re->bytes);
         nxd.stats.bytes_copied += re->bytes;
         if (s->remote) {
             remote_delivered(c, m, se);
+        } else if (s->orphan) {
+            free(se->buf);
+            c->p2p.orphan_bytes -= se->bytes;
         } else if (se->buf) {
             free(se->buf);
             s->cl->p2p_buffered -= se->bytes;
@@ -183,11 +189,13 @@ static void eager(struct nx_side *sd)
 
 static void fail_side(struct nx_p2p *pp, struct nx_side *sd, uint32_t status, const char *text)
 {
-    if (sd->remote) { /* nothing of the rank's to complete: only our copies go */
+    if (sd->remote || sd->orphan) { /* nothing of a rank's to complete: our copies go */
         for (; sd->head < sd->len; sd->head++) {
             struct nx_pentry *pe = &sd->q[sd->head];
             if (pe->acked)
                 pp->remote_buffered -= pe->bytes;
+            if (sd->orphan)
+                pp->orphan_bytes -= pe->bytes;
             free(pe->buf);
         }
         return;
@@ -416,4 +424,57 @@ const char *nx_p2p_remote_piece(struct nx_comm *c, const struct nx_p2p_hdr *h,
         nx_cluster_ops->p2p_ack(c, &s->first, m->src, pe->off);
     }
     return NULL;
+}
+
+/* Whether every chunk of a local send is done from its rank's view: held by us (eager) or
+ * delivered.  Such a send completed for the rank; nothing of it is left in its memory. */
+static bool send_in_custody(const struct nx_side *sd)
+{
+    if (!sd->have || sd->dev || sd->submitted < sd->nchunks || sd->finished < sd->nchunks)
+        return false;
+    for (size_t i = sd->head; i < sd->len; i++)
+        if (!sd->q[i].buf && sd->q[i].bytes)
+            return false;
+    return true;
+}
+
+int nx_p2p_leave(struct nx_comm *c, struct nx_client *cl, uint32_t rank, char *why,
+                 size_t len)
+{
+    uint32_t me = nx_comm_span_rank(c, rank);
+    struct nx_msg *m;
+    /* First look, then change: a refusal leaves every message as it was (the
+     * communicator fails next, and completes them). */
+    TAILQ_FOREACH(m, &c->p2p.msgs, link) {
+        if (m->s.have && m->s.cl == cl && !send_in_custody(&m->s)) {
+            snprintf(why, len, "its send of message %" PRIu64 " to rank %u with tag %u has "
+                     "not completed", m->k, m->dst, m->tag);
+            return -EBUSY;
+        }
+        if (m->r.have && m->r.cl == cl && !m->r.completed && !side_closed(&m->r)) {
+            snprintf(why, len, "its receive of message %" PRIu64 " from rank %u with tag %u "
+                     "has not completed", m->k, m->src, m->tag);
+            return -EBUSY;
+        }
+        if (m->dst == me && !m->r.have && m->s.have && !m->s.orphan &&
+            (m->s.dev || (m->s.cl && !send_in_custody(&m->s)))) {
+            snprintf(why, len, "rank %u's send of message %" PRIu64 " with tag %u waits for "
+                     "its receive", m->src, m->k, m->tag);
+            return -EBUSY;
+        }
+    }
+    /* Its completed sends are ours now: they are delivered when their receives come, or
+     * dropped with the communicator. */
+    TAILQ_FOREACH(m, &c->p2p.msgs, link) {
+        struct nx_side *s = &m->s;
+        if (!s->have || s->cl != cl)
+            continue;
+        for (size_t i = s->head; i < s->len; i++) {
+            cl->p2p_buffered -= s->q[i].bytes;
+            c->p2p.orphan_bytes += s->q[i].bytes;
+        }
+        s->cl = NULL;
+        s->orphan = true;
+    }
+    return 0;
 }

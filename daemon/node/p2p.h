@@ -23,6 +23,7 @@ struct nx_p2p {
     struct nx_msg_list msgs;
     uint64_t nmsgs;
     uint64_t remote_buffered; /* bytes from other nodes' sends held and acknowledged */
+    uint64_t orphan_bytes;    /* bytes of completed sends whose ranks left (nx_p2p_leave) */
 };
 
 void nx_p2p_init(struct nx_p2p *p);
@@ -33,6 +34,17 @@ void nx_p2p_submit(struct nx_comm *comm, uint32_t rank, struct nx_client *cl,
 void nx_p2p_tick(struct nx_comm *comm, double now);
 /* Completes everything pending with the comm's failure and frees all messages. */
 void nx_p2p_fail_all(struct nx_comm *comm);
+
+/*
+ * Local rank `rank` (client cl) leaves comm in order (comm_free, finalize).  A send of
+ * it that completed is in our custody (its data copied out eagerly): it stays, to be
+ * delivered when its receive comes, as MPI delivers a completed standard send.  Returns
+ * 0 when nothing else of it is in flight; else -EBUSY with what is in why (a send or
+ * receive of it not completed, another rank's send to it that waits for its receive),
+ * and nothing changed.
+ */
+int nx_p2p_leave(struct nx_comm *comm, struct nx_client *cl, uint32_t rank, char *why,
+                 size_t len);
 
 struct nx_p2p_hdr;
 /*
