@@ -162,18 +162,23 @@ static void publish(struct rdv *r)
     t.timeout_ms = timeout_ms;
     t.slot_bytes = nxd.cfg.slot_bytes;
     t.algo = algo;
-    for (size_t i = 0; i < nn; i++) {
-        if (!nodes[i].nranks)
-            continue;
-        t.key = nodes[i].key;
-        t.node = map[i];
-        if (!nodes[i].via[0]) {
-            nx_rdv_member_table(NULL, &t);
-        } else {
-            Nexar__PeerMsg m = NEXAR__PEER_MSG__INIT;
-            m.body_case = NEXAR__PEER_MSG__BODY_RANK_TABLE;
-            m.rank_table = &t;
-            send_msg(&nodes[i], &m);
+    /* The other members' tables go out before this node forms its own part: its ranks
+     * may start at once, and what they send a member travels behind the table. */
+    for (int self = 0; self < 2; self++) {
+        for (size_t i = 0; i < nn; i++) {
+            bool local = !nodes[i].via[0];
+            if (!nodes[i].nranks || local != (self == 1))
+                continue;
+            t.key = nodes[i].key;
+            t.node = map[i];
+            if (self) {
+                nx_rdv_member_table(NULL, &t);
+            } else {
+                Nexar__PeerMsg m = NEXAR__PEER_MSG__INIT;
+                m.body_case = NEXAR__PEER_MSG__BODY_RANK_TABLE;
+                m.rank_table = &t;
+                send_msg(&nodes[i], &m);
+            }
         }
     }
     free(name);

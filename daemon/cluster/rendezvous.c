@@ -416,7 +416,14 @@ const char *nx_rdv_on_msg(struct nx_tpeer *p, const Nexar__PeerMsg *m)
         nx_rdv_member_table(p, m->rank_table);
         return NULL;
     case NEXAR__PEER_MSG__BODY_ABORT:
-        if (!nx_rdv_member_abort(p, m->abort) && !nx_rdvc_abort(p, m->abort))
+        if (nx_rdv_member_abort(p, m->abort) || nx_rdvc_abort(p, m->abort))
+            return NULL;
+        /* For a job whose table has not come: one communicator's abort waits for that
+         * communicator; a whole job's fails the job when its table comes. */
+        if (m->abort->comm)
+            nx_xcomm_keep_abort(m->abort->key, m->abort->comm, m->abort->status,
+                                m->abort->reason);
+        else
             tomb_add(m->abort);
         return NULL;
     case NEXAR__PEER_MSG__BODY_HELLO:

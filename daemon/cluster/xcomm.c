@@ -13,6 +13,7 @@
 #include "log.h"
 #include "mem.h"
 #include "nexar.h"
+#include "peer_msg.h"
 #include "rendezvous.h"
 #include "xcoll.h"
 #include "xp2p.h"
@@ -33,6 +34,47 @@ static struct {
     uint64_t bytes;
     bool warned;
 } orph;
+
+/* The abort of a communicator not (yet) here: another node failed it before this node's
+ * ranks finished the split that makes it, or before the job's rank table came.  Applied
+ * when it appears, so that its ranks fail at once instead of waiting for a deadline. */
+#define NX_XCOMM_EARLY_ABORTS 64
+static struct early_abort {
+    uint64_t job, comm;
+    uint32_t status;
+    double expires; /* 0: a free slot */
+    char reason[NX_PEER_MAX_TEXT + 1];
+} early_aborts[NX_XCOMM_EARLY_ABORTS];
+
+void nx_xcomm_keep_abort(uint64_t job_key, uint64_t key, uint32_t status, const char *reason)
+{
+    struct early_abort *slot = &early_aborts[0];
+    for (int i = 0; i < NX_XCOMM_EARLY_ABORTS; i++) {
+        struct early_abort *a = &early_aborts[i];
+        if (a->expires && a->job == job_key && a->comm == key)
+            return; /* the first reason stands, as in nx_comm_fail */
+        if (a->expires < slot->expires)
+            slot = a;
+    }
+    *slot = (struct early_abort){.job = job_key, .comm = key, .status = status,
+                                 .expires = nx_now() + NX_XCOMM_ORPHAN_S};
+    snprintf(slot->reason, sizeof(slot->reason), "%s", reason);
+}
+
+/* c just appeared here: an abort that came first fails it now. */
+static void apply_early_abort(struct nx_comm *c, uint64_t job_key)
+{
+    double now = nx_now();
+    for (int i = 0; i < NX_XCOMM_EARLY_ABORTS; i++) {
+        struct early_abort *a = &early_aborts[i];
+        if (!a->expires || a->expires < now || a->job != job_key || a->comm != c->x->key)
+            continue;
+        a->expires = 0;
+        c->x->remote_fail = true;
+        nx_comm_fail(c, a->status, "%s", a->reason);
+        return;
+    }
+}
 
 static uint64_t mix64(uint64_t x)
 {
@@ -132,6 +174,7 @@ void nx_xcomm_attach(struct nx_comm *c, uint64_t key, const uint32_t *job_node)
         free(o);
     }
     nx_xsplit_comm_attached(c);
+    apply_early_abort(c, net->key);
 }
 
 void nx_xcomm_detach(struct nx_comm *c)
@@ -302,11 +345,16 @@ void nx_xcomm_failed(struct nx_comm *c)
 void nx_xcomm_remote_abort(struct nx_job *j, uint64_t key, uint32_t status, const char *reason)
 {
     struct nx_comm *c = nx_xcomm_find(j->net->key, key);
-    if (!c || c->failed_status)
+    if (!c) {
+        nx_xcomm_keep_abort(j->net->key, key, status, reason);
+        return;
+    }
+    if (c->failed_status)
         return;
     c->x->remote_fail = true;
     nx_comm_fail(c, status, "%s", reason);
 }
+
 
 void nx_xcomm_tick(double now)
 {
@@ -336,4 +384,5 @@ void nx_xcomm_fini(void)
         free(o);
     }
     orph.bytes = 0;
+    memset(early_aborts, 0, sizeof(early_aborts));
 }

@@ -105,8 +105,12 @@ void nx_xcomm_node_name(const struct nx_comm *c, uint32_t node, char *buf, size_
  * failure came from one of them or the whole job failed.  From nx_comm_fail. */
 void nx_xcomm_failed(struct nx_comm *c);
 
-/* A PeerAbort naming comm key of job j came from another node: c fails with it. */
+/* A PeerAbort naming comm key of job j came from another node: c fails with it.  A
+ * communicator not here yet fails with it when it appears (within NX_XCOMM_ORPHAN_S). */
 void nx_xcomm_remote_abort(struct nx_job *j, uint64_t key, uint32_t status, const char *reason);
+/* The same for a job whose rank table has not come yet (job_key: the job key the abort
+ * names). */
+void nx_xcomm_keep_abort(uint64_t job_key, uint64_t key, uint32_t status, const char *reason);
 
 /* Expires orphans; from the cluster's tick. */
 void nx_xcomm_tick(double now);

@@ -300,8 +300,17 @@ void nx_xsplit_comm_attached(struct nx_comm *c)
 const char *nx_xsplit_on_msg(struct nx_tpeer *p, const Nexar__PeerSplit *m)
 {
     struct nx_job *j = nx_job_find(m->job);
-    if (!j || !j->net || !j->net->formed || j->net->key != m->key)
+    if (!j || !j->net || j->state == NX_JOB_FAILED)
         return NULL; /* a job that ended or failed here */
+    if (!j->net->formed) {
+        /* The rank table is still on its way: a node that formed first (the coordinator,
+         * which forms as it sends the tables) may split before we hear of the job.  Kept
+         * until its communicator appears, and checked then. */
+        keep_early(p, m);
+        return NULL;
+    }
+    if (j->net->key != m->key)
+        return NULL; /* another incarnation of the name */
     const struct nx_jobnet *net = j->net;
     if (m->node >= net->nnodes || m->node == net->node || strcmp(net->nodes[m->node], p->addr))
         return "split: the sender is not that node of the job";
