@@ -88,6 +88,14 @@ static nexar_status_t run(const char *fn, nexar_comm_t *c, struct nx_call *op, i
     if ((s = nx_shim_check(fn)) || (s = check_args(fn, c, op, dtype, redop, peer, flags)) ||
         (s = nx_comm_check(c, fn)) || (s = nx_dev_prepare(fn, c, op)))
         goto out;
+    nexar_status_t earlier = NEXAR_OK;
+    char earlier_text[NX_ERR_TEXT_BYTES];
+    if (op->kind == NX_K_BARRIER && !req) {
+        /* A barrier implies sync (numr): c's requests started before it end first, and
+         * the first failure among them is the barrier's. */
+        if ((earlier = nx_comm_drain(c, c->req_serial)) != NEXAR_OK)
+            snprintf(earlier_text, sizeof(earlier_text), "%s", nexar_last_error());
+    }
     if ((s = nx_req_start(c, op, &r)) != NEXAR_OK) {
         nx_dev_discard(op->dev);
         goto out;
@@ -100,6 +108,8 @@ static nexar_status_t run(const char *fn, nexar_comm_t *c, struct nx_call *op, i
         r->detached = true;
     else
         s = nx_wait_locked(r);
+    if (earlier != NEXAR_OK)
+        s = nx_fail_text(earlier, earlier_text);
 out:
     nx_unlock();
     return s;

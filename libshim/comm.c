@@ -160,7 +160,7 @@ nexar_status_t nexar_comm_split(nexar_comm_t *c, uint32_t color, uint32_t key,
     struct nx_call op = {.kind = NX_K_SPLIT, .peer = color, .tag = key};
     if ((s = nx_req_start(c, &op, &r)) != NEXAR_OK)
         goto out;
-    nx_progress_wait(r);
+    nx_wait_owned(r);
     s = nx_req_result(r);
     uint32_t id = r->res_comm, rank = r->res_rank, size = r->res_size;
     nx_req_free(r);
@@ -200,9 +200,13 @@ nexar_status_t nexar_comm_free(nexar_comm_t *c)
                     "nexar_comm_free: the world communicator is freed by nexar_finalize()");
         goto out;
     }
-    /* Complete (and free) what is outstanding; their failures are theirs. */
+    /* Complete (and free) what is outstanding; their failures are theirs.  A request
+     * another thread is blocked on is waited for; that thread frees it. */
+    nx_comm_drain(c, UINT64_MAX);
+    /* Left: complete requests of blocking calls on other threads that have not woken
+     * yet.  They free them; c must not know them any more. */
     while (!nx_list_empty(&c->reqs))
-        nx_wait_locked(nx_container_of(c->reqs.next, struct nexar_request, comm_link));
+        nx_list_del(c->reqs.next);
     if (!nx_S.dead) {
         struct nexar_request *r;
         struct nx_call op = {.kind = NX_K_COMM_FREE};

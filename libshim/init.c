@@ -110,6 +110,27 @@ static void leave_all(void)
     }
 }
 
+/* Waits for every outstanding send no call owns (their results are the program's to
+ * have asked for; here they only need to reach nexard). */
+static void finish_sends(void)
+{
+    bool again = true;
+    while (again && !nx_S.dead) {
+        again = false;
+        for (struct nx_list *l = nx_S.comms.next; l != &nx_S.comms && !again; l = l->next) {
+            struct nexar_comm *c = nx_container_of(l, struct nexar_comm, link);
+            for (struct nx_list *q = c->reqs.next; q != &c->reqs; q = q->next) {
+                struct nexar_request *r = nx_container_of(q, struct nexar_request, comm_link);
+                if (r->tmpl.kind == NX_K_SEND && !r->complete && !r->owned) {
+                    nx_wait_locked(r);
+                    again = true; /* the lists changed while we waited */
+                    break;
+                }
+            }
+        }
+    }
+}
+
 nexar_status_t nexar_finalize(void)
 {
     nx_lock();
@@ -117,6 +138,10 @@ nexar_status_t nexar_finalize(void)
         nx_unlock();
         return NEXAR_OK;
     }
+    /* A send the daemon does not hold yet (beyond its eager budget, its receive not
+     * posted) is waited for: a send the program started is delivered, or ends with the
+     * daemon's verdict (its p2p deadline).  Everything else outstanding is abandoned. */
+    finish_sends();
     /* Nothing more will complete: outstanding requests are abandoned and freed. */
     nx_req_abandon_all(NEXAR_ERR_UNAVAILABLE, "nexar_finalize() abandoned this request");
     for (struct nx_list *l = nx_S.comms.next; l != &nx_S.comms; l = l->next) {

@@ -10,8 +10,16 @@
  *
  * The library never prints and never aborts the process.
  *
- * Threads: one thread at a time may call into a given communicator; different
- * communicators may be used from different threads.
+ * Threads: every function may be called from any thread at any time, except that
+ * nexar_init() and nexar_finalize() must not race with other calls.  Several threads
+ * may use one communicator at once: each call is submitted whole, in the order the
+ * threads enter the library, which is otherwise undefined (as numr's "submission order
+ * is implementation-defined").  Collectives on one communicator must be called in the
+ * same order on every rank, so a program that issues them from several threads orders
+ * them itself; send/recv from several threads are matched per (source, tag) in the
+ * order they were submitted.  A request handle belongs to the thread that uses it:
+ * nexar_wait() or nexar_test() on a handle that another thread completes (wait, test,
+ * sync, barrier, comm_free) is an error of the program.
  *
  * Failure model: NEXAR_ERR_INVALID, NEXAR_ERR_NOMEM and NEXAR_ERR_UNSUPPORTED are
  * detected locally, before anything is submitted, and leave the communicator
@@ -119,8 +127,10 @@ NEXAR_API size_t nexar_dtype_size(nexar_dtype_t dtype);
  */
 NEXAR_API nexar_status_t nexar_init(nexar_comm_t **world);
 
-/* Leaves the job and frees every communicator, request and arena buffer.
- * Safe after errors and when nexar_init() failed; a second call is a no-op. */
+/* Leaves the job and frees every communicator, request and arena buffer.  Sends still
+ * outstanding are first completed (within NEXAR_TIMEOUT), so that a message the program
+ * started is delivered; other outstanding requests are abandoned.  Safe after errors and
+ * when nexar_init() failed; a second call is a no-op. */
 NEXAR_API nexar_status_t nexar_finalize(void);
 
 /* ---- communicators ---------------------------------------------------------- */
@@ -318,13 +328,22 @@ NEXAR_API nexar_status_t nexar_iall_reduce_bucketed(nexar_comm_t *c, const nexar
                                                     size_t n, nexar_dtype_t dtype,
                                                     nexar_op_t op, nexar_request_t **req);
 
+/*
+ * Blocks until every rank of c reached it.  It implies nexar_sync(c) (numr's barrier):
+ * the requests of c started before the call, by any thread, complete first, and the
+ * first failure among them is returned (the barrier itself runs all the same, since
+ * the other ranks wait for it).  Their handles are freed as by nexar_sync().
+ * nexar_ibarrier() does not wait for earlier requests.
+ */
 NEXAR_API nexar_status_t nexar_barrier(nexar_comm_t *c);
 NEXAR_API nexar_status_t nexar_ibarrier(nexar_comm_t *c, nexar_request_t **req);
 
 /*
  * Point to point, matched by (source, tag) in order.  A send completes once the
  * daemon holds its data (it may buffer it), so a receive of tag 1 completes even
- * when tag 2 was sent first.  A count or dtype that differs between a send and
+ * when tag 2 was sent first.  A completed send is delivered, as MPI's completed
+ * standard send: also when its sender then frees the communicator, finalizes and
+ * exits.  A count or dtype that differs between a send and
  * its matching receive is NEXAR_ERR_MISMATCH: the receive (and the send, if it
  * has not completed yet) fails with it, and so does the communicator.
  */
@@ -348,8 +367,11 @@ NEXAR_API nexar_status_t nexar_wait(nexar_request_t *req);
  * freed.  *done = 0 and NEXAR_OK otherwise.  Makes progress on every request. */
 NEXAR_API nexar_status_t nexar_test(nexar_request_t *req, int *done);
 
-/* Completes every outstanding request of c; returns the first failure's status.
- * The requests are freed: their handles must not be used afterwards. */
+/* Completes every request of c started before the call (by any thread); returns the
+ * first failure's status among those it completed.  Their handles are freed and must
+ * not be used afterwards.  A request another thread is blocked on (a blocking call,
+ * nexar_wait) is waited for too, but left to that thread, which gets its status.
+ * Requests started while it waits are not covered. */
 NEXAR_API nexar_status_t nexar_sync(nexar_comm_t *c);
 
 #ifdef __cplusplus

@@ -167,15 +167,62 @@ void nx_progress_wait(struct nexar_request *r)
     }
 }
 
-nexar_status_t nx_wait_locked(struct nexar_request *r)
+void nx_wait_owned(struct nexar_request *r)
 {
     r->detached = false; /* ours now: completion must not free it under us */
+    r->owned = true;     /* nobody else frees it: nexar_sync on another thread waits */
+    r->refs++;
     nx_progress_wait(r);
+    r->refs--;
     if (!r->complete) /* cannot happen: a dead shim completes everything */
         nx_req_fail(r, NEXAR_ERR_INTERNAL, "request left incomplete");
+}
+
+nexar_status_t nx_wait_locked(struct nexar_request *r)
+{
+    nx_wait_owned(r);
     nexar_status_t s = nx_req_result(r);
     nx_req_free(r);
     return s;
+}
+
+nexar_status_t nx_comm_drain(struct nexar_comm *c, uint64_t limit)
+{
+    nexar_status_t first = NEXAR_OK;
+    char text[NX_ERR_TEXT_BYTES];
+    for (;;) {
+        /* The list changes while we sleep: look again from its head every time. */
+        struct nexar_request *pick = NULL;
+        for (struct nx_list *l = c->reqs.next; l != &c->reqs; l = l->next) {
+            struct nexar_request *r = nx_container_of(l, struct nexar_request, comm_link);
+            if (r->serial >= limit || (r->owned && r->complete))
+                continue;
+            if (!r->owned) {
+                pick = r;
+                break;
+            }
+            if (!pick)
+                pick = r;
+        }
+        if (!pick)
+            break;
+        if (pick->owned) {
+            /* Another thread's: wait for it, and let that thread free it. */
+            pick->refs++;
+            nx_progress_wait(pick);
+            bool stuck = !pick->complete;
+            nx_req_unref(pick);
+            if (stuck) /* a dead shim completes everything: cannot happen */
+                break;
+            continue;
+        }
+        nexar_status_t s = nx_wait_locked(pick);
+        if (s != NEXAR_OK && first == NEXAR_OK) {
+            first = s;
+            snprintf(text, sizeof(text), "%s", nexar_last_error());
+        }
+    }
+    return first == NEXAR_OK ? NEXAR_OK : nx_fail_text(first, text);
 }
 
 nexar_status_t nexar_wait(nexar_request_t *req)
@@ -227,16 +274,8 @@ nexar_status_t nexar_sync(nexar_comm_t *c)
         nx_unlock();
         return nx_fail(NEXAR_ERR_INVALID, "nexar_sync: nexar_init() has not been called");
     }
-    nexar_status_t first = NEXAR_OK;
-    char text[NX_ERR_TEXT_BYTES];
-    while (!nx_list_empty(&c->reqs)) {
-        struct nexar_request *r = nx_container_of(c->reqs.next, struct nexar_request, comm_link);
-        nexar_status_t s = nx_wait_locked(r);
-        if (s != NEXAR_OK && first == NEXAR_OK) {
-            first = s;
-            snprintf(text, sizeof(text), "%s", nexar_last_error());
-        }
-    }
+    /* What was started before this call, by any thread. */
+    nexar_status_t s = nx_comm_drain(c, c->req_serial);
     nx_unlock();
-    return first == NEXAR_OK ? NEXAR_OK : nx_fail_text(first, text);
+    return s;
 }

@@ -225,9 +225,22 @@ nexar_status_t nx_req_result(const struct nexar_request *r)
 void nx_req_free(struct nexar_request *r)
 {
     nx_list_del(&r->comm_link);
+    if (r->refs > 0) {
+        r->zombie = true; /* another thread still waits on it: it frees it */
+        return;
+    }
     free(r->text);
     free(r->iov);
     free(r);
+}
+
+void nx_req_unref(struct nexar_request *r)
+{
+    if (--r->refs == 0 && r->zombie) {
+        r->refs = 0;
+        r->zombie = false;
+        nx_req_free(r);
+    }
 }
 
 /* Direct when every buffer the op touches lies in the arena heap, element-aligned. */
@@ -338,6 +351,7 @@ nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_call *op,
     r->dev = op->dev; /* the request owns it from here on */
     nx_list_add_tail(&nx_S.active, &r->active_link);
     nx_list_add_tail(&c->reqs, &r->comm_link);
+    r->serial = c->req_serial++;
     *out = r;
     nx_progress();
     return NEXAR_OK;

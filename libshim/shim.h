@@ -125,6 +125,7 @@ struct nexar_comm {
     void *stream_ctx; /* its CUcontext */
     bool algo_seen;   /* a collective completed: last_algo holds its nx_cqe.algo */
     uint32_t last_algo;
+    uint64_t req_serial; /* requests started on c so far */
 };
 
 NX_HIDDEN struct nexar_comm *nx_comm_new(uint32_t id, int rank, int size, bool world);
@@ -197,6 +198,14 @@ struct nexar_request {
     bool complete; /* finished: status final, nothing in flight */
     bool detached; /* a blocking stream-ordered call returned without it: freed when it
                       completes without error, kept for nexar_sync() to report otherwise */
+    /* Threads: a request is freed by whoever owns it (a blocking call, or nexar_wait /
+     * nexar_test / nexar_sync for a handle).  owned: a call that will free it is waiting
+     * on it, so nexar_sync and nexar_comm_free on another thread wait for it but leave it
+     * alone.  refs: threads inside nx_progress_wait() on it; a free while any is there
+     * only unlinks it (zombie) and the last of them frees it (nx_req_unref). */
+    bool owned, zombie;
+    uint32_t refs;
+    uint64_t serial; /* the comm's req_serial when it started: what nexar_sync covers */
     struct nx_dev_req *dev; /* device buffers: the request's record, event, done word */
     nexar_status_t status;
     char *text; /* malloc'd detailed text of a failure, or NULL */
@@ -208,8 +217,11 @@ struct nexar_request {
  * NEXAR_OK, NEXAR_ERR_NOMEM, NEXAR_ERR_UNSUPPORTED (op too large for a slot). */
 NX_HIDDEN nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_call *op,
                                       struct nexar_request **out);
-/* Frees a complete request (unlinks it from its comm). */
+/* Frees a complete request (unlinks it from its comm); while another thread waits on it
+ * (refs), only unlinks it, and nx_req_unref() frees it. */
 NX_HIDDEN void nx_req_free(struct nexar_request *r);
+/* Drops a waiter's reference; frees an unlinked request whose last waiter this was. */
+NX_HIDDEN void nx_req_unref(struct nexar_request *r);
 /* Marks r failed (first failure wins) and, for communicator failures, its comm. */
 NX_HIDDEN void nx_req_fail(struct nexar_request *r, nexar_status_t s, const char *text);
 /* Publishes r's status as the thread's error; returns the status. */
@@ -331,6 +343,15 @@ NX_HIDDEN void nx_shim_die(nexar_status_t s, const char *text);
 NX_HIDDEN nexar_status_t nx_shim_check(const char *fn);
 /* Completes and frees a request the caller holds; returns its status, set as error. */
 NX_HIDDEN nexar_status_t nx_wait_locked(struct nexar_request *r);
+/* Waits for a request the caller owns (a blocking call's own), without freeing it. */
+NX_HIDDEN void nx_wait_owned(struct nexar_request *r);
+/*
+ * Completes c's requests started before serial `limit` (UINT64_MAX: all), for nexar_sync,
+ * nexar_barrier and nexar_comm_free: one that no call owns is waited for and freed, and
+ * the first failure among them is returned (set as the thread's error); one that a call
+ * on another thread owns (a blocking op, nexar_wait) is waited for and left to it.
+ */
+NX_HIDDEN nexar_status_t nx_comm_drain(struct nexar_comm *c, uint64_t limit);
 
 /* ---- the global state ---------------------------------------------------------- */
 

@@ -11,8 +11,17 @@
  *                           left, ROUNDS times, then finalizes with no barrier
  *   sem_rank split4         four nexar_comm_split in a row right after nexar_init, each
  *                           checked (size, rank, an all_reduce of the members)
+ *   sem_rank barrier_sync   rank 0 posts nexar_irecv of 24 MiB (many chunks), then
+ *                           nexar_barrier; rank 1 sends it, then enters the barrier: when
+ *                           rank 0's barrier returns, the whole message is in its buffer
+ *                           (five times)
+ *   sem_rank threads ROUNDS three threads per rank: blocking send/recv with a partner on
+ *                           the world (tag 1), nexar_sync on the world in a loop beside its
+ *                           own isend/irecv (tag 2), and all_reduce plus a split on a
+ *                           second communicator; every value exact
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +151,190 @@ static int split4(nexar_comm_t *w)
     return 0;
 }
 
+/* Rank 0's irecv must be complete when its barrier returns (barrier implies sync); five
+ * times, so that a barrier that returns early is caught. */
+static int barrier_sync(nexar_comm_t *w)
+{
+    enum { N = 3 << 20 }; /* 24 MiB of u64: many staging chunks */
+    nexar_status_t s;
+    uint64_t *v = malloc(N * sizeof(*v));
+    if (!v)
+        return fail("malloc", NEXAR_ERR_NOMEM);
+    for (int it = 0; it < 5; it++) {
+        uint64_t mul = 2654435761u + (uint64_t)it;
+        if (rank == 0) {
+            memset(v, 0, N * sizeof(*v));
+            nexar_request_t *r;
+            if ((s = nexar_irecv(w, v, N, NEXAR_U64, 1, 5, &r)) != NEXAR_OK)
+                return fail("irecv", s);
+            if ((s = nexar_barrier(w)) != NEXAR_OK)
+                return fail("barrier", s);
+            /* r was completed and freed by the barrier (as by nexar_sync): not used again */
+            size_t wrong = 0, first = N;
+            for (size_t i = 0; i < N; i++)
+                if (v[i] != i * mul) {
+                    wrong++;
+                    if (first == N)
+                        first = i;
+                }
+            if (wrong) {
+                fprintf(stderr, "rank 0: iteration %d: after nexar_barrier, %zu of %d "
+                        "elements of the irecv are not there yet (the first at %zu)\n", it,
+                        wrong, N, first);
+                return 1;
+            }
+        } else if (rank == 1) {
+            for (size_t i = 0; i < N; i++)
+                v[i] = i * mul;
+            if ((s = nexar_send(w, v, N, NEXAR_U64, 0, 5)) != NEXAR_OK)
+                return fail("send", s);
+            if ((s = nexar_barrier(w)) != NEXAR_OK)
+                return fail("barrier", s);
+        } else if ((s = nexar_barrier(w)) != NEXAR_OK) {
+            return fail("barrier", s);
+        }
+    }
+    free(v);
+    if ((s = nexar_finalize()) != NEXAR_OK)
+        return fail("finalize", s);
+    return 0;
+}
+
+/* ---- threads ---- */
+
+struct tctx {
+    nexar_comm_t *w;
+    int rounds;
+    int failed;
+    char why[512];
+};
+
+static void tfail(struct tctx *t, const char *what, nexar_status_t s)
+{
+    if (!t->failed)
+        snprintf(t->why, sizeof(t->why), "%s: %s: %s", what, nexar_strerror(s),
+                 nexar_last_error());
+    t->failed = 1;
+}
+
+/* Blocking send/recv with the partner (rank ^ 1) on the world, tag 1. */
+static void *t_pingpong(void *arg)
+{
+    struct tctx *t = arg;
+    int peer = rank ^ 1;
+    for (int k = 0; k < t->rounds && !t->failed; k++) {
+        uint32_t out[16], in[16];
+        for (int i = 0; i < 16; i++)
+            out[i] = (uint32_t)(rank * 100000 + k * 16 + i);
+        nexar_status_t s;
+        if (rank < peer) {
+            if ((s = nexar_send(t->w, out, 16, NEXAR_U32, peer, 1)) ||
+                (s = nexar_recv(t->w, in, 16, NEXAR_U32, peer, 1))) {
+                tfail(t, "pingpong", s);
+                break;
+            }
+        } else if ((s = nexar_recv(t->w, in, 16, NEXAR_U32, peer, 1)) ||
+                   (s = nexar_send(t->w, out, 16, NEXAR_U32, peer, 1))) {
+            tfail(t, "pingpong", s);
+            break;
+        }
+        for (int i = 0; i < 16; i++)
+            if (in[i] != (uint32_t)(peer * 100000 + k * 16 + i)) {
+                snprintf(t->why, sizeof(t->why), "pingpong round %d: element %d is %u", k, i,
+                         in[i]);
+                t->failed = 1;
+                break;
+            }
+    }
+    return NULL;
+}
+
+/* Its own isend/irecv on the world (tag 2), and nexar_sync on the world, which the
+ * pingpong thread is blocked in at the same time. */
+static void *t_sync(void *arg)
+{
+    struct tctx *t = arg;
+    int peer = rank ^ 1;
+    for (int k = 0; k < t->rounds && !t->failed; k++) {
+        uint64_t out = (uint64_t)rank << 40 | (uint64_t)k, in = 0;
+        nexar_request_t *a, *b;
+        nexar_status_t s;
+        if ((s = nexar_isend(t->w, &out, 1, NEXAR_U64, peer, 2, &a)) ||
+            (s = nexar_irecv(t->w, &in, 1, NEXAR_U64, peer, 2, &b))) {
+            tfail(t, "isend/irecv", s);
+            break;
+        }
+        if ((s = nexar_sync(t->w)) != NEXAR_OK) {
+            tfail(t, "sync", s);
+            break;
+        }
+        if (in != ((uint64_t)peer << 40 | (uint64_t)k)) {
+            snprintf(t->why, sizeof(t->why), "sync round %d: received %" PRIx64, k, in);
+            t->failed = 1;
+        }
+    }
+    return NULL;
+}
+
+/* Collectives and a split on a communicator of its own. */
+static void *t_coll(void *arg)
+{
+    struct tctx *t = arg;
+    nexar_comm_t *d = NULL;
+    nexar_status_t s;
+    if ((s = nexar_comm_split(t->w, 0, (uint32_t)rank, &d)) != NEXAR_OK) {
+        tfail(t, "split", s);
+        return NULL;
+    }
+    for (int k = 0; k < t->rounds && !t->failed; k++) {
+        int64_t v[8], want;
+        for (int i = 0; i < 8; i++)
+            v[i] = (int64_t)rank * 1000 + k * 8 + i;
+        if ((s = nexar_all_reduce(d, v, 8, NEXAR_I64, NEXAR_SUM)) != NEXAR_OK) {
+            tfail(t, "all_reduce", s);
+            break;
+        }
+        for (int i = 0; i < 8; i++) {
+            want = (int64_t)1000 * size * (size - 1) / 2 + (int64_t)size * (k * 8 + i);
+            if (v[i] != want) {
+                snprintf(t->why, sizeof(t->why), "all_reduce round %d: %" PRId64 " != %" PRId64,
+                         k, v[i], want);
+                t->failed = 1;
+                break;
+            }
+        }
+    }
+    if ((s = nexar_comm_free(d)) != NEXAR_OK)
+        tfail(t, "comm_free", s);
+    return NULL;
+}
+
+static int threads(nexar_comm_t *w, int rounds)
+{
+    if (size % 2)
+        return fail("threads needs an even number of ranks", NEXAR_ERR_INVALID);
+    struct tctx ctx[3];
+    void *(*fn[3])(void *) = {t_pingpong, t_sync, t_coll};
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        ctx[i] = (struct tctx){.w = w, .rounds = rounds};
+        if (pthread_create(&th[i], NULL, fn[i], &ctx[i]))
+            return fail("pthread_create", NEXAR_ERR_NOMEM);
+    }
+    int bad = 0;
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        if (ctx[i].failed) {
+            fprintf(stderr, "rank %d: thread %d: %s\n", rank, i, ctx[i].why);
+            bad = 1;
+        }
+    }
+    nexar_status_t s;
+    if ((s = nexar_finalize()) != NEXAR_OK)
+        return fail("finalize", s);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -165,6 +358,10 @@ int main(int argc, char **argv)
         return ring(w, argc > 2 ? atoi(argv[2]) : 10);
     if (!strcmp(mode, "split4"))
         return split4(w);
+    if (!strcmp(mode, "barrier_sync"))
+        return barrier_sync(w);
+    if (!strcmp(mode, "threads"))
+        return threads(w, argc > 2 ? atoi(argv[2]) : 200);
     fprintf(stderr, "sem_rank: unknown mode %s\n", mode);
     return 2;
 }
