@@ -7,6 +7,9 @@
 #           transport and netns (netns skips, 77, where namespaces cannot be made)
 #   asan    gcc, -Db_sanitize=address,undefined: the same suites, halting on the
 #           first ASan/UBSan/LSan report
+#   tsan    gcc, -Db_sanitize=thread: suite threads (ranks using communicators from
+#           several threads, and a big op across nexard's worker threads), halting on
+#           the first data race
 #   fuzz    clang, -Dfuzz=true: every libFuzzer target (suite fuzz) for a while
 #   cuda    -Dcuda=enabled: builds the CUDA adapter, its kernels and the gpu suite
 #           (checking that they were built), runs the cuda.h check and suite gpu,
@@ -21,7 +24,7 @@
 #   --gpu      also run suites unit + integration against the cuda build (a nexard
 #              with the CUDA adapter); for hosts with a GPU
 #   --no-deps  do not run scripts/install-deps.sh
-#   --only     run only these phases (normal, asan, fuzz, cuda)
+#   --only     run only these phases (normal, asan, tsan, fuzz, cuda)
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,7 +38,7 @@ while [ $# -gt 0 ]; do
     --no-deps) deps=false ;;
     --only) only="${2:?--only needs a list}"; shift ;;
     --only=*) only="${1#--only=}" ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test.sh: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -44,8 +47,8 @@ done
 want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 for p in ${only//,/ }; do
   case "$p" in
-    normal|asan|fuzz|cuda) ;;
-    *) echo "test.sh: unknown phase '$p' (normal, asan, fuzz, cuda)" >&2; exit 2 ;;
+    normal|asan|tsan|fuzz|cuda) ;;
+    *) echo "test.sh: unknown phase '$p' (normal, asan, tsan, fuzz, cuda)" >&2; exit 2 ;;
   esac
 done
 
@@ -162,6 +165,7 @@ fi
 
 export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:detect_leaks=1"
 export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 
 if want normal; then
   say "normal: gcc, -Dwerror=true; suites ${all_suites//--suite /}"
@@ -186,6 +190,18 @@ if want asan; then
     build_failed asan
   fi
   phase_done asan "$t"
+fi
+
+if want tsan; then
+  say "tsan: gcc, -Db_sanitize=thread; suite threads"
+  t=$(now)
+  if CC=gcc setup_build "$base/tsan" --buildtype=debugoptimized -Dwarning_level=2 \
+      -Dwerror=true -Db_sanitize=thread -Dcuda=disabled -Dfuzz=false -Dlong_tests=false; then
+    run_suites tsan "$base/tsan" --suite threads --timeout-multiplier 3
+  else
+    build_failed tsan
+  fi
+  phase_done tsan "$t"
 fi
 
 if want fuzz; then
