@@ -63,6 +63,7 @@ static const struct nx_cluster_ops ops = {
     .comm_failed = comm_failed,
     .comm_gone = comm_gone,
     .comm_busy = nx_xsplit_pending,
+    .comm_left = nx_xcomm_left,
     .coll_run = nx_xcoll_run,
     .coll_free = nx_xcoll_op_free,
     .coll_describe = nx_xcoll_describe,

@@ -167,6 +167,8 @@ static bool check_abort(const Nexar__PeerAbort *a, const char **why)
         REJECT("abort: status not a nexar error");
     if (!text_ok(a->reason, NX_PEER_MAX_TEXT))
         REJECT("abort: reason too long or not printable");
+    if (a->left && a->comm == 0)
+        REJECT("abort: a rank that left names no communicator");
     return true;
 }
 

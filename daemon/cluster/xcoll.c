@@ -157,17 +157,21 @@ static void what_of(const struct nx_op *op, uint64_t k, char *buf, size_t len)
         snprintf(buf + n, len - n, " part %" PRIu64 "/%" PRIu64, k + 1, op->nchunks);
 }
 
-/* " (node 1 = 127.0.0.1:7001, ranks 2-3; ...)": whom "node i" means in an xop's text. */
+/* Whom "node i" means in an xop's text: " (127.0.0.1:7001, ranks 2-3)" with one other
+ * node, " (node 1: 127.0.0.1:7001, ranks 2-3; node 2: ...)" with more. */
 static void legend(const struct nx_comm *c, char *buf, size_t len)
 {
     size_t off = (size_t)snprintf(buf, len, " (");
+    bool one = c->x->nnodes == 2;
     for (uint32_t i = 0; i < c->x->nnodes && off + 2 < len; i++) {
         if (i == c->x->me)
             continue;
         if (off > 2)
             off += (size_t)snprintf(buf + off, len - off, "; ");
+        if (!one && off < len)
+            off += (size_t)snprintf(buf + off, len - off, "node %u: ", i);
         if (off < len)
-            nx_xcomm_node_name(c, i, buf + off, len - off);
+            nx_xcomm_node_where(c, i, buf + off, len - off);
         off += strlen(buf + off);
     }
     if (off + 2 < len)

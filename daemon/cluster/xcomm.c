@@ -41,12 +41,15 @@ static struct {
 #define NX_XCOMM_EARLY_ABORTS 64
 static struct early_abort {
     uint64_t job, comm;
+    bool left;     /* a rank left: only collectives from seq on fail */
+    uint64_t seq;
     uint32_t status;
     double expires; /* 0: a free slot */
     char reason[NX_PEER_MAX_TEXT + 1];
 } early_aborts[NX_XCOMM_EARLY_ABORTS];
 
-void nx_xcomm_keep_abort(uint64_t job_key, uint64_t key, uint32_t status, const char *reason)
+void nx_xcomm_keep_abort(uint64_t job_key, uint64_t key, bool left, uint64_t seq,
+                         uint32_t status, const char *reason)
 {
     struct early_abort *slot = &early_aborts[0];
     for (int i = 0; i < NX_XCOMM_EARLY_ABORTS; i++) {
@@ -56,8 +59,8 @@ void nx_xcomm_keep_abort(uint64_t job_key, uint64_t key, uint32_t status, const 
         if (a->expires < slot->expires)
             slot = a;
     }
-    *slot = (struct early_abort){.job = job_key, .comm = key, .status = status,
-                                 .expires = nx_now() + NX_XCOMM_ORPHAN_S};
+    *slot = (struct early_abort){.job = job_key, .comm = key, .left = left, .seq = seq,
+                                 .status = status, .expires = nx_now() + NX_XCOMM_ORPHAN_S};
     snprintf(slot->reason, sizeof(slot->reason), "%s", reason);
 }
 
@@ -71,7 +74,10 @@ static void apply_early_abort(struct nx_comm *c, uint64_t job_key)
             continue;
         a->expires = 0;
         c->x->remote_fail = true;
-        nx_comm_fail(c, a->status, "%s", a->reason);
+        if (a->left)
+            nx_comm_close_from(c, a->seq, a->status, a->reason);
+        else
+            nx_comm_fail(c, a->status, "%s", a->reason);
         return;
     }
 }
@@ -316,13 +322,19 @@ void nx_xcomm_send_ctl(struct nx_comm *c, Nexar__PeerMsg *m)
             nx_cluster_send_addr(c->job->net->nodes[c->x->node_job[i]], m);
 }
 
-void nx_xcomm_node_name(const struct nx_comm *c, uint32_t node, char *buf, size_t len)
+void nx_xcomm_node_where(const struct nx_comm *c, uint32_t node, char *buf, size_t len)
 {
     char ranks[128];
     nx_rdv_fmt_ranks(c->x->rank_node, nx_comm_span_size(c), node, ranks, sizeof(ranks));
-    snprintf(buf, len, "node %u (%s, rank%s %s)", node,
-             c->job->net->nodes[c->x->node_job[node]], strpbrk(ranks, ",-") ? "s" : "",
-             ranks);
+    snprintf(buf, len, "%s, rank%s %s", c->job->net->nodes[c->x->node_job[node]],
+             strpbrk(ranks, ",-") ? "s" : "", ranks);
+}
+
+void nx_xcomm_node_name(const struct nx_comm *c, uint32_t node, char *buf, size_t len)
+{
+    char where[256];
+    nx_xcomm_node_where(c, node, where, sizeof(where));
+    snprintf(buf, len, "node %u (%s)", node, where);
 }
 
 void nx_xcomm_failed(struct nx_comm *c)
@@ -342,17 +354,46 @@ void nx_xcomm_failed(struct nx_comm *c)
     nx_xcomm_send_ctl(c, &m);
 }
 
-void nx_xcomm_remote_abort(struct nx_job *j, uint64_t key, uint32_t status, const char *reason)
+void nx_xcomm_remote_abort(struct nx_job *j, uint64_t key, bool left, uint64_t seq,
+                           uint32_t status, const char *reason)
 {
     struct nx_comm *c = nx_xcomm_find(j->net->key, key);
     if (!c) {
-        nx_xcomm_keep_abort(j->net->key, key, status, reason);
+        nx_xcomm_keep_abort(j->net->key, key, left, seq, status, reason);
         return;
     }
     if (c->failed_status)
         return;
     c->x->remote_fail = true;
-    nx_comm_fail(c, status, "%s", reason);
+    if (left)
+        nx_comm_close_from(c, seq, status, reason);
+    else
+        nx_comm_fail(c, status, "%s", reason);
+}
+
+void nx_xcomm_left(struct nx_comm *c, uint32_t rank, uint64_t seq, const char *who)
+{
+    struct nx_job *j = c->job;
+    if (!c->x || !j || j->state == NX_JOB_FAILED)
+        return;
+    char reason[512];
+    snprintf(reason, sizeof(reason),
+             "%s at node %s freed the communicator (its rank %u) after %llu collective(s) "
+             "on it: collective seq %llu and later can never complete",
+             who, nx_cluster_addr(), nx_comm_span_rank(c, rank), (unsigned long long)seq,
+             (unsigned long long)seq);
+    Nexar__PeerAbort a = NEXAR__PEER_ABORT__INIT;
+    a.job = j->name;
+    a.key = j->net->key;
+    a.status = NEXAR_ERR_PEER_LOST;
+    a.reason = reason;
+    a.comm = c->x->key;
+    a.left = true;
+    a.seq = seq;
+    Nexar__PeerMsg m = NEXAR__PEER_MSG__INIT;
+    m.body_case = NEXAR__PEER_MSG__BODY_ABORT;
+    m.abort = &a;
+    nx_xcomm_send_ctl(c, &m);
 }
 
 

@@ -18,6 +18,10 @@
  * most NX_XCOMM_ORPHAN_BYTES in all, each for at most NX_XCOMM_ORPHAN_S) and handed over
  * when the communicator appears here.
  *
+ * A rank that leaves a spanning communicator in order tells its other nodes the same
+ * way, with the sequence of the first collective it will never join: those fail there
+ * at once, the earlier ones complete.
+ *
  * A spanning communicator that fails here for a reason of its own (a mismatch, a
  * timeout, an abort, a protocol error in its data) tells its other nodes with a PeerAbort
  * naming its key, so every rank everywhere ends with the same status and text.
@@ -100,6 +104,8 @@ void nx_xcomm_send_ctl(struct nx_comm *c, Nexar__PeerMsg *m);
 
 /* "node 1 (127.0.0.1:7001, ranks 2-3)" */
 void nx_xcomm_node_name(const struct nx_comm *c, uint32_t node, char *buf, size_t len);
+/* "127.0.0.1:7001, ranks 2-3" */
+void nx_xcomm_node_where(const struct nx_comm *c, uint32_t node, char *buf, size_t len);
 
 /* A failure of c here: the other nodes of c are told (PeerAbort with its key) unless the
  * failure came from one of them or the whole job failed.  From nx_comm_fail. */
@@ -107,10 +113,15 @@ void nx_xcomm_failed(struct nx_comm *c);
 
 /* A PeerAbort naming comm key of job j came from another node: c fails with it.  A
  * communicator not here yet fails with it when it appears (within NX_XCOMM_ORPHAN_S). */
-void nx_xcomm_remote_abort(struct nx_job *j, uint64_t key, uint32_t status, const char *reason);
+void nx_xcomm_remote_abort(struct nx_job *j, uint64_t key, bool left, uint64_t seq,
+                           uint32_t status, const char *reason);
 /* The same for a job whose rank table has not come yet (job_key: the job key the abort
  * names). */
-void nx_xcomm_keep_abort(uint64_t job_key, uint64_t key, uint32_t status, const char *reason);
+void nx_xcomm_keep_abort(uint64_t job_key, uint64_t key, bool left, uint64_t seq,
+                         uint32_t status, const char *reason);
+/* Local rank `rank` of c left it in order before collective seq (node/cluster_ops.h,
+ * comm_left): the other nodes close c from seq on (a PeerAbort with left). */
+void nx_xcomm_left(struct nx_comm *c, uint32_t rank, uint64_t seq, const char *who);
 
 /* Expires orphans; from the cluster's tick. */
 void nx_xcomm_tick(double now);

@@ -64,6 +64,11 @@ static bool local_comm_busy(const struct nx_comm *c)
     return false;
 }
 
+static void local_comm_left(struct nx_comm *c, uint32_t rank, uint64_t seq, const char *who)
+{
+    (void)c, (void)rank, (void)seq, (void)who;
+}
+
 static void local_op(struct nx_op *op)
 {
     (void)op;
@@ -110,6 +115,7 @@ const struct nx_cluster_ops nx_cluster_ops_local = {
     .comm_failed = local_comm,
     .comm_gone = local_comm,
     .comm_busy = local_comm_busy,
+    .comm_left = local_comm_left,
     .coll_run = local_op,
     .coll_free = local_op,
     .coll_describe = local_coll_describe,

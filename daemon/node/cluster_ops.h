@@ -61,6 +61,10 @@ struct nx_cluster_ops {
     void (*comm_gone)(struct nx_comm *c);
     /* c has work waiting for other nodes that a rank freeing c would break. */
     bool (*comm_busy)(const struct nx_comm *c);
+    /* Local rank `rank` of c (spanning) left in order, with nothing of it in flight; its
+     * next collective would have been seq.  who names it.  The other nodes close c from
+     * seq on (nx_comm_close_from). */
+    void (*comm_left)(struct nx_comm *c, uint32_t rank, uint64_t seq, const char *who);
 
     /* ---- collectives on a communicator spanning nodes (c->x) ---- */
 

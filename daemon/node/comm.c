@@ -14,6 +14,7 @@
 #include "log.h"
 #include "mem.h"
 #include "nexar.h"
+#include "op.h"
 
 struct nx_comm_list nx_comms = LIST_HEAD_INITIALIZER(nx_comms);
 uint32_t nx_comm_count;
@@ -31,6 +32,7 @@ struct nx_comm *nx_comm_new(struct nx_job *job, uint32_t size, struct nx_client 
     c->live = size;
     c->timeout_ms = timeout_ms;
     c->nodes = 1;
+    c->closed_from = UINT64_MAX;
     c->span_size = size;
     c->ranks = nx_xcalloc(size, sizeof(*c->ranks));
     for (uint32_t r = 0; r < size; r++) {
@@ -56,6 +58,7 @@ static void comm_free(struct nx_comm *c)
     LIST_REMOVE(c, link);
     nx_comm_count--;
     free(c->failed_text);
+    free(c->closed_text);
     free(c->span_rank);
     free(c->ranks);
     free(c);
@@ -102,7 +105,7 @@ void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)
     if (lost) {
         nxd.stats.peers_lost++;
         nx_comm_fail(c, NEXAR_ERR_PEER_LOST, "%s (rank %u of communicator %u) is gone: %s",
-                     who, rank, c->id, "its connection to nexard closed");
+                     who, nx_comm_span_rank(c, rank), c->id, "its connection to nexard closed");
     } else if (!TAILQ_EMPTY(&c->match.ops) || nx_cluster_ops->comm_busy(c)) {
         nx_comm_fail(c, NEXAR_ERR_PEER_LOST,
                      "%s freed communicator %u while operations on it were in flight", who,
@@ -110,9 +113,38 @@ void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)
     } else if (!c->failed_status && nx_p2p_leave(c, cl, rank, busy, sizeof(busy)) < 0) {
         nx_comm_fail(c, NEXAR_ERR_PEER_LOST, "%s freed communicator %u while %s", who, c->id,
                      busy);
+    } else if (!c->failed_status && c->x) {
+        /* Its collectives so far are done everywhere; the other nodes fail the ones from
+         * here on at once, instead of waiting for it until their deadline. */
+        nx_cluster_ops->comm_left(c, rank, c->match.next_seq[rank], who);
     }
     if (--c->live == 0)
         comm_free(c);
+}
+
+void nx_comm_close_from(struct nx_comm *c, uint64_t seq, uint32_t status, const char *text)
+{
+    if (c->failed_status || c->closed_text)
+        return;
+    c->closed_from = seq;
+    c->closed_status = status;
+    c->closed_text = nx_xstrdup(text);
+    struct nx_op *op;
+    TAILQ_FOREACH(op, &c->match.ops, link)
+        if (op->seq >= seq) {
+            nx_comm_fail(c, status, "%s", text);
+            return;
+        }
+}
+
+const char *nx_comm_rank_name(const struct nx_comm *c, uint32_t r, char *buf, size_t len)
+{
+    uint32_t cr = nx_comm_span_rank(c, r), wr = c->ranks[r].world_rank;
+    if (cr == wr)
+        snprintf(buf, len, "rank %u", cr);
+    else
+        snprintf(buf, len, "rank %u (world rank %u)", cr, wr);
+    return buf;
 }
 
 void nx_comms_fini(void)

@@ -45,6 +45,11 @@ struct nx_comm {
     uint32_t span_size;
     uint32_t *span_rank;
     struct nx_xcomm *x; /* spanning: its network identity (xcomm.h); NULL on one node */
+    /* A rank on another node left c after its collectives before closed_from: a later
+     * collective can never complete and fails at once with closed_text. */
+    uint64_t closed_from; /* UINT64_MAX while every rank stays */
+    uint32_t closed_status;
+    char *closed_text;
     LIST_ENTRY(nx_comm) link;
 };
 
@@ -71,6 +76,15 @@ static inline uint32_t nx_comm_span_rank(const struct nx_comm *c, uint32_t r)
 {
     return c->span_rank ? c->span_rank[r] : r;
 }
+
+/* A rank on another node left c after op seq - 1 (nx_cluster_ops.comm_left there): a
+ * pending or later collective from seq on fails c with status and text (the first
+ * such word stands). */
+void nx_comm_close_from(struct nx_comm *c, uint64_t seq, uint32_t status, const char *text);
+
+/* Local rank r of c as its texts name it: "rank 3", its rank in c as the ranks see it,
+ * with "(world rank 7)" when that differs. */
+const char *nx_comm_rank_name(const struct nx_comm *c, uint32_t r, char *buf, size_t len);
 
 /* Fails comm (first failure wins): completes everything pending with status/text. */
 void nx_comm_fail(struct nx_comm *comm, uint32_t status, const char *fmt, ...)

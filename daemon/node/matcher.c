@@ -372,15 +372,15 @@ static void run_ready(struct nx_op *op)
 static void mismatch(struct nx_comm *c, struct nx_op *op, uint32_t rank,
                      const struct nx_sqe *e)
 {
-    char a[160], b[160];
+    char a[160], b[160], ra[64], rb[64];
     nx_sig_format(&op->sig, a, sizeof(a));
     nx_sig_format(e, b, sizeof(b));
     nxd.stats.mismatches++;
     nx_comm_fail(c, NEXAR_ERR_MISMATCH,
-                 "%s seq %" PRIu64 " on comm %u (job \"%s\"): rank %u called %s but rank %u "
-                 "called %s",
-                 nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, op->sig_rank, a,
-                 rank, b);
+                 "%s seq %" PRIu64 " on comm %u (job \"%s\"): %s called %s but %s called %s",
+                 nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name,
+                 nx_comm_rank_name(c, op->sig_rank, ra, sizeof(ra)), a,
+                 nx_comm_rank_name(c, rank, rb, sizeof(rb)), b);
 }
 
 static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t rank,
@@ -416,6 +416,10 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
             nx_comm_fail(c, NEXAR_ERR_PEER_LOST,
                          "communicator %u can never complete %s seq %" PRIu64
                          ": a rank has freed it", c->id, nx_kind_name(e->kind), e->seq);
+            return dev ? fail_dev(c, dev) : fail_desc(c, cl, e);
+        }
+        if (e->seq >= c->closed_from) {
+            nx_comm_fail(c, c->closed_status, "%s", c->closed_text);
             return dev ? fail_dev(c, dev) : fail_desc(c, cl, e);
         }
         if (!op) {

@@ -15,12 +15,21 @@
  *                           nexar_barrier; rank 1 sends it, then enters the barrier: when
  *                           rank 0's barrier returns, the whole message is in its buffer
  *                           (five times)
+ *   sem_rank leave_pending  rank 1 (on another node) finalizes while rank 0 waits in an
+ *                           all_reduce: rank 0 gets NEXAR_ERR_PEER_LOST naming rank 1
+ *                           within 3 s (not TIMEOUT at the 10 s deadline)
+ *   sem_rank leave_later    the same, with rank 0's all_reduce called after rank 1 left
+ *   sem_rank mismatch_text  2 nodes x 2 ranks: world rank 3 calls all_reduce with another
+ *                           count, on the world and on a split whose ranks are numbered
+ *                           backwards: every rank's text names the communicator ranks and
+ *                           world ranks that disagreed
  *   sem_rank threads ROUNDS three threads per rank: blocking send/recv with a partner on
  *                           the world (tag 1), nexar_sync on the world in a loop beside its
  *                           own isend/irecv (tag 2), and all_reduce plus a split on a
  *                           second communicator; every value exact
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,6 +209,92 @@ static int barrier_sync(nexar_comm_t *w)
     return 0;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Rank 1 leaves the world while (pending) or before (!pending) rank 0's all_reduce. */
+static int leave(nexar_comm_t *w, int pending)
+{
+    nexar_status_t s;
+    if ((s = nexar_barrier(w)) != NEXAR_OK)
+        return fail("barrier", s);
+    if (rank == 1) {
+        if (pending)
+            sleep_ms(300);
+        if ((s = nexar_finalize()) != NEXAR_OK)
+            return fail("finalize", s);
+        return 0;
+    }
+    if (rank == 0) {
+        if (!pending)
+            sleep_ms(300);
+        int32_t v = 1;
+        double t0 = now_s();
+        s = nexar_all_reduce(w, &v, 1, NEXAR_I32, NEXAR_SUM);
+        double dt = now_s() - t0;
+        const char *text = nexar_last_error();
+        if (s != NEXAR_ERR_PEER_LOST || !strstr(text, "rank 1 ") || !strstr(text, "freed") ||
+            dt > (pending ? 3.3 : 3.0)) {
+            fprintf(stderr, "rank 0: all_reduce after rank 1 left: %s after %.2f s: %s "
+                    "(expected PEER_LOST within 3 s naming rank 1)\n", nexar_strerror(s), dt,
+                    text);
+            return 1;
+        }
+    }
+    nexar_finalize();
+    return 0;
+}
+
+/* World rank 3 calls another count: the texts name the right ranks. */
+static int mismatch_text(nexar_comm_t *w)
+{
+    if (size != 4)
+        return fail("mismatch_text needs 4 ranks", NEXAR_ERR_INVALID);
+    /* ranks {0,1} and {2,3}, each numbered backwards: world 3 is rank 0 of its part */
+    nexar_comm_t *half = NULL;
+    nexar_status_t s = nexar_comm_split(w, (uint32_t)(rank / 2), (uint32_t)(1 - rank % 2),
+                                        &half);
+    if (s != NEXAR_OK)
+        return fail("split", s);
+    /* The node that hosts both ranks names them; on the world, another node may see the
+     * disagreement first, across nodes, and then names both nodes with their ranks. */
+    struct {
+        nexar_comm_t *c;
+        const char *want[2], *or_want[2];
+    } cases[2] = {
+        {half, {"rank 0 (world rank 3) called all_reduce(count=11",
+                "rank 1 (world rank 2) called all_reduce(count=10"}, {"-", "-"}},
+        {w, {"rank 3 called all_reduce(count=11", "rank 2 called all_reduce(count=10"},
+         {"ranks 2-3) called all_reduce(count=11", "ranks 0-1) called all_reduce(count=10"}},
+    };
+    for (int k = 0; k < 2; k++) {
+        int32_t v[11] = {0};
+        s = nexar_all_reduce(cases[k].c, v, rank == 3 ? 11 : 10, NEXAR_I32, NEXAR_SUM);
+        const char *text = nexar_last_error();
+        bool mine = k == 1 || rank >= 2; /* the halves of ranks 0 and 1 agree */
+        if (!mine) {
+            if (s != NEXAR_OK)
+                return fail("all_reduce on a half that agrees", s);
+            continue;
+        }
+        bool named = (strstr(text, cases[k].want[0]) && strstr(text, cases[k].want[1])) ||
+                     (strstr(text, cases[k].or_want[0]) && strstr(text, cases[k].or_want[1]));
+        if (s != NEXAR_ERR_MISMATCH || !named) {
+            fprintf(stderr, "rank %d: %s: %s: %s (expected MISMATCH with \"%s\" and \"%s\")\n",
+                    rank, k ? "world" : "split", nexar_strerror(s), text, cases[k].want[0],
+                    cases[k].want[1]);
+            return 1;
+        }
+    }
+    nexar_comm_free(half);
+    nexar_finalize();
+    return 0;
+}
+
 /* ---- threads ---- */
 
 struct tctx {
@@ -358,6 +453,12 @@ int main(int argc, char **argv)
         return ring(w, argc > 2 ? atoi(argv[2]) : 10);
     if (!strcmp(mode, "split4"))
         return split4(w);
+    if (!strcmp(mode, "leave_pending"))
+        return leave(w, 1);
+    if (!strcmp(mode, "leave_later"))
+        return leave(w, 0);
+    if (!strcmp(mode, "mismatch_text"))
+        return mismatch_text(w);
     if (!strcmp(mode, "barrier_sync"))
         return barrier_sync(w);
     if (!strcmp(mode, "threads"))

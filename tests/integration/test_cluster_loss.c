@@ -2,11 +2,13 @@
  * test_cluster_loss.c - a daemon killed with SIGKILL is found lost by the others.
  *
  * Three daemons A (coordinator), B, C with peer_idle_timeout_ms=2000 and a 500 ms
- * keep-alive; a job of 3 ranks, one per node, formed (so the daemons hold a full mesh of
- * connections).  The ranks poll with a barrier (NEXAR_ERR_UNSUPPORTED while the job is
- * healthy: cross-node collectives are the next step).  Then C gets SIGKILL:
- *  - `nexarctl peers --json` on A and on B shows C "lost" with a reason, within 3 s;
- *  - the ranks at A and B get NEXAR_ERR_PEER_LOST naming C and its rank, within 3 s;
+ * keep-alive (docs/configuration.md: the bound is exact while the keep-alive is at most
+ * a third of the idle timeout); a job of 3 ranks, one per node, formed (so the daemons hold a full mesh of
+ * connections).  The ranks poll with a barrier.  Then C gets SIGKILL:
+ *  - `nexarctl peers --json` on A and on B shows C "lost" with a reason, within the idle
+ *    timeout (2 s) plus the 100 ms tick and the polling (BUDGET_S); before the announced
+ *    idle timeout took the keep-alive off, this took up to 2.5 s;
+ *  - the ranks at A and B get NEXAR_ERR_PEER_LOST naming C and its rank, within it too;
  *  - A and B keep serving (a peer-test between them passes) and stop cleanly.
  */
 #include <signal.h>
@@ -19,7 +21,7 @@
 #include "itest.h"
 #include "nexar.h"
 
-#define BUDGET_S 3.0
+#define BUDGET_S 2.3
 
 static int fails;
 

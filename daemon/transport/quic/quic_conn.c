@@ -276,6 +276,22 @@ static void fill_settings(struct nx_quic *q, ngtcp2_settings *s, const struct so
         s->cc_algo = NGTCP2_CC_ALGO_BBR2;
 }
 
+/*
+ * The idle timeout we announce.  ngtcp2 restarts its idle timer at the first
+ * ack-eliciting packet sent after a receipt, and the keep-alive sends one keepalive_ms
+ * into a silence: announced as is, a peer that went silent was lost idle + keepalive
+ * after its last packet (6 s with the defaults).  Taking the keep-alive off makes
+ * idle_timeout_ms the bound, as documented.  A live but idle peer must still be heard
+ * before the shorter timer runs out: its PING comes keepalive_ms into a silence, so the
+ * keep-alive is taken off only while it is at most a third of the idle timeout, which
+ * leaves a third for the round trip.
+ */
+static uint64_t announced_idle_ms(const struct nx_quic_conf *cf)
+{
+    uint64_t t = cf->idle_timeout_ms, k = cf->keepalive_ms;
+    return k && 3 * k <= t ? t - k : t;
+}
+
 static void fill_params(struct nx_quic *q, ngtcp2_transport_params *p)
 {
     const struct nx_quic_conf *cf = &q->conf;
@@ -285,7 +301,7 @@ static void fill_params(struct nx_quic *q, ngtcp2_transport_params *p)
     p->initial_max_data = cf->window_bytes;
     p->initial_max_streams_uni = cf->max_streams;
     p->initial_max_streams_bidi = 0;
-    p->max_idle_timeout = (ngtcp2_duration)cf->idle_timeout_ms * NGTCP2_MILLISECONDS;
+    p->max_idle_timeout = (ngtcp2_duration)announced_idle_ms(cf) * NGTCP2_MILLISECONDS;
     p->active_connection_id_limit = 4;
     /* A daemon is known by its address: one that moves is another peer. */
     p->disable_active_migration = 1;
