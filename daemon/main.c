@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "algo.h"
@@ -63,25 +64,69 @@ static void on_signal(uv_signal_t *s, int signum)
     uv_close((uv_handle_t *)&sig_int, NULL);
 }
 
-/* Without --foreground: the classic double-fork-free daemon (setsid + /dev/null). */
+/* Without --foreground: the write end of the pipe the starter waits on; -1 otherwise. */
+static int ready_fd = -1;
+
+/*
+ * Without --foreground: the classic double-fork-free daemon (setsid + /dev/null), whose
+ * starter waits until it is ready: it exits 0 then, or 1 when the daemon could not start
+ * (the daemon told it why on the starter's stderr, which it keeps until it is ready).
+ */
 static int background(void)
 {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -errno;
     pid_t pid = fork();
     if (pid < 0)
         return -errno;
-    if (pid > 0)
-        _exit(0);
+    if (pid > 0) {
+        close(p[1]);
+        char c;
+        ssize_t n;
+        do
+            n = read(p[0], &c, 1);
+        while (n < 0 && errno == EINTR);
+        if (n == 1)
+            _exit(0);
+        int ws = 0;
+        while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+            ;
+        if (WIFEXITED(ws) && WEXITSTATUS(ws) != 0)
+            _exit(WEXITSTATUS(ws));
+        fprintf(stderr, "nexard: stopped before it was ready\n");
+        _exit(1);
+    }
+    close(p[0]);
+    ready_fd = p[1];
     if (setsid() < 0)
         return -errno;
     int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (fd >= 0) {
         dup2(fd, 0);
+        if (fd > 0)
+            close(fd);
+    }
+    return 0;
+}
+
+/* Ready: the starter may go, and the terminal is let go of. */
+static void detach_ready(void)
+{
+    if (ready_fd < 0)
+        return;
+    if (write(ready_fd, "R", 1) < 0)
+        NX_WARN("main", "cannot tell the starter we are ready: %s", strerror(errno));
+    close(ready_fd);
+    ready_fd = -1;
+    nx_log_also_stderr(0);
+    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
         dup2(fd, 1);
         dup2(fd, 2);
         if (fd > 2)
             close(fd);
     }
-    return 0;
 }
 
 int main(int argc, char **argv)
@@ -116,6 +161,7 @@ int main(int argc, char **argv)
         return 1;
     }
     nx_log_init(nxd.cfg.log_level, !nxd.cfg.foreground);
+    nx_log_also_stderr(!nxd.cfg.foreground);
     nxd.loop = uv_default_loop();
     nxd.start_time = nx_now();
 
@@ -144,6 +190,7 @@ int main(int argc, char **argv)
     char ready[64];
     snprintf(ready, sizeof(ready), "READY=1\nMAINPID=%d", (int)getpid());
     nx_notify(ready);
+    detach_ready();
 
     uv_run(nxd.loop, UV_RUN_DEFAULT);
     rv = 0;
@@ -165,5 +212,6 @@ out_ctl:
     NX_INFO("main", "stopped");
     nx_log_fini();
     nx_config_free(&nxd.cfg);
+    /* A failure before ready: the starter, still waiting, exits 1 with our stderr. */
     return rv < 0 ? 1 : 0;
 }

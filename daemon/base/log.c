@@ -11,6 +11,12 @@
 static enum nx_log_level min_level = NX_LOG_INFO;
 static int to_syslog;
 static int journal;
+static int also_stderr;
+
+void nx_log_also_stderr(int on)
+{
+    also_stderr = on;
+}
 
 void nx_log_init(enum nx_log_level level, int use_syslog)
 {
@@ -61,6 +67,8 @@ void nx_log(enum nx_log_level level, const char *subsys, const char *fmt, ...)
 
     if (to_syslog) {
         syslog(prio[level], "%s: %s", subsys, msg);
+        if (also_stderr && level >= NX_LOG_WARN)
+            fprintf(stderr, "nexard: %s: %s\n", subsys, msg);
     } else if (journal) {
         fprintf(stderr, "<%d>%s: %s\n", prio[level], subsys, msg);
     } else {

@@ -7,6 +7,9 @@ enum nx_log_level { NX_LOG_DEBUG = 0, NX_LOG_INFO = 1, NX_LOG_WARN = 2, NX_LOG_E
 /* Lines go to stderr; under systemd (JOURNAL_STREAM set) they carry "<N>" priority
  * prefixes instead of timestamps, and with use_syslog they go to syslog. */
 void nx_log_init(enum nx_log_level level, int use_syslog);
+/* With syslog: warnings and errors also go to stderr while on (a daemon starting in the
+ * background still has its starter's terminal, which must learn why it failed). */
+void nx_log_also_stderr(int on);
 void nx_log_fini(void);
 
 /* "debug", "info", "warn"/"warning", "error"; -1 when unknown. */

@@ -10,6 +10,8 @@
  *  - SIGTERM -> exit 0, also with ranks connected, whose outstanding op then fails
  *    with NEXAR_ERR_UNAVAILABLE;
  *  - READY=1 is sent to $NOTIFY_SOCKET, and the daemon answers once it is;
+ *  - without --foreground, the starter exits 0 once the socket answers, and non-zero with
+ *    the reason on stderr when the daemon cannot start
  *  - bad command lines (unknown flag, bad number, missing config file, an algo setting
  *    naming no algorithm) exit non-zero
  *    with a message.
@@ -81,6 +83,57 @@ static char *expect_refusal(pid_t pid, const char *what, const char *out)
         tl_log("ok: %s -> exit %d: %.200s", what, WEXITSTATUS(ws), text);
     }
     return text;
+}
+
+/* nexard without --foreground: its starter returns once the daemon is ready (the socket
+ * answers at once), or exits non-zero with the reason on stderr when it cannot start
+ * (it used to exit 0 either way, the reason only in syslog). */
+static void background_start(void)
+{
+    struct hx_daemon d;
+    if (hx_daemon_paths(&d)) {
+        fails++;
+        return;
+    }
+    mkdir(d.rundir, 0700);
+    char out[200];
+    const char *argv[] = {hx_nexard_path(), "--socket", d.sock, "--runtime-dir", d.rundir,
+                          NULL};
+    snprintf(out, sizeof(out), "%s/bg1.log", d.dir);
+    pid_t p = hx_spawn(argv, NULL, out);
+    int ws = 0;
+    char st[64];
+    if (hx_wait_pid(p, 10.0, &ws) || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+        tl_log("FAIL nexard in the background: its starter %s", hx_describe_status(ws, st,
+               sizeof(st)));
+        fails++;
+    } else if (rc_ping(d.sock, 2000) != 0) {
+        tl_log("FAIL nexard in the background: its starter returned before the socket "
+               "answered");
+        fails++;
+    } else {
+        tl_log("ok: nexard in the background: the starter exits 0 once the socket answers");
+    }
+    /* A second one on the same runtime directory cannot start: its starter says why. */
+    snprintf(out, sizeof(out), "%s/bg2.log", d.dir);
+    pid_t q = hx_spawn(argv, NULL, out);
+    char *text = expect_refusal(q, "second nexard in the background, same runtime dir", out);
+    if (!strstr(text, "another nexard")) {
+        tl_log("FAIL second nexard in the background: no reason on stderr: \"%s\"", text);
+        fails++;
+    }
+    free(text);
+    char lock[256];
+    snprintf(lock, sizeof(lock), "%s/nexard.lock", d.rundir);
+    char *pidtext = tl_read_file(lock);
+    pid_t daemon = pidtext ? (pid_t)atoi(pidtext) : 0;
+    free(pidtext);
+    if (daemon > 0) {
+        kill(daemon, SIGTERM);
+        for (int i = 0; i < 100 && kill(daemon, 0) == 0; i++)
+            usleep(50000);
+    }
+    hx_rmtree(d.dir);
 }
 
 static void second_daemon(void)
@@ -327,6 +380,8 @@ int main(void)
     hx_require_nexard();
     tl_log("---- second daemon ----");
     second_daemon();
+    tl_log("---- in the background ----");
+    background_start();
     tl_log("---- stale socket, crash recovery ----");
     stale_socket();
     tl_log("---- SIGTERM with ranks connected ----");
