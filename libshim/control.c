@@ -22,7 +22,14 @@
 #include "nexar.pb-c.h"
 #include "shim.h"
 
+/* How long a HELLO reply may take: NEXAR_TIMEOUT when the rank set one (a job that asks
+ * to fail within 2 s must not wait 10 s for a daemon that does not answer), else 10 s. */
 #define NX_HELLO_TIMEOUT_MS 10000
+static int hello_timeout_ms(const struct nx_env *env)
+{
+    return env->timeout_ms && env->timeout_ms < NX_HELLO_TIMEOUT_MS ? (int)env->timeout_ms
+                                                                    : NX_HELLO_TIMEOUT_MS;
+}
 
 static nexar_status_t send_msg(int sock, uint16_t type, const ProtobufCMessage *m,
                                const char *sockpath)
@@ -146,7 +153,7 @@ static nexar_status_t hello(int sock, const struct nx_env *env, struct nx_join *
     nexar_status_t s = send_msg(sock, NX_MSG_HELLO, &m.base, env->socket);
     if (s != NEXAR_OK)
         return s;
-    s = recv_msg(sock, NX_MSG_HELLO_REPLY, NX_HELLO_TIMEOUT_MS, "HELLO reply", env, &p, &h,
+    s = recv_msg(sock, NX_MSG_HELLO_REPLY, hello_timeout_ms(env), "HELLO reply", env, &p, &h,
                  NULL, 0, &nfds);
     if (s != NEXAR_OK || !p)
         return s != NEXAR_OK ? s : NEXAR_ERR_INTERNAL;

@@ -17,6 +17,8 @@
  */
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include "bgjob.h"
@@ -361,6 +363,43 @@ static int run_fault_job(const struct hx_daemon *d, const char *what, int size, 
     return rv;
 }
 
+/* A socket that accepts connections (the kernel's backlog) but never answers HELLO: a
+ * rank with NEXAR_TIMEOUT=2 gives up within its timeout, not after a fixed 10 s. */
+static int mute_daemon(void)
+{
+    char dir[] = "/tmp/nx-mute-XXXXXX";
+    if (!mkdtemp(dir))
+        return -1;
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s/mute.sock", dir);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 8)) {
+        tl_log("FAIL mute daemon: cannot listen at %s", a.sun_path);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("NEXAR_SOCKET", a.sun_path, 1);
+        setenv("NEXAR_RANK", "0", 1);
+        setenv("NEXAR_WORLD_SIZE", "1", 1);
+        setenv("NEXAR_JOB", "mute", 1);
+        setenv("NEXAR_TIMEOUT", "2", 1);
+        nexar_comm_t *w;
+        double t0 = tl_now();
+        nexar_status_t s = nexar_init(&w);
+        double dt = tl_now() - t0;
+        int ok = s == NEXAR_ERR_TIMEOUT && dt < 3.5;
+        tl_log("%s mute daemon, NEXAR_TIMEOUT=2: nexar_init -> %s after %.2f s: %s",
+               ok ? "ok:" : "FAIL", nexar_strerror(s), dt, nexar_last_error());
+        _exit(ok ? 0 : 1);
+    }
+    int ws = 0;
+    int rv = hx_wait_pid(pid, 20, &ws) || !WIFEXITED(ws) || WEXITSTATUS(ws) ? -1 : 0;
+    close(fd);
+    hx_rmtree(dir);
+    return rv;
+}
+
 int main(void)
 {
     hx_require_nexard();
@@ -398,6 +437,7 @@ int main(void)
     }
     rv |= run_fault_job(&d, "abort", 3, 30, abort_sub, -1, NULL);
     rv |= run_fault_job(&d, "a healthy job after the faults", 3, 30, healthy, -1, NULL);
+    rv |= mute_daemon();
     if (hx_daemon_stop(&d))
         rv = -1;
 
