@@ -133,6 +133,9 @@ expect_exit 1 "not an IPv4 or IPv6" "$ctl" certs node --ca ca --name a --ip 1.2.
 expect_exit 1 "not a valid DNS name" "$ctl" certs node --ca ca --name a --dns 'a..b' --out y
 expect_exit 1 "--days" "$ctl" certs ca --out z --days 0
 expect_exit 1 "--name NAME" "$ctl" certs node --ca ca --out y
+expect_exit 1 'a node name is' "$ctl" certs node --ca ca --name 'bad name!' --out y
+expect_exit 1 'a node name is' "$ctl" certs node --ca ca --name '-n0' --out y
+[ ! -e y ] || fail "a refused name left y/ behind"
 expect_exit 1 "--out DIR" "$ctl" certs ca
 expect_exit 1 "unknown subcommand" "$ctl" certs server --out y
 

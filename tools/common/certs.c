@@ -4,6 +4,7 @@
 #include "certs.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -71,6 +72,20 @@ static bool valid_cn(const char *s)
         return false;
     for (; *s; s++)
         if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return false;
+    return true;
+}
+
+/* A node's name: what names a host in logs, nexarctl peers and file names, and its first
+ * subjectAltName when it is a host name.  Letters, digits, '.', '-' and '_', starting with
+ * a letter or digit: "bad name!" once passed as printable. */
+static bool valid_node_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > MAX_CN || !isalnum((unsigned char)s[0]))
+        return false;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '.' && *s != '-' && *s != '_')
             return false;
     return true;
 }
@@ -416,8 +431,10 @@ int nxt_certs_make_node(const struct nxt_node_req *req, struct nxt_certs_result 
                         char *err, size_t errlen)
 {
     int rv;
-    if (!req->name || !valid_cn(req->name)) {
-        snprintf(err, errlen, "--name: a node name is 1..%d printable characters", MAX_CN);
+    if (!req->name || !valid_node_name(req->name)) {
+        snprintf(err, errlen, "--name \"%s\": a node name is 1..%d letters, digits, '.', "
+                 "'-' and '_', starting with a letter or digit", req->name ? req->name : "",
+                 MAX_CN);
         return -EINVAL;
     }
     if ((rv = check_days(req->days, err, errlen)) < 0 ||
