@@ -388,12 +388,20 @@ int nx_config_parse_args(struct nx_config *c, int argc, char **argv, char *err,
     return 0;
 }
 
-bool nx_config_uid_allowed(const struct nx_config *c, uid_t owner, uid_t uid)
+static bool in_group(const struct nx_config *c, uid_t uid)
 {
-    if (uid == owner || uid == 0 || c->allow_all_uids)
-        return true;
     for (size_t i = 0; i < c->n_allow_uids; i++)
         if (c->allow_uids[i] == uid)
             return true;
     return false;
+}
+
+bool nx_config_uid_allowed(const struct nx_config *c, uid_t owner, uid_t uid)
+{
+    /* Root is not special: a rank of root joining a user's job would hand that user
+     * root's data (a job name is easy to guess), so root shares jobs only as a member of
+     * the configured group like any uid. */
+    if (uid == owner || c->allow_all_uids)
+        return true;
+    return in_group(c, uid) && in_group(c, owner);
 }

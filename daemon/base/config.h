@@ -62,6 +62,8 @@ int nx_config_load_file(struct nx_config *c, const char *path, char *err, size_t
 int nx_config_parse_args(struct nx_config *c, int argc, char **argv, char *err,
                          size_t errlen);
 
+/* Whether a rank of uid may join a job owned by uid owner: its own, or both uids are in
+ * allow_uids (a group that shares jobs), or allow_uids is "*".  Root is no exception. */
 bool nx_config_uid_allowed(const struct nx_config *c, uid_t owner, uid_t uid);
 
 #endif

@@ -315,7 +315,9 @@ void nx_rdvc_register(struct nx_tpeer *from, const Nexar__PeerRegister *g)
     }
     if (!nx_config_uid_allowed(&nxd.cfg, r->owner, (uid_t)g->uid)) {
         snprintf(why, sizeof(why), "job \"%s\" belongs to uid %u; uid %u (at node %s) may not "
-                 "join it", r->name, (unsigned)r->owner, g->uid, addr);
+                 "join it (only the owner's ranks join a job, or uids that share the "
+                 "coordinator's allow_uids group with it): choose another NEXAR_JOB", r->name,
+                 (unsigned)r->owner, g->uid, addr);
         return refuse(from, g, g->ranks, g->n_ranks, NEXAR_ERR_PERMISSION, why);
     }
     struct rnode *n = node_get(r, addr, via, g->key, why, sizeof(why));

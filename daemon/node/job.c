@@ -190,7 +190,9 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
                           j->algo);
         if (!nx_config_uid_allowed(&nxd.cfg, j->owner, conn->uid))
             return refuse(conn, NEXAR_ERR_PERMISSION,
-                          "job \"%s\" belongs to uid %u; uid %u may not join it", j->name,
+                          "job \"%s\" belongs to uid %u; uid %u may not join it (only the "
+                          "owner's ranks join a job, or uids that share the daemon's "
+                          "allow_uids group with it): choose another NEXAR_JOB", j->name,
                           (unsigned)j->owner, (unsigned)conn->uid);
         if (j->ranks[req->rank])
             return refuse(conn, NEXAR_ERR_INVALID, "rank %u of job \"%s\" already joined (pid %d)",

@@ -11,8 +11,11 @@
  *    "has no network (set listen=...)";
  *  - a coordinator address where nothing answers: NEXAR_ERR_UNAVAILABLE naming it;
  *  - a rank of another uid: the job is created by uid 65534 at A, and uid 65533 joins at
- *    B: NEXAR_ERR_PERMISSION from the coordinator.  uid 0 may join any job, so this part
- *    needs root (to run the ranks as those uids) and is skipped otherwise.
+ *    B: NEXAR_ERR_PERMISSION from the coordinator;
+ *  - root is no exception: uid 65534's job, root's rank joins at B (the coordinator
+ *    refuses) and at A (the job's own node refuses), NEXAR_ERR_PERMISSION naming the owner
+ *    (root could join any job before, and so hand a user's job its data).
+ *  These parts need root (to run the ranks as those uids) and are skipped otherwise.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -230,6 +233,36 @@ static void uid_refused(void)
     cu_wait_exit(p0, 20);
 }
 
+static void root_refused(void)
+{
+    if (geteuid() != 0) {
+        tl_log("root refusal: skipped (needs root)");
+        return;
+    }
+    for (int local = 0; local < 2; local++) {
+        tl_log("root refusal: uid 65534 creates the job at A, root joins at %s", local ? "A" : "B");
+        clear_out();
+        chmod(g_dir, 0755);
+        chmod(A.d.dir, 0755);
+        chmod(B.d.dir, 0755);
+        char job[64];
+        hx_job_name(job, sizeof(job), local ? "rootA" : "rootB");
+        pid_t p0 = rank_as(65534, A.d.sock, job, 0, 2);
+        usleep(300000);
+        pid_t p1 = rank_as(0, local ? A.d.sock : B.d.sock, job, 1, 2);
+        int c1 = cu_wait_exit(p1, 20);
+        char text[1024];
+        int st = init_result(1, text, sizeof(text));
+        EXPECT_TRUE(fails, c1 == 0 && st == NEXAR_ERR_PERMISSION &&
+                    strstr(text, "belongs to uid 65534; uid 0") &&
+                    strstr(text, "choose another NEXAR_JOB"),
+                    "root's rank 1 at %s: exit %d, status %d: %s", local ? "A" : "B", c1, st,
+                    text);
+        tl_log("root's rank 1 at %s: %s", local ? "A" : "B", text);
+        cu_wait_exit(p0, 20);
+    }
+}
+
 int main(void)
 {
     g_dir = cu_init("rdv");
@@ -245,6 +278,7 @@ int main(void)
     no_network();
     coordinator_unreachable();
     uid_refused();
+    root_refused();
     if (hx_daemon_stop(&A.d) || hx_daemon_stop(&B.d))
         fails++;
     cu_fini();

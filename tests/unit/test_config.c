@@ -45,7 +45,10 @@ static void test_defaults(void)
     CHECK(!c.foreground);
     CHECK(nx_config_uid_allowed(&c, 1000, 1000));
     CHECK(!nx_config_uid_allowed(&c, 1000, 1001));
-    CHECK(nx_config_uid_allowed(&c, 1000, 0));
+    /* Root joins no other uid's job, and no uid joins root's. */
+    CHECK(!nx_config_uid_allowed(&c, 1000, 0));
+    CHECK(!nx_config_uid_allowed(&c, 0, 1000));
+    CHECK(nx_config_uid_allowed(&c, 0, 0));
     nx_config_free(&c);
 }
 
@@ -65,7 +68,12 @@ static void test_file(void)
     CHECK(c.log_level == NX_LOG_DEBUG);
     CHECK(c.op_timeout_s == 7);
     CHECK(c.n_allow_uids == 2);
-    CHECK(nx_config_uid_allowed(&c, 1000, 1002));
+    /* allow_uids is a group: its members share jobs among themselves only. */
+    CHECK(nx_config_uid_allowed(&c, 1001, 1002));
+    CHECK(nx_config_uid_allowed(&c, 1002, 1001));
+    CHECK(!nx_config_uid_allowed(&c, 1000, 1002));
+    CHECK(!nx_config_uid_allowed(&c, 1002, 1000));
+    CHECK(!nx_config_uid_allowed(&c, 1001, 0));
     CHECK(!nx_config_uid_allowed(&c, 1000, 1003));
     unlink(p);
 

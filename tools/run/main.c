@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,8 +56,14 @@ int main(int argc, char **argv)
     if (sigfd < 0)
         nxt_die(NXR_EXIT_OSERR, "signalfd: %s", strerror(errno));
 
+    /* 64 random bits in the default name: another user cannot guess it and create the job
+     * first (the uid rule refuses our ranks then; the name keeps that from happening). */
+    uint64_t rnd = 0;
+    if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        rnd = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
     char *job = o.job ? nxt_xstrdup(o.job)
-                      : nxt_xasprintf("run-%d-%lld", (int)getpid(), (long long)time(NULL));
+                      : nxt_xasprintf("run-%d-%lld-%016llx", (int)getpid(),
+                                      (long long)time(NULL), (unsigned long long)rnd);
 
     /* One daemon per (simulated) node. */
     struct run_daemon *daemons = nxt_xcalloc((size_t)o.nodes, sizeof(*daemons));

@@ -41,7 +41,7 @@ static void usage(FILE *f)
 "      --socket PATH     nexard socket (default $NEXAR_SOCKET, else\n"
 "                        /run/nexar/nexard.sock); when no daemon answers there, a\n"
 "                        private nexard is started in a temporary directory\n"
-"      --job NAME        job name (NEXAR_JOB; default run-<pid>-<time>)\n"
+"      --job NAME        job name (NEXAR_JOB; default run-<pid>-<time>-<random>)\n"
 "      --timeout S       NEXAR_TIMEOUT for the ranks: formation and per-op deadline\n"
 "      --grace S         after a rank fails, wait S seconds (default 5) for the\n"
 "                        others, then SIGTERM them, then SIGKILL 2 s later\n"
