@@ -2,6 +2,8 @@
 #ifndef NX_LOG_H
 #define NX_LOG_H
 
+#include <stddef.h>
+
 enum nx_log_level { NX_LOG_DEBUG = 0, NX_LOG_INFO = 1, NX_LOG_WARN = 2, NX_LOG_ERROR = 3 };
 
 /* Lines go to stderr; under systemd (JOURNAL_STREAM set) they carry "<N>" priority
@@ -19,6 +21,12 @@ void nx_log(enum nx_log_level level, const char *subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 int nx_log_enabled(enum nx_log_level level);
+
+/* Copies in to out (len bytes with the NUL) with every control byte, DEL and byte that is
+ * not part of well-formed UTF-8 written as \xNN; nx_log passes every line through it, so
+ * a client's string can neither start a forged line nor put raw bytes in the log.
+ * Returns the length written (a sequence that does not fit is left out whole). */
+size_t nx_log_escape(const char *in, char *out, size_t len);
 
 #define NX_DEBUG(sub, ...)                                                                 \
     do {                                                                                   \

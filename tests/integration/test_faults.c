@@ -16,6 +16,7 @@
  *    NEXAR_ERR_UNAVAILABLE.
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -23,6 +24,7 @@
 
 #include "bgjob.h"
 #include "itest.h"
+#include "outfile.h"
 
 struct shared {
     volatile double kill_time;  /* when the victim died (set by whoever killed it) */
@@ -400,6 +402,43 @@ static int mute_daemon(void)
     return rv;
 }
 
+/* A rank whose NEXAR_COORD carries a newline and a forged log line: refused (no network
+ * here), and the daemon's log holds it escaped on the refusal's own line. */
+#define FORGED "12:00:00.000 nexard warn main: FORGED LOG LINE"
+static int forged_coord_rank(struct hx_rank *r)
+{
+    nexar_comm_t *w;
+    nexar_status_t s = nexar_init(&w);
+    if (s != NEXAR_ERR_UNAVAILABLE) {
+        tl_log("FAIL forged NEXAR_COORD: nexar_init -> %s: %s", nexar_strerror(s),
+               nexar_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+static int log_injection(const struct hx_daemon *d)
+{
+    static const char *const env[] = {"NEXAR_COORD=x:1\n" FORGED "\xff", NULL};
+    struct hx_job_opts o = {.sock = d->sock, .size = 1, .fn = forged_coord_rank,
+                            .nexar_timeout_s = 10, .env_extra = env};
+    int rv = hx_run(&o, 30);
+    char *log = tl_read_file(d->log);
+    bool forged = false;
+    for (const char *l = log; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "")
+        forged |= !strncmp(l, FORGED, strlen(FORGED));
+    bool escaped = log && strstr(log, "x:1\\x0a" FORGED "\\xff");
+    if (rv || forged || !escaped) {
+        tl_log("FAIL log injection: the daemon's log %s", forged ? "holds the forged line"
+               : !escaped ? "does not show the text escaped" : "(the rank failed)");
+        rv = -1;
+    } else {
+        tl_log("ok: a forged line in NEXAR_COORD is logged escaped on the refusal's line");
+    }
+    free(log);
+    return rv;
+}
+
 int main(void)
 {
     hx_require_nexard();
@@ -438,6 +477,7 @@ int main(void)
     rv |= run_fault_job(&d, "abort", 3, 30, abort_sub, -1, NULL);
     rv |= run_fault_job(&d, "a healthy job after the faults", 3, 30, healthy, -1, NULL);
     rv |= mute_daemon();
+    rv |= log_injection(&d);
     if (hx_daemon_stop(&d))
         rv = -1;
 
