@@ -1,5 +1,6 @@
-/* chan.c - blocking frame I/O on a Unix stream socket, with fd passing.
- * Used by the shim and the tools; the daemon reads through libuv instead. */
+/* chan.c - frame I/O on a Unix stream socket, with fd passing: blocking for the shim and
+ * the tools; one nonblocking attempt for the daemon (nx_chan_try_send), which reads
+ * through libuv and queues what a client does not take. */
 #include "frame.h"
 
 #include <errno.h>
@@ -15,6 +16,36 @@ static int64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+ssize_t nx_chan_try_send(int sock, const uint8_t *buf, size_t len, const int *fds, int nfds)
+{
+    if (nfds < 0 || nfds > NX_FRAME_MAX_FDS)
+        return -EINVAL;
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * NX_FRAME_MAX_FDS)];
+    } cbuf;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds > 0) {
+        memset(&cbuf, 0, sizeof(cbuf));
+        msg.msg_control = cbuf.buf;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+    }
+    for (;;) {
+        ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n >= 0)
+            return n;
+        if (errno == EINTR)
+            continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+    }
 }
 
 int nx_chan_send(int sock, uint16_t type, const uint8_t *payload, uint32_t length,

@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define NX_FRAME_MAGIC 0x3146584eu /* "NXF1" */
 #define NX_PROTO_VERSION 1u
@@ -90,6 +91,11 @@ void nx_frame_parser_fini(struct nx_frame_parser *p);
  * stream is bad, or the first non-zero value cb returned (which stops parsing). */
 int nx_frame_parser_feed(struct nx_frame_parser *p, const uint8_t *buf, size_t len,
                          nx_frame_cb cb, void *arg);
+
+/* One sendmsg of buf[0..len) (a whole frame or the rest of one) on a nonblocking socket,
+ * with fds (SCM_RIGHTS) on its first byte: for the daemon, whose loop never waits for a
+ * client.  Returns the bytes written (0 when the socket is full), or -errno. */
+ssize_t nx_chan_try_send(int sock, const uint8_t *buf, size_t len, const int *fds, int nfds);
 
 /* ---- blocking channel helpers (shim, tools) ----------------------------------- */
 

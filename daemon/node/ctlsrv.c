@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -144,6 +145,18 @@ void nx_conn_close(struct nx_conn *c)
     uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
 }
 
+/* A frame (or the rest of one) queued on a connection's libuv stream. */
+struct out_frame {
+    uv_write_t req;
+    uint8_t data[];
+};
+
+static void on_written(uv_write_t *req, int status)
+{
+    (void)status; /* a failed write shows as the connection's end, read side */
+    free((struct out_frame *)((char *)req - offsetof(struct out_frame, req)));
+}
+
 int nx_conn_send(struct nx_conn *c, uint16_t type, const void *msg_pb, const int *fds,
                  int nfds)
 {
@@ -153,11 +166,45 @@ int nx_conn_send(struct nx_conn *c, uint16_t type, const void *msg_pb, const int
     size_t len = protobuf_c_message_get_packed_size(m);
     if (len > NX_FRAME_MAX)
         return -EMSGSIZE;
-    uint8_t *buf = nx_xmalloc(len + 1);
-    protobuf_c_message_pack(m, buf);
-    int rv = nx_chan_send(c->fd, type, buf, (uint32_t)len, fds, nfds);
-    free(buf);
-    return rv;
+    size_t total = NX_FRAME_HDR_BYTES + len;
+    struct out_frame *o = nx_xmalloc(sizeof(*o) + total);
+    nx_frame_hdr_encode(o->data, type, (uint32_t)len);
+    protobuf_c_message_pack(m, o->data + NX_FRAME_HDR_BYTES);
+    /* Never wait for a client: what it does not take now is queued on its stream, up to
+     * NX_CONN_QUEUE_MAX, and a client that lets more pile up is dropped.  (Blocking here
+     * for a client that does not read stalled every job of the node.) */
+    size_t queued = uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe), off = 0;
+    if (nfds > 0) {
+        /* Descriptors travel with the first byte of their frame, which must not overtake
+         * anything queued: written directly, or the client is not keeping up. */
+        ssize_t n = queued ? 0 : nx_chan_try_send(c->fd, o->data, total, fds, nfds);
+        if (n <= 0) {
+            free(o);
+            NX_WARN("ctl", "pid %d does not take its messages (%zu bytes unread); "
+                    "closing its connection", (int)c->pid, queued);
+            nx_conn_close(c);
+            return n < 0 ? (int)n : -ENOBUFS;
+        }
+        off = (size_t)n;
+        if (off == total) {
+            free(o);
+            return 0;
+        }
+    }
+    if (queued + (total - off) > NX_CONN_QUEUE_MAX) {
+        free(o);
+        NX_WARN("ctl", "pid %d does not read its control socket (%zu bytes unread); "
+                "closing its connection", (int)c->pid, queued);
+        nx_conn_close(c);
+        return -ENOBUFS;
+    }
+    uv_buf_t b = uv_buf_init((char *)o->data + off, (unsigned)(total - off));
+    int rv = uv_write(&o->req, (uv_stream_t *)&c->pipe, &b, 1, on_written);
+    if (rv < 0) {
+        free(o);
+        return rv;
+    }
+    return 0;
 }
 
 void nx_conn_fail(struct nx_conn *c, uint32_t status, const char *text)

@@ -44,7 +44,13 @@ void nx_ctlsrv_fini(void);
 /* Closes connections that never completed the handshake. */
 void nx_ctlsrv_tick(double now);
 
-/* Sends one frame (blocking briefly if the socket is full).  0 or -errno. */
+/* Bytes a connection may leave unread before it is closed (its client dropped): one
+ * frame of the largest size beyond what its socket holds.  A client asks, then reads. */
+#define NX_CONN_QUEUE_MAX (NX_FRAME_MAX + (64u << 10))
+
+/* Sends one frame without waiting: what the socket does not take is queued on the
+ * connection (at most NX_CONN_QUEUE_MAX; one with fds must go out at once).  A client
+ * that does not keep up is closed.  0 or -errno. */
 int nx_conn_send(struct nx_conn *c, uint16_t type, const void *msg_pb, const int *fds,
                  int nfds);
 /* Sends ERROR{status, text} and closes the connection. */
