@@ -28,6 +28,8 @@ void nx_config_defaults(struct nx_config *c)
     c->op_timeout_s = 300;
     c->p2p_eager_bytes = 64u << 20;
     c->max_clients = 1024;
+    c->max_world_size = 65536;
+    c->max_timeout_s = 86400;
     c->max_pending = 4096;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     c->workers = ncpu < 1 ? 1 : ncpu > 4 ? 4 : (uint32_t)ncpu;
@@ -202,6 +204,8 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
     SIZE_KEY("p2p_eager_bytes", p2p_eager_bytes, 0, 1ull << 40, 1, "at most 1T")
     SIZE_KEY("max_clients", max_clients, 1, 1u << 20, 1, "1 to 1048576")
     SIZE_KEY("max_pending", max_pending, 16, 1u << 24, 1, "16 to 16777216")
+    SIZE_KEY("max_world_size", max_world_size, 1, 1u << 20, 1, "1 to 1048576")
+    SIZE_KEY("max_timeout_s", max_timeout_s, 1, 86400 * 7, 1, "1 to 604800 seconds")
     SIZE_KEY("workers", workers, 1, 64, 1, "1 to 64 threads")
     SIZE_KEY("peer_idle_timeout_ms", peer_idle_timeout_ms, 200, 3600000, 1,
              "200 to 3600000 milliseconds")

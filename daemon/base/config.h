@@ -23,6 +23,8 @@ struct nx_config {
     uint64_t p2p_eager_bytes;
     uint32_t max_clients;
     uint32_t max_pending; /* descriptors one client may have parked in the daemon */
+    uint32_t max_world_size; /* the largest job a rank may ask for */
+    uint32_t max_timeout_s;  /* the longest deadline a rank may ask for (NEXAR_TIMEOUT) */
     uint32_t workers;     /* threads sharing a large chunk's copies and reductions */
     /* Network (empty listen: this daemon serves one node only). */
     char *listen;      /* host:port or [v6]:port to bind the QUIC endpoint */

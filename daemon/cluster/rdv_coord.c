@@ -226,8 +226,11 @@ static struct rdv *rdv_new(const Nexar__PeerRegister *g)
     r->world = g->world_size;
     r->owner = (uid_t)g->uid;
     r->created = nx_now();
-    r->deadline = r->created + nx_rdv_formation_ms(g->timeout_ms) / 1000.0;
-    r->timeout_ms = g->timeout_ms;
+    /* A member bounds its ranks' deadline by its own max_timeout_s; ours bounds it here. */
+    uint32_t tmo = g->timeout_ms < nxd.cfg.max_timeout_s * 1000u ? g->timeout_ms
+                                                                  : nxd.cfg.max_timeout_s * 1000u;
+    r->deadline = r->created + nx_rdv_formation_ms(tmo) / 1000.0;
+    r->timeout_ms = tmo;
     r->algo = nx_xstrdup(g->algo);
     r->rank_node = nx_xmalloc(r->world * sizeof(*r->rank_node));
     for (uint32_t k = 0; k < r->world; k++)
@@ -343,7 +346,8 @@ void nx_rdvc_register(struct nx_tpeer *from, const Nexar__PeerRegister *g)
         refuse(from, g, dup, ndup, NEXAR_ERR_INVALID, why);
     }
     free(dup);
-    if (g->timeout_ms && (!r->timeout_ms || g->timeout_ms < r->timeout_ms)) {
+    if (g->timeout_ms && g->timeout_ms <= nxd.cfg.max_timeout_s * 1000u &&
+        (!r->timeout_ms || g->timeout_ms < r->timeout_ms)) {
         r->timeout_ms = g->timeout_ms;
         double dl = r->created + g->timeout_ms / 1000.0;
         if (dl < r->deadline)

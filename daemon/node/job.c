@@ -21,7 +21,6 @@
 
 struct nx_job_list nx_jobs = LIST_HEAD_INITIALIZER(nx_jobs);
 
-#define NX_MAX_WORLD (1u << 20)
 
 const char *nx_job_state_name(enum nx_job_state s)
 {
@@ -148,9 +147,15 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
     const char *err = NULL;
     if (!req->job || !name_ok(req->job))
         return refuse(conn, NEXAR_ERR_INVALID, "job name must be 1-255 printable characters");
-    if (req->world_size == 0 || req->world_size > NX_MAX_WORLD)
-        return refuse(conn, NEXAR_ERR_INVALID, "world size %u out of range 1..%u",
-                      req->world_size, NX_MAX_WORLD);
+    /* What a pending job costs the daemon grows with its world (the rank table), and its
+     * formation deadline is the ranks' word: both are bounded by the daemon's settings. */
+    if (req->world_size == 0 || req->world_size > nxd.cfg.max_world_size)
+        return refuse(conn, NEXAR_ERR_INVALID,
+                      "world size %u out of range 1..%u (this nexard's max_world_size)",
+                      req->world_size, nxd.cfg.max_world_size);
+    uint32_t asked_ms = req->timeout_ms;
+    if (asked_ms > nxd.cfg.max_timeout_s * 1000u)
+        asked_ms = nxd.cfg.max_timeout_s * 1000u;
     if (req->rank >= req->world_size)
         return refuse(conn, NEXAR_ERR_INVALID, "rank %u out of range for world size %u",
                       req->rank, req->world_size);
@@ -214,17 +219,17 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
         j->ranks = nx_xcalloc(req->world_size, sizeof(*j->ranks));
         j->algo = nx_xstrdup(algo ? algo : "");
         memcpy(j->algo_pref, pref, sizeof(pref));
-        j->timeout_ms = req->timeout_ms ? req->timeout_ms : nxd.cfg.op_timeout_s * 1000u;
+        j->timeout_ms = asked_ms ? asked_ms : nxd.cfg.op_timeout_s * 1000u;
         j->formation_ms = j->timeout_ms;
         snprintf(j->coord, sizeof(j->coord), "%s", coord);
         if (coord[0]) {
             nx_cluster_ops->job_init(j);
-            j->formation_ms = nx_cluster_ops->formation_ms(req->timeout_ms);
+            j->formation_ms = nx_cluster_ops->formation_ms(asked_ms);
         }
         j->deadline = nx_now() + j->formation_ms / 1000.0;
         LIST_INSERT_HEAD(&nx_jobs, j, link);
-    } else if (req->timeout_ms && req->timeout_ms < j->timeout_ms) {
-        j->timeout_ms = req->timeout_ms;
+    } else if (asked_ms && asked_ms < j->timeout_ms) {
+        j->timeout_ms = asked_ms;
     }
     conn->client = cl;
     cl->job = j;
@@ -235,7 +240,7 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
     NX_DEBUG("job", "rank %u of job \"%s\" joined (pid %d, %u/%u)", req->rank, j->name,
              (int)conn->pid, j->joined, j->world_size);
     if (j->net)
-        nx_cluster_ops->rank_joined(j, req->rank, conn->uid, req->timeout_ms);
+        nx_cluster_ops->rank_joined(j, req->rank, conn->uid, asked_ms);
     else if (j->joined == j->world_size)
         nx_job_form(j);
 }

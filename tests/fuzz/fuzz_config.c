@@ -65,6 +65,8 @@ static void promises(const struct nx_config *c)
     CHECK(c->p2p_eager_bytes <= 1ull << 40);
     CHECK(c->max_clients >= 1 && c->max_clients <= 1u << 20);
     CHECK(c->max_pending >= 16 && c->max_pending <= 1u << 24);
+    CHECK(c->max_world_size >= 1 && c->max_world_size <= 1u << 20);
+    CHECK(c->max_timeout_s >= 1 && c->max_timeout_s <= 86400 * 7);
     CHECK(c->workers >= 1 && c->workers <= 64);
     CHECK(c->peer_idle_timeout_ms >= 200 && c->peer_idle_timeout_ms <= 3600000);
     CHECK(c->keepalive_ms >= 50 && c->keepalive_ms <= 600000);

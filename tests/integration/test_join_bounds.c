@@ -1,0 +1,140 @@
+/*
+ * test_join_bounds.c - what a JOIN may cost the daemon (issue 11, local denial of service).
+ *
+ * A JOIN named any world size up to 2^20 and any formation deadline, and a pending one
+ * held a rank table of that size: 100 JOINs of 1,048,576 ranks took the daemon to 585 MB.
+ * Against a daemon with max_timeout_s=2:
+ *  - 100 connections each JOIN a world of 1,048,576: every one is refused
+ *    (NEXAR_ERR_INVALID naming max_world_size) and the daemon grows by less than 64 MB;
+ *  - a JOIN of a world of max_world_size (65536 by default) is accepted and waits;
+ *  - a JOIN asking for a deadline of 0xffffffff ms is answered NEXAR_ERR_TIMEOUT within
+ *    max_timeout_s plus 2 s.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "itest.h"
+#include "nexar.pb-c.h"
+#include "outfile.h"
+#include "rawclient.h"
+
+static int fails;
+
+static long rss_kb(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    char *s = tl_read_file(path);
+    const char *v = s ? strstr(s, "VmRSS:") : NULL;
+    long kb = v ? atol(v + 6) : -1;
+    free(s);
+    return kb;
+}
+
+/* HELLO, then JOIN; the connection (or -1). */
+static int join(const char *sock, const char *job, uint32_t rank, uint32_t world,
+                uint32_t timeout_ms)
+{
+    int fd = rc_connect(sock);
+    const char *why = NULL;
+    if (fd < 0 || rc_hello(fd, NEXAR__CLIENT_KIND__CLIENT_RANK, 5000, &why) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    uint8_t *p = NULL;
+    size_t n = rc_pack_join(job, rank, world, timeout_ms, &p);
+    int rv = rc_send_frame(fd, 3 /* JOIN */, p, (uint32_t)n);
+    free(p);
+    if (rv < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The JOIN_REPLY on fd within limit_ms: its status and text, or -1 without one. */
+static int reply(int fd, int limit_ms, char *text, size_t len)
+{
+    struct rc_frame fr;
+    text[0] = '\0';
+    if (rc_recv_frame(fd, &fr, limit_ms) != 0)
+        return -1;
+    int st = -1;
+    if (fr.type == 4) {
+        Nexar__JoinReply *jr = nexar__join_reply__unpack(NULL, fr.length, fr.payload);
+        if (jr) {
+            st = (int)jr->status;
+            snprintf(text, len, "%s", jr->error ? jr->error : "");
+            nexar__join_reply__free_unpacked(jr, NULL);
+        }
+    }
+    free(fr.payload);
+    return st;
+}
+
+int main(void)
+{
+    hx_require_nexard();
+    struct hx_daemon d;
+    const char *args[] = {"--set", "max_timeout_s=2", NULL};
+    if (hx_daemon_start(&d, args))
+        return 1;
+    char text[512];
+
+    long before = rss_kb(d.pid);
+    int refused = 0;
+    for (int i = 0; i < 100; i++) {
+        char job[32];
+        snprintf(job, sizeof(job), "huge-%d", i);
+        int fd = join(d.sock, job, 0, 1u << 20, 60000);
+        int st = fd >= 0 ? reply(fd, 5000, text, sizeof(text)) : -1;
+        refused += st == NEXAR_ERR_INVALID && strstr(text, "max_world_size") != NULL;
+        if (fd >= 0)
+            close(fd);
+    }
+    long after = rss_kb(d.pid);
+    if (refused != 100 || after - before > 64 * 1024) {
+        tl_log("FAIL 100 JOINs of 1048576 ranks: %d refused naming max_world_size, the daemon "
+               "grew by %ld KiB (%s)", refused, after - before, text);
+        fails++;
+    } else {
+        tl_log("ok: 100 JOINs of 1048576 ranks refused (\"%s\"); the daemon grew by %ld KiB",
+               text, after - before);
+    }
+
+    /* The default maximum is accepted and waits for its other ranks. */
+    int big = join(d.sock, "max-world", 0, 65536, 60000);
+    int st = big >= 0 ? reply(big, 300, text, sizeof(text)) : -2;
+    if (big < 0 || st != -1) {
+        tl_log("FAIL a JOIN of 65536 ranks: %s (status %d: %s)",
+               big < 0 ? "no connection" : "answered instead of waiting", st, text);
+        fails++;
+    } else {
+        tl_log("ok: a JOIN of 65536 ranks (max_world_size) waits for its ranks");
+    }
+
+    /* A deadline of 0xffffffff ms is cut to max_timeout_s. */
+    double t0 = tl_now();
+    int fd = join(d.sock, "forever", 0, 2, 0xffffffffu);
+    st = fd >= 0 ? reply(fd, 10000, text, sizeof(text)) : -2;
+    double dt = tl_now() - t0;
+    if (st != NEXAR_ERR_TIMEOUT || dt > 4.0) {
+        tl_log("FAIL a JOIN asking for 0xffffffff ms: status %d after %.2f s: %s", st, dt,
+               text);
+        fails++;
+    } else {
+        tl_log("ok: a JOIN asking for 0xffffffff ms timed out after %.2f s (max_timeout_s=2): "
+               "%s", dt, text);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (big >= 0)
+        close(big);
+    if (hx_daemon_stop(&d))
+        fails++;
+    return fails ? 1 : 0;
+}
