@@ -18,26 +18,35 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Room for the SCM_RIGHTS of one frame, aligned for a cmsghdr. */
+union nx_fdbuf {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int) * NX_FRAME_MAX_FDS)];
+};
+
+/* Puts fds (nfds <= NX_FRAME_MAX_FDS, none when 0) on msg as SCM_RIGHTS, in cbuf. */
+static void attach_fds(struct msghdr *msg, union nx_fdbuf *cbuf, const int *fds, int nfds)
+{
+    if (nfds <= 0)
+        return;
+    memset(cbuf, 0, sizeof(*cbuf));
+    msg->msg_control = cbuf->buf;
+    msg->msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+    struct cmsghdr *c = CMSG_FIRSTHDR(msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+}
+
 ssize_t nx_chan_try_send(int sock, const uint8_t *buf, size_t len, const int *fds, int nfds)
 {
     if (nfds < 0 || nfds > NX_FRAME_MAX_FDS)
         return -EINVAL;
     struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int) * NX_FRAME_MAX_FDS)];
-    } cbuf;
+    union nx_fdbuf cbuf;
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (nfds > 0) {
-        memset(&cbuf, 0, sizeof(cbuf));
-        msg.msg_control = cbuf.buf;
-        msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
-    }
+    attach_fds(&msg, &cbuf, fds, nfds);
     for (;;) {
         ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n >= 0)
@@ -60,21 +69,9 @@ int nx_chan_send(int sock, uint16_t type, const uint8_t *payload, uint32_t lengt
         {.iov_base = hdr, .iov_len = sizeof(hdr)},
         {.iov_base = (void *)payload, .iov_len = length},
     };
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int) * NX_FRAME_MAX_FDS)];
-    } cbuf;
+    union nx_fdbuf cbuf;
     struct msghdr msg = {.msg_iov = iov, .msg_iovlen = length ? 2 : 1};
-    if (nfds > 0) {
-        memset(&cbuf, 0, sizeof(cbuf));
-        msg.msg_control = cbuf.buf;
-        msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
-    }
+    attach_fds(&msg, &cbuf, fds, nfds);
 
     size_t total = sizeof(hdr) + length;
     size_t sent = 0;
