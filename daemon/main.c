@@ -67,6 +67,18 @@ static void on_signal(uv_signal_t *s, int signum)
 /* Without --foreground: the write end of the pipe the starter waits on; -1 otherwise. */
 static int ready_fd = -1;
 
+/* Points descriptors first..last at /dev/null. */
+static void to_dev_null(int first, int last)
+{
+    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    for (int i = first; i <= last; i++)
+        dup2(fd, i);
+    if (fd > last)
+        close(fd);
+}
+
 /*
  * Without --foreground: the classic double-fork-free daemon (setsid + /dev/null), whose
  * starter waits until it is ready: it exits 0 then, or 1 when the daemon could not start
@@ -101,12 +113,7 @@ static int background(void)
     ready_fd = p[1];
     if (setsid() < 0)
         return -errno;
-    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (fd >= 0) {
-        dup2(fd, 0);
-        if (fd > 0)
-            close(fd);
-    }
+    to_dev_null(0, 0);
     return 0;
 }
 
@@ -120,13 +127,7 @@ static void detach_ready(void)
     close(ready_fd);
     ready_fd = -1;
     nx_log_also_stderr(0);
-    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        if (fd > 2)
-            close(fd);
-    }
+    to_dev_null(1, 2);
 }
 
 int main(int argc, char **argv)
