@@ -14,9 +14,8 @@
 #include "xp2p.h"
 #include "xsplit.h"
 
-static uint32_t world_formed(struct nx_job *j, const uint32_t *wr, uint32_t n)
+static uint32_t world_formed(struct nx_job *j, const uint32_t *wr)
 {
-    (void)n;
     uint32_t nodes = nx_rdv_nodes(j);
     if (j->net) {
         nx_comm_span(j->world, nodes, j->world_size, wr);

@@ -41,9 +41,9 @@ static void local_rank_left(struct nx_job *j, uint32_t rank, bool lost, const ch
     (void)j, (void)rank, (void)lost, (void)who;
 }
 
-static uint32_t local_world_formed(struct nx_job *j, const uint32_t *wr, uint32_t n)
+static uint32_t local_world_formed(struct nx_job *j, const uint32_t *wr)
 {
-    (void)j, (void)wr, (void)n;
+    (void)j, (void)wr;
     return 1;
 }
 

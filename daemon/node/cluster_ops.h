@@ -46,9 +46,10 @@ struct nx_cluster_ops {
     void (*rank_joined)(struct nx_job *j, uint32_t rank, uid_t uid, uint32_t timeout_ms);
     /* A local rank of j (a job across nodes) left: lost, or gone after it finished. */
     void (*rank_left)(struct nx_job *j, uint32_t rank, bool lost, const char *who);
-    /* j's world communicator was just made over this node's ranks (world ranks wr[0..n)):
-     * it is made to span the job's nodes.  Returns the number of nodes (1: a local job). */
-    uint32_t (*world_formed)(struct nx_job *j, const uint32_t *wr, uint32_t n);
+    /* j's world communicator was just made over this node's ranks, whose world ranks are
+     * wr[0..j->world->size): it is made to span the job's nodes.  Returns the number of
+     * nodes (1: a local job). */
+    uint32_t (*world_formed)(struct nx_job *j, const uint32_t *wr);
     /* This node's index among j's nodes (0 for a local job). */
     uint32_t (*job_node)(const struct nx_job *j);
 

@@ -92,7 +92,7 @@ void nx_job_form(struct nx_job *j)
             wr[n++] = r;
         }
     j->world = nx_comm_new(j, n, cls, wr, j->timeout_ms);
-    uint32_t nodes = nx_cluster_ops->world_formed(j, wr, n);
+    uint32_t nodes = nx_cluster_ops->world_formed(j, wr);
     j->state = NX_JOB_RUNNING;
     NX_INFO("job", "job \"%s\" formed: %u ranks (%u here, %u node%s), world comm %u", j->name,
             j->world_size, n, nodes, nodes == 1 ? "" : "s", j->world->id);
