@@ -23,6 +23,10 @@
  *                           count, on the world and on a split whose ranks are numbered
  *                           backwards: every rank's text names the communicator ranks and
  *                           world ranks that disagreed
+ *   sem_rank describe       2 nodes x 1 rank: rank 1 enters an all_reduce 1.5 s late;
+ *                           meanwhile rank 0 asks its daemon (nexarctl ops, $NEXARCTL)
+ *                           where the op stands: "waiting for node 1 (ADDR, rank 1)",
+ *                           the node named once
  *   sem_rank threads ROUNDS three threads per rank: blocking send/recv with a partner on
  *                           the world (tag 1), nexar_sync on the world in a loop beside its
  *                           own isend/irecv (tag 2), and all_reduce plus a split on a
@@ -295,6 +299,47 @@ static int mismatch_text(nexar_comm_t *w)
     return 0;
 }
 
+/* Rank 0 is in an all_reduce that rank 1 (another node) enters late; nexarctl ops on
+ * rank 0's daemon says which node it waits for, naming it once. */
+static int describe(nexar_comm_t *w)
+{
+    nexar_status_t s;
+    if ((s = nexar_barrier(w)) != NEXAR_OK)
+        return fail("barrier", s);
+    int rc = 0;
+    if (rank == 0) {
+        const char *ctl = getenv("NEXARCTL"), *sock = getenv("NEXAR_SOCKET");
+        if (!ctl || !sock)
+            return fail("describe needs NEXARCTL and NEXAR_SOCKET", NEXAR_ERR_INVALID);
+        nexar_request_t *r;
+        int64_t v = 1;
+        if ((s = nexar_iall_reduce(w, &v, 1, NEXAR_I64, NEXAR_SUM, &r)) != NEXAR_OK)
+            return fail("iall_reduce", s);
+        sleep_ms(500);
+        char cmd[512], out[4096] = "";
+        snprintf(cmd, sizeof(cmd), "%s --socket %s ops", ctl, sock);
+        FILE *f = popen(cmd, "r");
+        size_t n = f ? fread(out, 1, sizeof(out) - 1, f) : 0;
+        out[n] = '\0';
+        if (f)
+            pclose(f);
+        if (!strstr(out, "waiting for node 1 (127.0.0.1:") || strstr(out, "(node 1 (") ||
+            !strstr(out, ", rank 1)")) {
+            fprintf(stderr, "rank 0: nexarctl ops while waiting for node 1:\n%s\n", out);
+            rc = 1;
+        }
+        if ((s = nexar_wait(r)) != NEXAR_OK || v != 2)
+            return fail("all_reduce", s);
+    } else {
+        sleep_ms(1500);
+        int64_t v = 1;
+        if ((s = nexar_all_reduce(w, &v, 1, NEXAR_I64, NEXAR_SUM)) != NEXAR_OK)
+            return fail("all_reduce", s);
+    }
+    nexar_finalize();
+    return rc;
+}
+
 /* ---- threads ---- */
 
 struct tctx {
@@ -459,6 +504,8 @@ int main(int argc, char **argv)
         return leave(w, 0);
     if (!strcmp(mode, "mismatch_text"))
         return mismatch_text(w);
+    if (!strcmp(mode, "describe"))
+        return describe(w);
     if (!strcmp(mode, "barrier_sync"))
         return barrier_sync(w);
     if (!strcmp(mode, "threads"))
