@@ -58,9 +58,28 @@ certtool -i --infile n0/node.pem >info.txt
 for want in 'DNSname: node0' 'DNSname: localhost' 'DNSname: node0.cluster.example' \
     'IPAddress: 127.0.0.1' 'IPAddress: ::1' 'TLS WWW Server' 'TLS WWW Client' \
     'Certificate Authority (CA): FALSE' 'Digital signature' 'SECP256R1' \
-    'Authority Key Identifier'; do
+    'Authority Key Identifier' 'OU=nexar node'; do
     grep -qF "$want" info.txt && ok "node cert has '$want'" || fail "node cert lacks '$want'"
 done
+
+# --- an operator's certificate: inspects, never a peer (proto/cert_check.h) ----------
+"$ctl" certs operator --ca ca --name ops-alice --out op >out.txt
+grep -q "operator certificate: op/operator.pem" out.txt && ok "operator files named" ||
+    fail "operator output: $(cat out.txt)"
+if verifies ca/ca.pem op/operator.pem; then ok "the operator verifies against the CA"; else
+    fail "the operator does not verify: $(cat verify.txt)"; fi
+certtool -i --infile op/operator.pem >opinfo.txt
+for want in 'OU=nexar operator' 'CN=ops-alice' 'TLS WWW Client' 'Digital signature' \
+    'Certificate Authority (CA): FALSE'; do
+    grep -qF "$want" opinfo.txt && ok "operator cert has '$want'" ||
+        fail "operator cert lacks '$want'"
+done
+for unwanted in 'TLS WWW Server' 'DNSname' 'IPAddress' 'OU=nexar node'; do
+    grep -qF "$unwanted" opinfo.txt && fail "operator cert has '$unwanted'" ||
+        ok "operator cert has no '$unwanted'"
+done
+[ "$(mode op/operator-key.pem)" = 600 ] && ok "operator key 0600" ||
+    fail "operator key mode $(mode op/operator-key.pem)"
 certtool -i --infile ca/ca.pem >cainfo.txt
 for want in 'Certificate Authority (CA): TRUE' 'Path Length Constraint: 0' \
     'Certificate signing' 'CRL signing'; do
@@ -138,6 +157,9 @@ expect_exit 1 'a node name is' "$ctl" certs node --ca ca --name '-n0' --out y
 [ ! -e y ] || fail "a refused name left y/ behind"
 expect_exit 1 "--out DIR" "$ctl" certs ca
 expect_exit 1 "unknown subcommand" "$ctl" certs server --out y
+expect_exit 1 "--ip and --dns belong to 'certs node'" "$ctl" certs operator --ca ca \
+    --name bob --ip 10.0.0.1 --out y
+expect_exit 1 "who the operator is" "$ctl" certs operator --ca ca --out y
 
 # --- a CA made with certtool (docs/operations.md) signs nexarctl node certs -----------
 mkdir tca

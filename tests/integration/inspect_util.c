@@ -55,11 +55,11 @@ int it_certs_make(const char *dir)
         if (certs(mk))
             return -1;
     }
-    /* An operator: a certificate of the cluster CA that no daemon uses. */
+    /* An operator: a certificate of the cluster CA that may inspect and never be a peer. */
     char ops[300], evil[300];
     snprintf(ops, sizeof(ops), "%s/ops", g_certdir);
     snprintf(evil, sizeof(evil), "%s/evil", g_certdir);
-    const char *mkops[] = {"node", "--ca", ca, "--name", "ops-alice", "--out", ops, NULL};
+    const char *mkops[] = {"operator", "--ca", ca, "--name", "ops-alice", "--out", ops, NULL};
     const char *mkevil[] = {"node", "--ca", fca, "--name", "intruder", "--ip", "127.0.0.1",
                             "--out", evil, NULL};
     return certs(mkops) || certs(mkevil) ? -1 : 0;
@@ -99,8 +99,9 @@ int it_remote(struct tl_ctl *r, const struct it_node *n, const char *const *tls,
 {
     const char *argv[40] = {"--remote", n->addr};
     int k = 2;
-    const char *ops[] = {"--tls-ca", it_cert("ca/ca.pem"), "--tls-cert", it_cert("ops/node.pem"),
-                         "--tls-key", it_cert("ops/node-key.pem"), NULL};
+    const char *ops[] = {"--tls-ca", it_cert("ca/ca.pem"), "--tls-cert",
+                         it_cert("ops/operator.pem"), "--tls-key",
+                         it_cert("ops/operator-key.pem"), NULL};
     if (!tls)
         tls = ops;
     for (int i = 0; tls[i] && k < 30; i++)
@@ -144,8 +145,8 @@ void it_h3_opts(struct nxt_h3c_opts *o, const struct it_node *n)
     memset(o, 0, sizeof(*o));
     o->addr = n->addr;
     o->ca = it_cert("ca/ca.pem");
-    o->cert = it_cert("ops/node.pem");
-    o->key = it_cert("ops/node-key.pem");
+    o->cert = it_cert("ops/operator.pem");
+    o->key = it_cert("ops/operator-key.pem");
     o->timeout_ms = 10000;
 }
 

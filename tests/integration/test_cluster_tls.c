@@ -6,9 +6,10 @@
  *    that names TLS;
  *  - a rank at F whose coordinator is A cannot join: its nexar_init fails (the
  *    coordinator is unreachable for F), and A has registered nothing;
- *  - a raw QUIC peer (cluster_rawpeer.c) without any certificate, and one with the
- *    foreign certificate (trusting the cluster CA, so only A can refuse), dial A and send
- *    a registration: the handshake is refused (TLS / certificate), and A has registered
+ *  - a raw QUIC peer (cluster_rawpeer.c) without any certificate, one with the foreign
+ *    certificate (trusting the cluster CA, so only A can refuse), one with an operator's
+ *    certificate of the cluster CA and one with a cluster certificate of no role dial A
+ *    and send a registration: the handshake is refused, saying why, and A has registered
  *    nothing;
  *  - A keeps serving: a peer-test between A and a proper node B still passes.
  */
@@ -69,11 +70,21 @@ int main(void)
     tl_log("rank at F: %s", text);
     nothing_registered(&A);
 
+    /* Then certificates of the cluster CA that are unfit for a peer: an operator's (it may
+     * inspect, never join) and one without any nexar role. */
+    static const struct {
+        const char *cert, *what, *says;
+    } raws[] = {
+        {NULL, "a peer without a certificate", "no certificate"},
+        {"foreign", "a peer with a foreign certificate", "not signed by the cluster CA"},
+        {"operator", "a peer with an operator's certificate", "of role operator"},
+        {"norole", "a peer with a certificate of no role", "no nexar role"},
+    };
     char ca[256], cert[256], key[256];
     snprintf(ca, sizeof(ca), "%s/ca.pem", cu_certs());
-    snprintf(cert, sizeof(cert), "%s/foreign.pem", cu_certs());
-    snprintf(key, sizeof(key), "%s/foreign.key", cu_certs());
-    for (int withcert = 0; withcert < 2; withcert++) {
+    for (int withcert = 0; withcert < 4; withcert++) {
+        snprintf(cert, sizeof(cert), "%s/%s.pem", cu_certs(), raws[withcert].cert);
+        snprintf(key, sizeof(key), "%s/%s.key", cu_certs(), raws[withcert].cert);
         const char *raw[] = {getenv("CLUSTER_RAWPEER"), A.addr, ca, withcert ? cert : NULL,
                              key, NULL};
         char log[300];
@@ -85,9 +96,9 @@ int main(void)
         text[got] = '\0';
         if (f)
             fclose(f);
-        const char *what = withcert ? "a peer with a foreign certificate"
-                                    : "a peer without a certificate";
-        EXPECT_TRUE(fails, code == 0, "%s: exit %d: %s", what, code, text);
+        const char *what = raws[withcert].what;
+        EXPECT_TRUE(fails, code == 0 && strstr(text, raws[withcert].says), "%s: exit %d: %s",
+                    what, code, text);
         char *last = text + strlen(text);
         while (last > text && last[-1] == '\n')
             *--last = '\0';

@@ -18,7 +18,9 @@
  *    inspected over and over (inspect_job.c): exact results, exactly one peer each;
  *  - the cap: with inspect_max_conns = 1, a second inspector is turned away (exit 2,
  *    "busy") while the first holds its connection, and welcome once it left;
- *  - inspect = off: exit 8, "does not serve remote inspection"; a closed port: exit 2.
+ *  - inspect = off: exit 8, "does not serve remote inspection"; a closed port: exit 2;
+ *  - roles: every nexarctl --remote above uses an operator's certificate (`nexarctl certs
+ *    operator`); nexard refuses to start with one, naming what it lacks.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -159,7 +161,8 @@ static void section_refusals(const struct it_node *a)
              "a foreign CA's certificate: exit %d, %s", r.rc, r.err);
     tl_log("foreign CA: exit %d: %s", r.rc, r.err);
     const char *theirs[] = {"--tls-ca", it_cert("fca/ca.pem"), "--tls-cert",
-                            it_cert("ops/node.pem"), "--tls-key", it_cert("ops/node-key.pem"),
+                            it_cert("ops/operator.pem"), "--tls-key",
+                            it_cert("ops/operator-key.pem"),
                             NULL};
     it_remote(&r, a, theirs, args);
     IT_CHECK(r.rc == NEXAR_ERR_PERMISSION && strstr(r.err, "not signed by our CA"),
@@ -363,6 +366,32 @@ static void section_off(void)
     tl_log("off: exit 8; closed port: exit %d: %s", r.rc, r.err);
 }
 
+/* An operator's certificate inspects (every section above used it) but makes no daemon:
+ * nexard refuses to start with it, and says what to use instead. */
+static void section_roles(void)
+{
+    char out[300], sock[300], text[2048] = "";
+    snprintf(out, sizeof(out), "%s/nexard-operator.log", cu_out());
+    snprintf(sock, sizeof(sock), "%s/operator.sock", cu_out());
+    const char *argv[] = {hx_nexard_path(), "--foreground", "--socket", sock,
+                          "--listen", "127.0.0.1:0", "--tls-ca", it_cert("ca/ca.pem"),
+                          "--tls-cert", it_cert("ops/operator.pem"), "--tls-key",
+                          it_cert("ops/operator-key.pem"), NULL};
+    pid_t p = hx_spawn(argv, NULL, out);
+    int st = -1;
+    int w = hx_wait_pid(p, 20, &st);
+    FILE *f = fopen(out, "r");
+    size_t got = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    text[got] = '\0';
+    if (f)
+        fclose(f);
+    IT_CHECK(w == 0 && WIFEXITED(st) && WEXITSTATUS(st) != 0 &&
+                 strstr(text, "tls_cert: certificate is not for a TLS server") &&
+                 strstr(text, "a node needs a node certificate ('nexarctl certs node'"),
+             "nexard with an operator's certificate: wait %d, status 0x%x: %s", w, st, text);
+    tl_log("nexard with an operator's certificate: %s", text);
+}
+
 int main(void)
 {
     const char *dir = cu_init("inspect");
@@ -383,6 +412,7 @@ int main(void)
     section_same(&a);
     section_bytes(&a);
     section_refusals(&a);
+    section_roles();
     section_http(&a);
     it_job_section(&a, &b);
     section_cap();

@@ -11,6 +11,11 @@ static char certdir[64];
 
 const char *qh_certs(int n)
 {
+    return qh_certs_short(n, 0);
+}
+
+const char *qh_certs_short(int n, int short_s)
+{
     char cmd[512];
     const char *script = getenv("NX_GEN_CERTS");
     snprintf(certdir, sizeof(certdir), "/tmp/nexar-quic-XXXXXX");
@@ -18,8 +23,10 @@ const char *qh_certs(int n)
         perror("mkdtemp");
         exit(1);
     }
-    snprintf(cmd, sizeof(cmd), "sh %s %s %d", script ? script : "tests/lib/gen-certs.sh",
-             certdir, n);
+    snprintf(cmd, sizeof(cmd), "sh %s %s %d %s", script ? script : "tests/lib/gen-certs.sh",
+             certdir, n, short_s > 0 ? "" : "''");
+    if (short_s > 0)
+        snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "%d", short_s);
     if (system(cmd) != 0) {
         fprintf(stderr, "certificate generation failed: %s\n", cmd);
         exit(1);

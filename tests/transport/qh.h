@@ -24,6 +24,8 @@ extern int qh_failures;
 /* Makes a temporary directory with ca.pem, node0..n-1.{pem,key}, foreign*.  Exits with a
  * message when the script (NX_GEN_CERTS, or tests/lib/gen-certs.sh) fails. */
 const char *qh_certs(int n);
+/* The same, with short.pem/.key: a node certificate that expires short_s seconds from now. */
+const char *qh_certs_short(int n, int short_s);
 void qh_certs_cleanup(void);
 /* Path of a file in the certificate directory. */
 const char *qh_path(const char *file);

@@ -20,6 +20,7 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 
+#include "cert_check.h"
 #include "certs_int.h"
 
 #define DEFAULT_CA_NAME "nexar cluster CA"
@@ -126,10 +127,10 @@ out:
     return rv;
 }
 
-/* What every certificate has: version, serial, validity, subject, public key and
- * its key id. */
+/* What every certificate has: version, serial, validity, subject (with the role as its
+ * OU, when it has one), public key and its key id. */
 static int set_common(gnutls_x509_crt_t crt, gnutls_x509_privkey_t key, const char *cn,
-                      time_t not_after, char *err, size_t errlen)
+                      const char *ou, time_t not_after, char *err, size_t errlen)
 {
     int rv = 0;
     unsigned char serial[16];
@@ -144,6 +145,10 @@ static int set_common(gnutls_x509_crt_t crt, gnutls_x509_privkey_t key, const ch
     GT(gnutls_x509_crt_set_dn_by_oid(crt, GNUTLS_OID_X520_ORGANIZATION_NAME, 0, ORG_NAME,
                                      sizeof(ORG_NAME) - 1),
        "subject O", out);
+    if (ou)
+        GT(gnutls_x509_crt_set_dn_by_oid(crt, GNUTLS_OID_X520_ORGANIZATIONAL_UNIT_NAME, 0, ou,
+                                         (unsigned)strlen(ou)),
+           "subject OU", out);
     GT(gnutls_x509_crt_set_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, cn,
                                      (unsigned)strlen(cn)),
        "subject CN", out);
@@ -241,8 +246,8 @@ int nxt_certs_make_ca(const struct nxt_ca_req *req, struct nxt_certs_result *res
     if ((rv = gen_key(&key, err, errlen)) < 0)
         return rv;
     GT(gnutls_x509_crt_init(&crt), "certificate", fail_key);
-    if ((rv = set_common(crt, key, cn, time(NULL) + (time_t)req->days * 86400, err, errlen)) <
-        0)
+    if ((rv = set_common(crt, key, cn, NULL, time(NULL) + (time_t)req->days * 86400, err,
+                         errlen)) < 0)
         goto fail_crt;
     /* Path length 0: the CA signs node certificates only, never another CA. */
     GT(gnutls_x509_crt_set_basic_constraints(crt, 1, 0), "basic constraints", fail_crt);
@@ -440,11 +445,19 @@ int nxt_certs_make_node(const struct nxt_node_req *req, struct nxt_certs_result 
     if ((rv = check_days(req->days, err, errlen)) < 0 ||
         (rv = check_sans(req, err, errlen)) < 0)
         return rv;
+    /* An operator is no host: a name it could answer for would only invite using its
+     * certificate as a server's. */
+    if (req->operator_role && (req->ndns || req->nips)) {
+        snprintf(err, errlen, "--ip and --dns belong to node certificates; an operator's "
+                 "names no host");
+        return -EINVAL;
+    }
+    const bool op = req->operator_role;
     memset(res, 0, sizeof(*res));
-    if ((rv = join(res->cert_path, sizeof(res->cert_path), req->out_dir, NXT_CERTS_NODE_CERT,
-                   err, errlen)) < 0 ||
-        (rv = join(res->key_path, sizeof(res->key_path), req->out_dir, NXT_CERTS_NODE_KEY, err,
-                   errlen)) < 0)
+    if ((rv = join(res->cert_path, sizeof(res->cert_path), req->out_dir,
+                   op ? NXT_CERTS_OPERATOR_CERT : NXT_CERTS_NODE_CERT, err, errlen)) < 0 ||
+        (rv = join(res->key_path, sizeof(res->key_path), req->out_dir,
+                   op ? NXT_CERTS_OPERATOR_KEY : NXT_CERTS_NODE_KEY, err, errlen)) < 0)
         return rv;
 
     gnutls_x509_crt_t ca, crt;
@@ -466,14 +479,16 @@ int nxt_certs_make_node(const struct nxt_node_req *req, struct nxt_certs_result 
     if ((rv = gen_key(&key, err, errlen)) < 0)
         goto fail_ca;
     GT(gnutls_x509_crt_init(&crt), "certificate", fail_key);
-    if ((rv = set_common(crt, key, req->name, not_after, err, errlen)) < 0 ||
-        (rv = add_sans(crt, req, err, errlen)) < 0)
+    if ((rv = set_common(crt, key, req->name, op ? NX_CERT_OU_OPERATOR : NX_CERT_OU_NODE,
+                         not_after, err, errlen)) < 0 ||
+        (!op && (rv = add_sans(crt, req, err, errlen)) < 0))
         goto fail_crt;
     GT(gnutls_x509_crt_set_basic_constraints(crt, 0, -1), "basic constraints", fail_crt);
     /* digitalSignature is all TLS 1.3 asks of an ECDSA key (no key encipherment). */
     GT(gnutls_x509_crt_set_key_usage(crt, GNUTLS_KEY_DIGITAL_SIGNATURE), "key usage", fail_crt);
-    GT(gnutls_x509_crt_set_key_purpose_oid(crt, GNUTLS_KP_TLS_WWW_SERVER, 0), "key purpose",
-       fail_crt);
+    if (!op)
+        GT(gnutls_x509_crt_set_key_purpose_oid(crt, GNUTLS_KP_TLS_WWW_SERVER, 0),
+           "key purpose", fail_crt);
     GT(gnutls_x509_crt_set_key_purpose_oid(crt, GNUTLS_KP_TLS_WWW_CLIENT, 0), "key purpose",
        fail_crt);
     unsigned char id[64];

@@ -12,7 +12,9 @@
  *     certificates, never another CA), keyUsage keyCertSign + cRLSign;
  *   - a node: CA:FALSE, keyUsage digitalSignature, extendedKeyUsage
  *     serverAuth + clientAuth (every daemon is both ends of some connection),
- *     subjectAltName DNS and IP entries, subject and authority key ids;
+ *     subject OU "nexar node" (its role), subjectAltName DNS and IP entries, subject
+ *     and authority key ids;
+ *   - an operator: the same with OU "nexar operator" and clientAuth alone;
  *   - valid from five minutes ago (clocks of the nodes disagree a little);
  *   - private keys as unencrypted PKCS#8 PEM, files created 0600, certificates
  *     0644; a file is written under a temporary name and renamed into place.
@@ -40,6 +42,8 @@
 #define NXT_CERTS_CA_KEY "ca-key.pem"
 #define NXT_CERTS_NODE_CERT "node.pem"
 #define NXT_CERTS_NODE_KEY "node-key.pem"
+#define NXT_CERTS_OPERATOR_CERT "operator.pem"
+#define NXT_CERTS_OPERATOR_KEY "operator-key.pem"
 
 #define NXT_CERTS_CA_DAYS 3650  /* default validity of a CA */
 #define NXT_CERTS_NODE_DAYS 365 /* default validity of a node certificate */
@@ -62,6 +66,10 @@ struct nxt_node_req {
     size_t nips;
     unsigned days; /* 1..NXT_CERTS_MAX_DAYS; clamped to the CA's own expiry */
     bool force;
+    /* An operator's certificate (cert_check.h): OU "nexar operator", TLS client only, no
+     * subjectAltName, written as operator.pem / operator-key.pem.  It may inspect a
+     * daemon and never be its peer. */
+    bool operator_role;
 };
 
 /* What was written, for the caller to report. */
@@ -76,7 +84,8 @@ struct nxt_certs_result {
 int nxt_certs_make_ca(const struct nxt_ca_req *req, struct nxt_certs_result *res, char *err,
                       size_t errlen);
 
-/* Creates a node key and a certificate signed by the CA in req->ca_dir. */
+/* Creates a node's (or an operator's) key and a certificate signed by the CA in
+ * req->ca_dir. */
 int nxt_certs_make_node(const struct nxt_node_req *req, struct nxt_certs_result *res,
                         char *err, size_t errlen);
 

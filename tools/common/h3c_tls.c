@@ -13,6 +13,7 @@
 #include <gnutls/gnutls.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
+#include "cert_check.h"
 #include "h3c_int.h"
 #include "inspect.h"
 #include "tls_policy.h"
@@ -31,8 +32,18 @@ static int verify_cb(gnutls_session_t s)
     struct h3c *c = session_h3c(s);
     unsigned status = 0;
     int rv = gnutls_certificate_verify_peers2(s, &status);
-    if (rv == 0 && status == 0)
-        return 0;
+    if (rv == 0 && status == 0) {
+        /* Signed by our CA, but is it a daemon?  An operator's or a client-only
+         * certificate answering on the port is not. */
+        char why[128];
+        time_t end;
+        if (nx_cert_check_peer(s, c->cred, 1, NX_CERT_NODE, &end, why, sizeof(why)) == 0)
+            return 0;
+        c->verify_failed = 1;
+        h3c_fail(c, NEXAR_ERR_PERMISSION, "the certificate of %s is not accepted: %s",
+                 c->o->addr, why);
+        return -1;
+    }
     c->verify_failed = 1;
     if (rv < 0)
         h3c_fail(c, NEXAR_ERR_PERMISSION, "cannot verify the certificate of %s: %s",

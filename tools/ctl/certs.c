@@ -39,7 +39,10 @@ void nxc_certs_usage(FILE *f)
 "  certs node --ca DIR --name NAME [--ip A]... [--dns D]... --out DIR [--days N]\n"
 "           [--force]\n"
 "           create a node certificate signed by that CA: DIR/" NXT_CERTS_NODE_CERT ",\n"
-"           DIR/" NXT_CERTS_NODE_KEY " (0600) and a copy of " NXT_CERTS_CA_CERT "\n");
+"           DIR/" NXT_CERTS_NODE_KEY " (0600) and a copy of " NXT_CERTS_CA_CERT "\n"
+"  certs operator --ca DIR --name NAME --out DIR [--days N] [--force]\n"
+"           create an operator's certificate (nexarctl --remote; never a peer):\n"
+"           DIR/" NXT_CERTS_OPERATOR_CERT ", DIR/" NXT_CERTS_OPERATOR_KEY " (0600), " NXT_CERTS_CA_CERT "\n");
 }
 
 static void __attribute__((noreturn)) bad(const char *msg, const char *arg)
@@ -66,10 +69,10 @@ static void report(const char *what, const struct nxt_certs_result *r)
     struct tm tm;
     if (gmtime_r(&t, &tm))
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
-    printf("%s certificate: %s\n", what, r->cert_path);
-    printf("%s key:         %s (mode 0600)\n", what, r->key_path);
-    printf("valid until:      %s%s\n", when, r->clamped ? " (cut to the CA's expiry)" : "");
-    printf("SHA-256:          %s\n", r->fingerprint);
+    printf("%-8s certificate: %s\n", what, r->cert_path);
+    printf("%-8s key:         %s (mode 0600)\n", what, r->key_path);
+    printf("valid until:           %s%s\n", when, r->clamped ? " (cut to the CA's expiry)" : "");
+    printf("SHA-256:               %s\n", r->fingerprint);
 }
 
 struct certs_opts {
@@ -80,7 +83,8 @@ struct certs_opts {
     bool force;
 };
 
-static void parse(struct certs_opts *o, int argc, char **argv, bool node)
+/* node: 'certs node' or 'certs operator' (both signed by --ca); op: the latter. */
+static void parse(struct certs_opts *o, int argc, char **argv, bool node, bool op)
 {
     static const struct option longopts[] = {
         {"out", required_argument, NULL, 'o'},
@@ -107,12 +111,12 @@ static void parse(struct certs_opts *o, int argc, char **argv, bool node)
             break;
         case 'c':
             if (!node)
-                bad("--ca belongs to 'certs node'", NULL);
+                bad("--ca belongs to 'certs node' and 'certs operator'", NULL);
             o->ca = optarg;
             break;
         case 'i':
         case 'D':
-            if (!node)
+            if (!node || op)
                 bad("--ip and --dns belong to 'certs node'", NULL);
             if ((ch == 'i' ? o->nips : o->ndns) >= MAX_SANS)
                 bad("too many --ip or --dns (64 each at most)", NULL);
@@ -136,7 +140,8 @@ static void parse(struct certs_opts *o, int argc, char **argv, bool node)
     if (node && !o->ca)
         bad("--ca DIR (the directory of 'certs ca --out') is required", NULL);
     if (node && !o->name)
-        bad("--name NAME (the node's name) is required", NULL);
+        bad(op ? "--name NAME (who the operator is) is required"
+               : "--name NAME (the node's name) is required", NULL);
 }
 
 int nxc_certs_main(int argc, char **argv)
@@ -147,19 +152,20 @@ int nxc_certs_main(int argc, char **argv)
     while (i < argc && strcmp(argv[i], "certs"))
         i++;
     if (++i >= argc)
-        bad("which one: 'certs ca' or 'certs node'", NULL);
+        bad("which one: 'certs ca', 'certs node' or 'certs operator'", NULL);
     const char *sub = argv[i];
-    bool node = !strcmp(sub, "node");
+    bool op = !strcmp(sub, "operator");
+    bool node = op || !strcmp(sub, "node");
     if (!strcmp(sub, "-h") || !strcmp(sub, "--help")) {
         printf("Usage:\n");
         nxc_certs_usage(stdout);
         return 0;
     }
     if (!node && strcmp(sub, "ca"))
-        bad("unknown subcommand (ca, node)", sub);
+        bad("unknown subcommand (ca, node, operator)", sub);
 
     struct certs_opts o = {0};
-    parse(&o, argc - i, argv + i, node);
+    parse(&o, argc - i, argv + i, node, op);
     struct nxt_certs_result res;
     char err[1024];
     int rv;
@@ -182,6 +188,7 @@ int nxc_certs_main(int argc, char **argv)
             .nips = o.nips,
             .days = (unsigned)(o.days ? o.days : NXT_CERTS_NODE_DAYS),
             .force = o.force,
+            .operator_role = op,
         };
         rv = nxt_certs_make_node(&req, &res, err, sizeof(err));
     }
@@ -189,7 +196,7 @@ int nxc_certs_main(int argc, char **argv)
         nxt_warn("certs %s: %s", sub, err);
         return exit_status(rv);
     }
-    report(node ? "node" : "CA", &res);
+    report(op ? "operator" : node ? "node" : "CA", &res);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         nxt_warn("writing the output failed");
         return NEXAR_ERR_INTERNAL;

@@ -190,6 +190,8 @@ static int has_data(const struct nx_qconn *c)
 static void arm_timer(struct nx_qconn *c)
 {
     ngtcp2_tstamp exp = ngtcp2_conn_get_expiry(c->conn), now = nx_qnow();
+    if (c->cert_deadline && c->cert_deadline < exp)
+        exp = c->cert_deadline;
     if (exp == UINT64_MAX) {
         uv_timer_stop(&c->timer);
         return;
@@ -290,12 +292,30 @@ void nx_qconn_after_rx(struct nx_qconn *c)
     nx_qconn_leave(c);
 }
 
+/* A certificate is the proof of membership: once the peer's has expired, a handshake
+ * would be refused, so the connection made with it ends too. */
+static void cert_expired(struct nx_qconn *c)
+{
+    struct close_plan cp = {CLOSE_APP, NX_QERR_REFUSED, 0};
+    char when[32];
+    struct tm tm;
+    time_t t = c->cert_end;
+    if (!gmtime_r(&t, &tm) || !strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm))
+        snprintf(when, sizeof(when), "%lld", (long long)t);
+    nx_qconn_fail(c, "TLS: the certificate of %s expired at %s", c->peer->base.addr, when);
+    close_now(c, &cp);
+}
+
 static void timer_cb(uv_timer_t *t)
 {
     struct nx_qconn *c = t->data;
     if (c->dead)
         return;
     ngtcp2_tstamp now = nx_qnow();
+    if (c->cert_deadline && now >= c->cert_deadline) {
+        cert_expired(c);
+        return;
+    }
     c->busy++;
     int rv = ngtcp2_conn_handle_expiry(c->conn, now);
     c->busy--;

@@ -27,6 +27,7 @@
 #include <netinet/in.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <gnutls/gnutls.h>
 #include <ngtcp2/ngtcp2.h>
@@ -254,6 +255,8 @@ struct nx_qconn {
     unsigned rx_since_tx;    /* packets read since we last wrote one */
     ngtcp2_tstamp started, last_rx;
     int gnutls_err;      /* the fatal GnuTLS error of the handshake */
+    time_t cert_end;     /* when the peer's certificate proof expires (0: not known yet) */
+    ngtcp2_tstamp cert_deadline; /* the same on our clock, set once the handshake is done */
     char why[160];       /* why it failed: shown in LOST */
 };
 

@@ -10,9 +10,13 @@
  * certificate is verified exactly like a peer's.
  *
  * Both ends present a certificate and verify the other's chain to tls_ca during the
- * handshake, so a stranger is refused before a single stream byte is accepted.  Why it
- * was refused is kept on the connection (verify callback, or the GnuTLS error of the
- * handshake) and sent in the CONNECTION_CLOSE reason, so both ends can say it.
+ * handshake, so a stranger is refused before a single stream byte is accepted.  The chain
+ * is not enough: the leaf must also be fit for its side and its role (cert_check.h), so
+ * that a CA certificate, a client-only one that was dialled, or an operator's that tries
+ * to be a peer are refused too.  Why it was refused is kept on the connection (verify
+ * callback, or the GnuTLS error of the handshake) and sent in the CONNECTION_CLOSE
+ * reason, so both ends can say it.  The earliest expiry in the peer's proof is kept as
+ * well: the connection ends then (quic_drive.c), not only the next handshake.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,6 +27,7 @@
 #include <gnutls/x509.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
+#include "cert_check.h"
 #include "inspect.h"
 #include "tls_policy.h"
 #include "log.h"
@@ -81,6 +86,21 @@ static int verify_cb(gnutls_session_t s)
         set_why(c, status_text(status));
         return -1;
     }
+    /* The server knows by now whether it serves an inspector (post_client_hello); a
+     * daemon that dials only ever dials a peer. */
+    unsigned want = c->server && c->inspector ? NX_CERT_NODE | NX_CERT_OPERATOR : NX_CERT_NODE;
+    char why[128];
+    time_t end = (time_t)-1;
+    if (nx_cert_check_peer(s, c->q->tls.cred, !c->server, want, &end, why, sizeof(why)) < 0) {
+        set_why(c, why);
+        return -1;
+    }
+    if (end != (time_t)-1) {
+        /* On our own clock: a wall-clock step later does not move it. */
+        time_t left = end - time(NULL);
+        c->cert_end = end;
+        c->cert_deadline = nx_qnow() + (ngtcp2_tstamp)(left > 0 ? left : 0) * NGTCP2_SECONDS;
+    }
     return 0;
 }
 
@@ -134,6 +154,26 @@ static int check_own_cert(struct nx_qtls *x, char *err, size_t errlen)
     if (rv < 0 || vout) {
         snprintf(err, errlen, "tls_cert does not verify against tls_ca: %s",
                  rv < 0 ? gnutls_strerror(rv) : status_text(vout));
+        return -EINVAL;
+    }
+    /* A daemon dials some peers and is dialled by others: its certificate must serve as
+     * both, as a node.  Said here, at start, rather than by every peer's refusal later. */
+    char why[160];
+    gnutls_x509_crt_t own;
+    if (gnutls_x509_crt_init(&own) < 0)
+        return -ENOMEM;
+    gnutls_datum_t der;
+    rv = gnutls_certificate_get_crt_raw(x->cred, 0, 0, &der);
+    if (rv >= 0)
+        rv = gnutls_x509_crt_import(own, &der, GNUTLS_X509_FMT_DER);
+    if (rv >= 0)
+        rv = nx_cert_check(own, -1, NX_CERT_NODE, why, sizeof(why));
+    else
+        snprintf(why, sizeof(why), "%s", gnutls_strerror(rv));
+    gnutls_x509_crt_deinit(own);
+    if (rv < 0) {
+        snprintf(err, errlen, "tls_cert: %s; a node needs a node certificate ('nexarctl certs "
+                 "node', docs/operations.md)", why);
         return -EINVAL;
     }
     return 0;
