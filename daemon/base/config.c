@@ -28,6 +28,9 @@ void nx_config_defaults(struct nx_config *c)
     c->op_timeout_s = 300;
     c->p2p_eager_bytes = 64u << 20;
     c->max_clients = 1024;
+    c->max_conns_per_uid = 512;
+    c->conn_timeout_s = 10;
+    c->ctl_idle_s = 60;
     c->max_world_size = 65536;
     c->max_timeout_s = 86400;
     c->max_pending = 4096;
@@ -203,6 +206,9 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
     SIZE_KEY("op_timeout_s", op_timeout_s, 1, 86400 * 7, 1, "1 to 604800 seconds")
     SIZE_KEY("p2p_eager_bytes", p2p_eager_bytes, 0, 1ull << 40, 1, "at most 1T")
     SIZE_KEY("max_clients", max_clients, 1, 1u << 20, 1, "1 to 1048576")
+    SIZE_KEY("max_conns_per_uid", max_conns_per_uid, 1, 1u << 20, 1, "1 to 1048576")
+    SIZE_KEY("conn_timeout_s", conn_timeout_s, 1, 3600, 1, "1 to 3600 seconds")
+    SIZE_KEY("ctl_idle_s", ctl_idle_s, 1, 86400, 1, "1 to 86400 seconds")
     SIZE_KEY("max_pending", max_pending, 16, 1u << 24, 1, "16 to 16777216")
     SIZE_KEY("max_world_size", max_world_size, 1, 1u << 20, 1, "1 to 1048576")
     SIZE_KEY("max_timeout_s", max_timeout_s, 1, 86400 * 7, 1, "1 to 604800 seconds")

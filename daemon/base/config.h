@@ -22,6 +22,9 @@ struct nx_config {
     uint32_t op_timeout_s;
     uint64_t p2p_eager_bytes;
     uint32_t max_clients;
+    uint32_t max_conns_per_uid; /* control connections of one uid at once */
+    uint32_t conn_timeout_s;    /* HELLO, a rank's JOIN, and the rest of a begun frame */
+    uint32_t ctl_idle_s;        /* a nexarctl connection that asks nothing is closed */
     uint32_t max_pending; /* descriptors one client may have parked in the daemon */
     uint32_t max_world_size; /* the largest job a rank may ask for */
     uint32_t max_timeout_s;  /* the longest deadline a rank may ask for (NEXAR_TIMEOUT) */

@@ -23,17 +23,31 @@
 #include "nexar.h"
 #include "nexar.pb-c.h"
 
-static uv_pipe_t server;
-static bool server_open;
+/* The listening socket is polled and accepted by hand rather than by uv_listen: libuv
+ * accepts on a pipe until the backlog is empty, so a process that connects in a loop kept
+ * the daemon inside accept() and every job of the node starved.  NX_ACCEPT_BATCH per turn
+ * of the loop, then the rings and timers get theirs. */
+#define NX_ACCEPT_BATCH 16
+/* And at most NX_ACCEPT_RATE a second after a burst of NX_ACCEPT_BURST (every rank of a
+ * large node starting at once): a process that connects in a loop otherwise kept the
+ * daemon busy refusing it, and each op of every job waited behind its knocks.  The rest
+ * wait in the kernel's backlog, where a knocker's connect() waits too. */
+#define NX_ACCEPT_RATE 2000.0
+#define NX_ACCEPT_BURST 256.0
+static double accept_tokens = NX_ACCEPT_BURST, accept_refilled;
+static uv_timer_t accept_timer;
+static uv_poll_t server;
+static int server_fd = -1;
+static bool server_open, server_polled;
 static int lock_fd = -1;
 static char *lock_path;
 static uint32_t nconns;
 static nx_ctl_handler on_ctl_request;
 static LIST_HEAD(, nx_conn) conns = LIST_HEAD_INITIALIZER(conns);
 
-/* A connection must say HELLO this soon, or it is closed: idle sockets must not
- * use up max_clients and lock real ranks out. */
-#define NX_HELLO_DEADLINE_S 5.0
+/* Connections beyond max_clients + NX_CONN_SLACK are refused; root has NX_CONN_SLACK
+ * more, so that an administrator's nexarctl gets in however full the daemon is. */
+#define NX_CONN_SLACK 16
 
 /* Refuses a runtime directory that others could plant files in. */
 static int check_dir(const char *dir)
@@ -207,14 +221,19 @@ int nx_conn_send(struct nx_conn *c, uint16_t type, const void *msg_pb, const int
     return 0;
 }
 
-void nx_conn_fail(struct nx_conn *c, uint32_t status, const char *text)
+static void send_error_close(struct nx_conn *c, uint32_t status, const char *text)
 {
     Nexar__ErrorReply er = NEXAR__ERROR_REPLY__INIT;
     er.status = status;
     er.error = (char *)text;
-    NX_INFO("ctl", "refusing pid %d: %s", (int)c->pid, text);
     nx_conn_send(c, NX_MSG_ERROR, &er, NULL, 0);
     nx_conn_close(c);
+}
+
+void nx_conn_fail(struct nx_conn *c, uint32_t status, const char *text)
+{
+    NX_INFO("ctl", "refusing pid %d: %s", (int)c->pid, text);
+    send_error_close(c, status, text);
 }
 
 static int on_hello(struct nx_conn *c, const uint8_t *p, uint32_t len)
@@ -239,6 +258,7 @@ static int on_hello(struct nx_conn *c, const uint8_t *p, uint32_t len)
         return -1;
     }
     c->kind = kind;
+    c->hello_at = nx_now();
     Nexar__HelloReply r = NEXAR__HELLO_REPLY__INIT;
     r.proto_version = NX_PROTO_VERSION;
     r.daemon_version = NEXAR_VERSION;
@@ -304,8 +324,16 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     struct nx_conn *c = s->data;
     if (n > 0) {
+        c->last_rx = nx_now();
         int rv = nx_frame_parser_feed(&c->parser, (const uint8_t *)buf->base, (size_t)n,
                                       on_frame, c);
+        /* A frame begun must be finished soon: half a frame held forever is a place
+         * held without a word (and a buffer of up to NX_FRAME_MAX). */
+        bool partial = c->parser.hdr_have != 0; /* 0 again once a frame is whole */
+        if (!partial)
+            c->partial_since = 0;
+        else if (!c->partial_since)
+            c->partial_since = c->last_rx;
         if (rv < 0 && !c->closing) {
             const char *why = c->parser.why ? c->parser.why : "bad frame";
             NX_WARN("ctl", "dropping connection of pid %d: %s", (int)c->pid, why);
@@ -321,26 +349,66 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     nx_clients_flush();
 }
 
-static void on_connection(uv_stream_t *srv, int status)
+/* One uid cannot take every place: beyond max_conns_per_uid its connections are refused,
+ * and root keeps NX_CONN_SLACK places beyond everyone's cap. */
+static bool refuse_over_limits(struct nx_conn *c)
 {
-    if (status < 0) {
-        NX_WARN("ctl", "accept failed: %s", uv_strerror(status));
-        return;
+    char msg[200];
+    unsigned mine = 0;
+    struct nx_conn *o;
+    LIST_FOREACH(o, &conns, link)
+        if (!o->closing && o->uid == c->uid)
+            mine++;
+    uint64_t cap = (uint64_t)nxd.cfg.max_clients + NX_CONN_SLACK;
+    if (c->uid == 0)
+        cap += NX_CONN_SLACK;
+    if ((uint64_t)nconns > cap) {
+        snprintf(msg, sizeof(msg), "too many connections to nexard (%u; max_clients = %u)",
+                 nconns - 1, nxd.cfg.max_clients);
+    } else if (c->uid != 0 && mine > nxd.cfg.max_conns_per_uid) {
+        snprintf(msg, sizeof(msg), "uid %u already has %u connections to nexard "
+                 "(max_conns_per_uid = %u)", (unsigned)c->uid, mine - 1,
+                 nxd.cfg.max_conns_per_uid);
+    } else {
+        return false;
     }
+    /* A flood of refusals must not become a flood of log lines: one a second, with a
+     * count of the ones it stands for. */
+    static double last_log;
+    static unsigned unlogged;
+    double now = nx_now();
+    if (now - last_log >= 1.0) {
+        if (unlogged)
+            NX_WARN("ctl", "%u more connection(s) refused in the %.0f s before, not logged "
+                    "one by one", unlogged, now - last_log);
+        NX_WARN("ctl", "refusing a connection of pid %d (uid %u): %s", (int)c->pid,
+                (unsigned)c->uid, msg);
+        last_log = now;
+        unlogged = 0;
+    } else {
+        unlogged++;
+    }
+    send_error_close(c, NEXAR_ERR_UNAVAILABLE, msg);
+    return true;
+}
+
+static void on_connection(int fd)
+{
     struct nx_conn *c = nx_xcalloc(1, sizeof(*c));
     uv_pipe_init(nxd.loop, &c->pipe, 0);
     c->pipe.data = c;
     c->accepted = nx_now();
     LIST_INSERT_HEAD(&conns, c, link);
     nconns++;
-    if (uv_accept(srv, (uv_stream_t *)&c->pipe) < 0) {
+    int rv = uv_pipe_open(&c->pipe, fd);
+    if (rv < 0) {
+        NX_WARN("ctl", "cannot take a new connection: %s", uv_strerror(rv));
+        close(fd);
         c->closing = 1;
         uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
         return;
     }
     nx_frame_parser_init(&c->parser);
-    uv_os_fd_t fd;
-    uv_fileno((uv_handle_t *)&c->pipe, &fd);
     c->fd = fd;
     struct ucred cred;
     socklen_t cl = sizeof(cred);
@@ -352,23 +420,81 @@ static void on_connection(uv_stream_t *srv, int status)
     c->pid = cred.pid;
     c->uid = cred.uid;
     c->gid = cred.gid;
-    if (nconns > nxd.cfg.max_clients + 16) {
-        nx_conn_fail(c, NEXAR_ERR_UNAVAILABLE, "too many connections to nexard");
+    c->last_rx = c->accepted;
+    if (refuse_over_limits(c))
+        return;
+    uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+}
+
+static void on_acceptable(uv_poll_t *h, int status, int events);
+
+static void on_accept_refill(uv_timer_t *t)
+{
+    uv_poll_start(&server, UV_READABLE, on_acceptable);
+}
+
+static void on_acceptable(uv_poll_t *h, int status, int events)
+{
+    double now = nx_now();
+    accept_tokens += (now - accept_refilled) * NX_ACCEPT_RATE;
+    accept_refilled = now;
+    if (accept_tokens > NX_ACCEPT_BURST)
+        accept_tokens = NX_ACCEPT_BURST;
+    if (accept_tokens < 1.0) {
+        /* Out of tokens: look again once a batch's worth has come back. */
+        uv_poll_stop(&server);
+        uint64_t ms = (uint64_t)((NX_ACCEPT_BATCH - accept_tokens) / NX_ACCEPT_RATE * 1000) + 1;
+        uv_timer_start(&accept_timer, on_accept_refill, ms, 0);
         return;
     }
-    uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+    for (int i = 0; i < NX_ACCEPT_BATCH && accept_tokens >= 1.0; i++) {
+        accept_tokens -= 1.0;
+        int fd = accept4(server_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            on_connection(fd);
+            continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            NX_WARN("ctl", "accept failed: %s", strerror(errno));
+        break;
+    }
+}
+
+/* Why c should go now, or NULL.  A rank in a job stays however quiet it is (its ring
+ * carries its work); everyone else holds a place only while it uses it. */
+static const char *idle_reason(const struct nx_conn *c, double now, char *buf, size_t len)
+{
+    const double t = nxd.cfg.conn_timeout_s;
+    if (c->partial_since && now - c->partial_since > t)
+        snprintf(buf, len, "a frame begun %.0f s ago was not finished (conn_timeout_s = %u)",
+                 now - c->partial_since, nxd.cfg.conn_timeout_s);
+    else if (c->kind == 0 && now - c->accepted > t)
+        snprintf(buf, len, "no HELLO within %u s (conn_timeout_s)", nxd.cfg.conn_timeout_s);
+    else if (c->kind == NEXAR__CLIENT_KIND__CLIENT_RANK && !c->client && now - c->hello_at > t)
+        snprintf(buf, len, "a rank's connection without JOIN for %u s (conn_timeout_s)",
+                 nxd.cfg.conn_timeout_s);
+    else if (c->kind == NEXAR__CLIENT_KIND__CLIENT_CTL && !c->on_close &&
+             now - c->last_rx > nxd.cfg.ctl_idle_s)
+        snprintf(buf, len, "a control connection idle for %u s (ctl_idle_s)",
+                 nxd.cfg.ctl_idle_s);
+    else
+        return NULL;
+    return buf;
 }
 
 void nx_ctlsrv_tick(double now)
 {
     struct nx_conn *c, *tmp;
+    char why[160];
     for (c = LIST_FIRST(&conns); c; c = tmp) {
         tmp = LIST_NEXT(c, link);
-        if (c->kind == 0 && !c->closing && now - c->accepted > NX_HELLO_DEADLINE_S) {
-            NX_INFO("ctl", "closing connection of pid %d: no HELLO within %.0f s", (int)c->pid,
-                    NX_HELLO_DEADLINE_S);
-            nx_conn_fail(c, NEXAR_ERR_INVALID, "no HELLO within the handshake deadline");
-        }
+        if (c->closing || !idle_reason(c, now, why, sizeof(why)))
+            continue;
+        NX_INFO("ctl", "closing the connection of pid %d (uid %u): %s", (int)c->pid,
+                (unsigned)c->uid, why);
+        nx_conn_fail(c, NEXAR_ERR_TIMEOUT, why);
     }
 }
 
@@ -383,28 +509,47 @@ int nx_ctlsrv_init(nx_ctl_handler on_ctl)
         return rv;
     if ((rv = clear_stale_socket(path)) < 0)
         return rv;
-    uv_pipe_init(nxd.loop, &server, 0);
-    server_open = true;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        NX_ERROR("ctl", "socket path %s is longer than %zu bytes", path,
+                 sizeof(sa.sun_path) - 1);
+        return -ENAMETOOLONG;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    server_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (server_fd < 0)
+        return -errno;
     mode_t old = umask(0);
-    rv = uv_pipe_bind(&server, path);
+    rv = bind(server_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
     umask(old);
     if (rv < 0) {
-        NX_ERROR("ctl", "cannot bind %s: %s", path, uv_strerror(rv));
+        NX_ERROR("ctl", "cannot bind %s: %s", path, strerror(-rv));
+        close(server_fd);
+        server_fd = -1;
         return rv;
     }
+    server_open = true;
     /* Any local user may connect; which jobs they may join is decided per job by uid. */
     chmod(path, 0666);
-    if ((rv = uv_listen((uv_stream_t *)&server, 128, on_connection)) < 0) {
-        NX_ERROR("ctl", "cannot listen on %s: %s", path, uv_strerror(rv));
+    if (listen(server_fd, 128) < 0) {
+        rv = -errno;
+        NX_ERROR("ctl", "cannot listen on %s: %s", path, strerror(errno));
         return rv;
     }
+    if ((rv = uv_poll_init(nxd.loop, &server, server_fd)) < 0)
+        return rv;
+    uv_timer_init(nxd.loop, &accept_timer);
+    accept_refilled = nx_now();
+    server_polled = true;
+    if ((rv = uv_poll_start(&server, UV_READABLE, on_acceptable)) < 0)
+        return rv;
     NX_INFO("ctl", "listening on %s", path);
     return 0;
 }
 
 static void close_walk(uv_handle_t *h, void *arg)
 {
-    if (h->type == UV_NAMED_PIPE && h != (uv_handle_t *)&server && !uv_is_closing(h) &&
+    if (h->type == UV_NAMED_PIPE && !uv_is_closing(h) &&
         h->data)
         nx_conn_close(h->data);
 }
@@ -412,7 +557,13 @@ static void close_walk(uv_handle_t *h, void *arg)
 void nx_ctlsrv_fini(void)
 {
     if (server_open) {
-        uv_close((uv_handle_t *)&server, NULL);
+        if (server_polled) {
+            uv_close((uv_handle_t *)&server, NULL);
+            uv_close((uv_handle_t *)&accept_timer, NULL);
+        }
+        server_polled = false;
+        close(server_fd);
+        server_fd = -1;
         unlink(nxd.cfg.socket_path);
         server_open = false;
     }

@@ -27,6 +27,9 @@ struct nx_conn {
     struct nx_client *client; /* set once JOIN created a client */
     int closing;
     double accepted;
+    double hello_at;      /* when HELLO was answered (a rank must JOIN soon after) */
+    double last_rx;       /* the last bytes read (a nexarctl that asks nothing goes) */
+    double partial_since; /* a frame begun and not finished since then; 0: none */
     /* Called once when the connection closes, for a module whose reply is still due
      * (a peer test); it must not send on c. */
     void (*on_close)(struct nx_conn *c);
@@ -41,7 +44,8 @@ typedef void (*nx_ctl_handler)(struct nx_conn *c, const struct Nexar__CtlRequest
 /* Binds the socket: 0, or -errno after logging why. */
 int nx_ctlsrv_init(nx_ctl_handler on_ctl);
 void nx_ctlsrv_fini(void);
-/* Closes connections that never completed the handshake. */
+/* Closes connections that hold a place without using it: no HELLO, a rank's HELLO without
+ * JOIN, a frame begun and never finished, a nexarctl that asks nothing. */
 void nx_ctlsrv_tick(double now);
 
 /* Bytes a connection may leave unread before it is closed (its client dropped): one
