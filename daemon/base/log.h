@@ -22,11 +22,6 @@ void nx_log(enum nx_log_level level, const char *subsys, const char *fmt, ...)
 
 int nx_log_enabled(enum nx_log_level level);
 
-/* Copies in to out (len bytes with the NUL) with every control byte, DEL and byte that is
- * not part of well-formed UTF-8 written as \xNN; nx_log passes every line through it, so
- * a client's string can neither start a forged line nor put raw bytes in the log.
- * Returns the length written (a sequence that does not fit is left out whole). */
-size_t nx_log_escape(const char *in, char *out, size_t len);
 
 #define NX_DEBUG(sub, ...)                                                                 \
     do {                                                                                   \

@@ -27,6 +27,9 @@ struct nxc_command {
     void (*json)(struct nxc_json *j, const Nexar__CtlReply *r);
 };
 
+/* Escapes every string of m, at any depth, in place (escape.c): for the tables. */
+void nxc_escape_message(ProtobufCMessage *m);
+
 void nxc_status_human(FILE *f, const Nexar__CtlReply *r);
 void nxc_status_json(struct nxc_json *j, const Nexar__CtlReply *r);
 void nxc_stats_human(FILE *f, const Nexar__CtlReply *r);

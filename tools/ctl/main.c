@@ -16,6 +16,7 @@
 #include "frame.h"
 #include "nexar.h"
 #include "status.h"
+#include "text_escape.h"
 #include "util.h"
 
 static const struct nxc_command commands[] = {
@@ -78,7 +79,9 @@ static void __attribute__((noreturn)) bad(const char *msg, const char *arg)
  * script that parses stdout always gets one. */
 static int failed(bool json, const char *cmd, int status, const char *text)
 {
-    nxt_warn("%s", text);
+    char safe[4 * 512 + 1]; /* the callers' texts are at most 512 bytes */
+    nx_text_escape(text, safe, sizeof(safe));
+    nxt_warn("%s", safe);
     if (json) {
         struct nxc_json j;
         nxc_json_init(&j, stdout);
@@ -223,6 +226,7 @@ static int print_reply(const struct nxc_command *cmd, bool json, Nexar__CtlReply
         nxc_json_obj_end(&j);
         nxc_json_finish(&j);
     } else {
+        nxc_escape_message(&reply->base);
         cmd->human(stdout, reply);
     }
     nexar__ctl_reply__free_unpacked(reply, NULL);
