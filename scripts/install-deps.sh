@@ -9,6 +9,7 @@ pkgs=(
   clang libclang-rt-14-dev llvm
   openmpi-bin libopenmpi-dev
   iproute2 nftables procps python3
+  libseccomp-dev systemd
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -4,7 +4,9 @@
 # under build-test/:
 #
 #   normal  gcc, -Dwerror=true (-Wall -Wextra): suites unit, integration, sim,
-#           transport and netns (netns skips, 77, where namespaces cannot be made)
+#           transport and netns (netns skips, 77, where namespaces cannot be made),
+#           and sandbox: daemons under systemd/nexard.service's restrictions (seccomp
+#           list, /proc subset, read-only mounts, no capabilities; skips without root)
 #   asan    gcc, -Db_sanitize=address,undefined: the same suites, halting on the
 #           first ASan/UBSan/LSan report
 #   tsan    gcc, -Db_sanitize=thread: suite threads (ranks using communicators from
@@ -168,11 +170,11 @@ export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 
 if want normal; then
-  say "normal: gcc, -Dwerror=true; suites ${all_suites//--suite /}"
+  say "normal: gcc, -Dwerror=true; suites ${all_suites//--suite /} sandbox"
   t=$(now)
   if CC=gcc setup_build "$base/normal" --buildtype=debugoptimized -Dwarning_level=2 \
       -Dwerror=true -Dcuda=disabled -Dfuzz=false -Dlong_tests=$long; then
-    run_suites normal "$base/normal" $all_suites
+    run_suites normal "$base/normal" $all_suites --suite sandbox
   else
     build_failed normal
   fi

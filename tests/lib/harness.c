@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "outfile.h"
 #include "rawclient.h"
 
 static void sleep_ms(int ms)
@@ -45,6 +46,19 @@ void hx_require_nexard(void)
     if (!p || access(p, X_OK) != 0) {
         tl_log("SKIP: $NEXARD (%s) is not an executable nexard", p ? p : "unset");
         exit(HX_SKIP);
+    }
+    /* The sandbox suite: every nexard under the unit's restrictions (tests/sandbox). */
+    const char *sb = getenv("NX_SANDBOX_EXEC");
+    static int checked;
+    if (sb && *sb && !checked) {
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd), "%s --check >/dev/null 2>&1", sb);
+        int rc = system(cmd);
+        if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
+            tl_log("SKIP: %s cannot build the unit's sandbox here", sb);
+            exit(HX_SKIP);
+        }
+        checked = 1;
     }
 }
 
@@ -189,6 +203,23 @@ int hx_daemon_running(struct hx_daemon *d)
     return 1;
 }
 
+/* A daemon of the sandbox suite must really be in the sandbox: a seccomp filter, no new
+ * privileges, no capability (else the suite would pass without proving anything). */
+static int check_sandboxed(struct hx_daemon *d)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)d->pid);
+    char *st = tl_read_file(path);
+    int ok = st && strstr(st, "\nSeccomp:\t2\n") && strstr(st, "\nNoNewPrivs:\t1\n") &&
+             strstr(st, "\nCapEff:\t0000000000000000\n");
+    free(st);
+    if (ok)
+        return 0;
+    tl_log("FAIL: nexard (pid %d) is not in the unit's sandbox (%s)", (int)d->pid, path);
+    hx_daemon_kill(d);
+    return -1;
+}
+
 int hx_daemon_start_env(struct hx_daemon *d, const char *const *args,
                         const char *const *env_extra)
 {
@@ -196,8 +227,19 @@ int hx_daemon_start_env(struct hx_daemon *d, const char *const *args,
     if (hx_daemon_paths(d))
         return -1;
     const char *lvl = getenv("HX_LOG_LEVEL");
-    const char *argv[64];
+    const char *argv[72];
     int n = 0;
+    const char *sb = getenv("NX_SANDBOX_EXEC");
+    if (sb && *sb) {
+        /* Read-only everywhere but its own directory, as ProtectSystem=strict leaves it
+         * only RuntimeDirectory=. */
+        argv[n++] = sb;
+        argv[n++] = "--syscalls";
+        argv[n++] = getenv("NX_SANDBOX_SYSCALLS");
+        argv[n++] = "--rw";
+        argv[n++] = d->dir;
+        argv[n++] = "--";
+    }
     argv[n++] = hx_nexard_path();
     argv[n++] = "--foreground";
     argv[n++] = "--socket";
@@ -206,13 +248,14 @@ int hx_daemon_start_env(struct hx_daemon *d, const char *const *args,
     argv[n++] = d->rundir;
     argv[n++] = "--log-level";
     argv[n++] = lvl && *lvl ? lvl : "info";
-    for (int i = 0; args && args[i] && n < 62; i++)
+    for (int i = 0; args && args[i] && n < 70; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
     d->pid = hx_spawn(argv, env_extra, d->log);
     if (d->pid < 0)
         return -1;
     double end = tl_now() + 20.0;
+    sb = getenv("NX_SANDBOX_EXEC");
     while (tl_now() < end) {
         if (!hx_daemon_running(d)) {
             char s[64];
@@ -222,7 +265,7 @@ int hx_daemon_start_env(struct hx_daemon *d, const char *const *args,
             return -1;
         }
         if (rc_ping(d->sock, 2000) == 0)
-            return 0;
+            return sb && *sb ? check_sandboxed(d) : 0;
         sleep_ms(10);
     }
     tl_log("FAIL: nexard did not answer HELLO on %s within 20 s", d->sock);
