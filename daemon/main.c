@@ -23,6 +23,7 @@
 #include "log.h"
 #include "notify.h"
 #include "matcher.h"
+#include "shrink.h"
 #include "workers.h"
 #if NX_HAVE_CUDA
 #include "cuda_backend.h"
@@ -40,6 +41,7 @@ static void on_tick(uv_timer_t *t)
     nx_jobs_tick(now);
     nx_cluster_tick(now);
     nx_match_tick(now);
+    nx_shrink_tick(now);
     nx_clients_flush();
 }
 

@@ -185,6 +185,73 @@ out:
     return s;
 }
 
+nexar_status_t nexar_comm_shrink(nexar_comm_t *c, nexar_comm_t **out)
+{
+    if (!out)
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_comm_shrink: out is NULL");
+    *out = NULL;
+    if (!c)
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_comm_shrink: comm is NULL");
+    nx_lock();
+    nexar_status_t s;
+    struct nexar_request *r;
+    struct nexar_comm *nc = NULL;
+    /* No nx_comm_check: a failed communicator is what one shrinks. */
+    if ((s = nx_shim_check("nexar_comm_shrink")))
+        goto out;
+    if (!comm_live(c)) {
+        s = nx_fail(NEXAR_ERR_INVALID, "nexar_comm_shrink: not a live communicator");
+        goto out;
+    }
+    if (!(nc = nx_comm_new(0, 0, 0, false))) {
+        s = nx_fail(NEXAR_ERR_NOMEM, "nexar_comm_shrink: out of memory");
+        goto out;
+    }
+    struct nx_call op = {.kind = NX_K_COMM_SHRINK};
+    if ((s = nx_req_start(c, &op, &r)) != NEXAR_OK)
+        goto out;
+    nx_wait_owned(r);
+    s = nx_req_result(r);
+    uint32_t id = r->res_comm, rank = r->res_rank, size = r->res_size;
+    nx_req_free(r);
+    if (s != NEXAR_OK)
+        goto out;
+    if (id == 0 || size == 0 || rank >= size || size > (uint32_t)c->size) {
+        s = nx_fail(NEXAR_ERR_INTERNAL,
+                    "nexar_comm_shrink: nexard answered rank %u of %u for communicator %u",
+                    rank, size, id);
+        goto out;
+    }
+    nc->id = id;
+    nc->rank = (int)rank;
+    nc->size = (int)size;
+    nx_list_add_tail(&nx_S.comms, &nc->link);
+    *out = nc;
+    nc = NULL;
+out:
+    if (nc)
+        nx_comm_destroy(nc);
+    nx_unlock();
+    return s;
+}
+
+nexar_status_t nexar_comm_failed_ranks(nexar_comm_t *c, uint32_t *ranks, size_t cap,
+                                       size_t *n)
+{
+    if (!c || !n || (cap && !ranks))
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_comm_failed_ranks: %s is NULL",
+                       !c ? "comm" : !n ? "n" : "ranks");
+    *n = 0;
+    nx_lock();
+    nexar_status_t s = nx_shim_check("nexar_comm_failed_ranks");
+    if (s == NEXAR_OK && !comm_live(c))
+        s = nx_fail(NEXAR_ERR_INVALID, "nexar_comm_failed_ranks: not a live communicator");
+    if (s == NEXAR_OK)
+        s = nx_control_comm_failed(c->id, ranks, cap, n);
+    nx_unlock();
+    return s;
+}
+
 nexar_status_t nexar_comm_free(nexar_comm_t *c)
 {
     if (!c)

@@ -306,54 +306,97 @@ void nx_control_drain(char *text, size_t len)
     }
 }
 
-/* ---- device registrations (after the join) ------------------------------------------ */
+/* ---- requests after the join: device registrations, communicator queries ----------- */
 
-#define NX_DEV_REPLY_TIMEOUT_MS 30000
+#define NX_CALL_REPLY_TIMEOUT_MS 30000
 
-/* One request and its DEV_REPLY.  The lock is held throughout, so nobody else reads the
- * socket meanwhile (the poller re-checks it under the lock before it believes a wakeup). */
-static nexar_status_t dev_call(uint16_t type, const ProtobufCMessage *m, uint32_t *id)
+/* One request and its reply of type want (payload to *p, which the caller frees).  The
+ * lock is held throughout, so nobody else reads the socket meanwhile (the poller re-checks
+ * it under the lock before it believes a wakeup).  Anything but that reply means the
+ * daemon dropped us or went away: the shim is dead then. */
+static nexar_status_t call(uint16_t type, const ProtobufCMessage *m, uint16_t want,
+                           const char *what, uint8_t **p, uint32_t *plen)
 {
     size_t len = protobuf_c_message_get_packed_size(m);
-    uint8_t *buf = malloc(len ? len : 1), *p = NULL;
+    uint8_t *buf = malloc(len ? len : 1);
     struct nx_frame_hdr h;
     char text[NX_ERR_TEXT_BYTES];
+    *p = NULL;
     if (!buf)
-        return nx_fail(NEXAR_ERR_NOMEM, "device registration: out of memory");
+        return nx_fail(NEXAR_ERR_NOMEM, "%s: out of memory", what);
     protobuf_c_message_pack(m, buf);
     int rv = nx_chan_send(nx_S.sock, type, buf, (uint32_t)len, NULL, 0);
     free(buf);
     if (rv == 0)
-        rv = nx_chan_recv(nx_S.sock, &h, &p, NX_DEV_REPLY_TIMEOUT_MS, NULL, 0, NULL);
-    if (rv == 0 && h.type == NX_MSG_DEV_REPLY) {
-        Nexar__DeviceReply *r = nexar__device_reply__unpack(NULL, h.length, p);
-        free(p);
-        if (!r)
-            return nx_fail(NEXAR_ERR_INTERNAL, "nexard's device reply does not decode");
-        nexar_status_t s = nx_status_from_wire(r->status);
-        if (s != NEXAR_OK)
-            nx_fail(s, "%s", r->error && *r->error ? r->error : nexar_strerror(s));
-        else if (id)
-            *id = r->id;
-        nexar__device_reply__free_unpacked(r, NULL);
-        return s;
+        rv = nx_chan_recv(nx_S.sock, &h, p, NX_CALL_REPLY_TIMEOUT_MS, NULL, 0, NULL);
+    if (rv == 0 && h.type == want) {
+        *plen = h.length;
+        return NEXAR_OK;
     }
     if (rv == 0 && h.type == NX_MSG_ERROR) {
-        Nexar__ErrorReply *er = nexar__error_reply__unpack(NULL, h.length, p);
+        Nexar__ErrorReply *er = nexar__error_reply__unpack(NULL, h.length, *p);
         snprintf(text, sizeof(text), "nexard dropped this rank: %s",
                  er && er->error && *er->error ? er->error : "no reason given");
         if (er)
             nexar__error_reply__free_unpacked(er, NULL);
     } else if (rv == 0) {
-        snprintf(text, sizeof(text), "nexard sent message type %u instead of a device reply",
-                 h.type);
+        snprintf(text, sizeof(text), "nexard sent message type %u instead of the answer to %s",
+                 h.type, what);
     } else {
         snprintf(text, sizeof(text), "the control connection to nexard failed (%s)",
                  strerror(-rv));
     }
-    free(p);
+    free(*p);
+    *p = NULL;
     nx_shim_die(NEXAR_ERR_UNAVAILABLE, text);
     return nx_fail(NEXAR_ERR_UNAVAILABLE, "%s", text);
+}
+
+static nexar_status_t dev_call(uint16_t type, const ProtobufCMessage *m, uint32_t *id)
+{
+    uint8_t *p;
+    uint32_t len;
+    nexar_status_t s = call(type, m, NX_MSG_DEV_REPLY, "a device registration", &p, &len);
+    if (s != NEXAR_OK)
+        return s;
+    Nexar__DeviceReply *r = nexar__device_reply__unpack(NULL, len, p);
+    free(p);
+    if (!r)
+        return nx_fail(NEXAR_ERR_INTERNAL, "nexard's device reply does not decode");
+    s = nx_status_from_wire(r->status);
+    if (s != NEXAR_OK)
+        nx_fail(s, "%s", r->error && *r->error ? r->error : nexar_strerror(s));
+    else if (id)
+        *id = r->id;
+    nexar__device_reply__free_unpacked(r, NULL);
+    return s;
+}
+
+nexar_status_t nx_control_comm_failed(uint32_t id, uint32_t *ranks, size_t cap, size_t *n)
+{
+    Nexar__CommQuery q = NEXAR__COMM_QUERY__INIT;
+    q.comm = id;
+    uint8_t *p;
+    uint32_t len;
+    nexar_status_t s = call(NX_MSG_COMM_QUERY, &q.base, NX_MSG_COMM_REPLY,
+                            "nexar_comm_failed_ranks", &p, &len);
+    if (s != NEXAR_OK)
+        return s;
+    Nexar__CommReply *r = nexar__comm_reply__unpack(NULL, len, p);
+    free(p);
+    if (!r)
+        return nx_fail(NEXAR_ERR_INTERNAL, "nexard's communicator reply does not decode");
+    s = nx_status_from_wire(r->status);
+    if (s != NEXAR_OK) {
+        nx_fail(s, "nexar_comm_failed_ranks: %s",
+                r->error && *r->error ? r->error : nexar_strerror(s));
+    } else {
+        *n = r->n_failed_ranks;
+        for (size_t i = 0; i < r->n_failed_ranks && i < cap; i++)
+            ranks[i] = r->failed_ranks[i];
+    }
+    nexar__comm_reply__free_unpacked(r, NULL);
+    return s;
 }
 
 nexar_status_t nx_control_dev_register(int kind, const void *handle, uint64_t base,

@@ -164,6 +164,26 @@ NEXAR_API nexar_status_t nexar_comm_free(nexar_comm_t *c);
 NEXAR_API nexar_status_t nexar_comm_abort(nexar_comm_t *c);
 
 /*
+ * The ranks of c known to have failed (a dead process, a lost node), ascending.  *n gets
+ * the count; at most cap are written to ranks (ranks may be NULL when cap is 0).  Once a
+ * rank is listed it stays listed.  Local: asks nexard, waits for no other rank.
+ */
+NEXAR_API nexar_status_t nexar_comm_failed_ranks(nexar_comm_t *c, uint32_t *ranks, size_t cap,
+                                                 size_t *n);
+
+/*
+ * Collective over the survivors of c, typically after an op on c returned
+ * NEXAR_ERR_PEER_LOST: every rank of c that is alive and has not freed c calls it.  The
+ * survivors agree on one failed set (a rank that fails while they agree is left out, not
+ * waited for); *out holds exactly the survivors, ranked in the order of their ranks in c.
+ * c itself stays failed and must still be freed.  Shrinking a communicator where nothing
+ * failed gives a copy of it.  A survivor that does not call it within c's deadline makes
+ * it return NEXAR_ERR_TIMEOUT naming that rank.  Today within one node only: on a
+ * communicator across nodes it returns NEXAR_ERR_UNSUPPORTED.
+ */
+NEXAR_API nexar_status_t nexar_comm_shrink(nexar_comm_t *c, nexar_comm_t **out);
+
+/*
  * Device buffers.  Every collective and send/recv also takes CUDA device pointers
  * (cudaMalloc memory; managed and host-registered memory count as host memory).  One
  * op takes device buffers only or host buffers only, and every rank of an op must

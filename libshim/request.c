@@ -207,8 +207,10 @@ void nx_req_fail(struct nexar_request *r, nexar_status_t s, const char *text)
         r->text = text && *text ? strdup(text) : NULL;
     }
     req_retire(r);
-    bool fails_comm = s == NEXAR_ERR_MISMATCH || s == NEXAR_ERR_TIMEOUT ||
-                      s == NEXAR_ERR_PEER_LOST || s == NEXAR_ERR_ABORTED;
+    /* (Not a shrink's: the daemon fails nothing when one times out.) */
+    bool fails_comm = r->tmpl.kind != NX_K_COMM_SHRINK &&
+                      (s == NEXAR_ERR_MISMATCH || s == NEXAR_ERR_TIMEOUT ||
+                       s == NEXAR_ERR_PEER_LOST || s == NEXAR_ERR_ABORTED);
     /* Mirrors the daemon, which fails the communicator on each of these (a send/recv
      * size mismatch included): later ops then fail here without a round trip. */
     if (fails_comm)
@@ -336,7 +338,8 @@ nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_call *op,
         r->tmpl.seq = st->seq++;
         r->key_tail = &st->tail;
         r->stream_held = &st->held;
-    } else if (op->kind != NX_K_COMM_FREE && op->kind != NX_K_COMM_ABORT) {
+    } else if (op->kind != NX_K_COMM_FREE && op->kind != NX_K_COMM_ABORT &&
+               op->kind != NX_K_COMM_SHRINK) {
         r->tmpl.seq = c->next_seq++;
         r->key_tail = &c->coll_tail;
         r->stream_held = &c->coll_held;
@@ -526,7 +529,7 @@ void nx_pump(void)
             nl = l->next;
             struct nexar_request *r = nx_container_of(l, struct nexar_request, active_link);
             if (r->submitting && !r->failed && r->comm->fail &&
-                r->tmpl.kind != NX_K_COMM_FREE) {
+                r->tmpl.kind != NX_K_COMM_FREE && r->tmpl.kind != NX_K_COMM_SHRINK) {
                 /* Mirror the daemon: a failed communicator fails what is queued.  Not
                  * its free: the daemon must hear that this rank left, or it counts the
                  * rank lost when its socket closes and keeps the communicator. */

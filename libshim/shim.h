@@ -306,6 +306,9 @@ NX_HIDDEN nexar_status_t nx_control_dev_register(int kind, const void *handle,
                                                  const char *pci, uint32_t *id);
 /* DEV_UNREGISTER round trip for ids[0..n). */
 NX_HIDDEN nexar_status_t nx_control_dev_unregister(const uint32_t *ids, size_t n);
+/* COMM_QUERY: communicator id's failed ranks (at most cap to ranks, the count to *n). */
+NX_HIDDEN nexar_status_t nx_control_comm_failed(uint32_t id, uint32_t *ranks, size_t cap,
+                                                size_t *n);
 
 /* ---- arena heap (arena.c) ------------------------------------------------------ */
 

@@ -45,7 +45,9 @@ enum nx_msg_type {
     NX_MSG_DEV_REGISTER = 8,   /* DeviceRegister: rank -> daemon, after JOIN */
     NX_MSG_DEV_UNREGISTER = 9, /* DeviceUnregister: rank -> daemon, after JOIN */
     NX_MSG_DEV_REPLY = 10,     /* DeviceReply: the answer to either */
-    NX_MSG_TYPE_MAX = 10
+    NX_MSG_COMM_QUERY = 11,    /* CommQuery: rank -> daemon, after JOIN */
+    NX_MSG_COMM_REPLY = 12,    /* CommReply: the answer */
+    NX_MSG_TYPE_MAX = 12
 };
 
 /* HelloReply.features bits. */

@@ -135,6 +135,7 @@ bool nx_kind_shape(uint8_t kind, uint32_t size, uint32_t rank, uint32_t root,
     case NX_K_SPLIT:
     case NX_K_COMM_FREE:
     case NX_K_COMM_ABORT:
+    case NX_K_COMM_SHRINK:
         *s = (struct nx_shape){0};
         return true;
     default:
@@ -210,6 +211,7 @@ const char *nx_kind_name(uint8_t kind)
         [NX_K_SPLIT] = "split",
         [NX_K_COMM_FREE] = "comm_free",
         [NX_K_COMM_ABORT] = "comm_abort",
+        [NX_K_COMM_SHRINK] = "comm_shrink",
     };
     return kind >= 1 && kind <= NX_K_MAX ? names[kind] : "?";
 }

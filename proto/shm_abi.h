@@ -55,7 +55,9 @@ enum nx_kind {
     NX_K_SPLIT = 15,      /* peer = color, tag = key; result in the completion */
     NX_K_COMM_FREE = 16,  /* this rank leaves the communicator; not matched */
     NX_K_COMM_ABORT = 17, /* fails the communicator everywhere; not matched */
-    NX_K_MAX = 17
+    NX_K_COMM_SHRINK = 18, /* the survivors' new communicator; not matched (the survivors'
+                              sequences differ after a failure); result in the completion */
+    NX_K_MAX = 18
 };
 
 /* nx_sqe.flags */

@@ -161,6 +161,9 @@ static void fill_comms(struct arena *a, Nexar__CtlReply *rep)
                         ? keep(a, nx_xasprintf("failed: %s", c->failed_text))
                         : "ok";
         ci->next_seq = c->match.done_seq;
+        ci->failed_ranks = c->failed;
+        ci->n_failed_ranks = c->nfailed;
+        ci->shrunk_from = c->shrunk_from;
         ci->ranks = alloc(a, c->size, sizeof(*ci->ranks));
         for (uint32_t r = 0; r < c->size; r++) {
             ci->ranks[ci->n_ranks++] =
@@ -236,6 +239,7 @@ static void fill_stats(struct arena *a, Nexar__CtlReply *rep)
     st->mismatches = s->mismatches;
     st->timeouts = s->timeouts;
     st->peers_lost = s->peers_lost;
+    st->recoveries = s->recoveries;
     rep->stats = st;
 }
 

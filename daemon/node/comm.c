@@ -15,6 +15,7 @@
 #include "mem.h"
 #include "nexar.h"
 #include "op.h"
+#include "shrink.h"
 
 struct nx_comm_list nx_comms = LIST_HEAD_INITIALIZER(nx_comms);
 uint32_t nx_comm_count;
@@ -49,6 +50,7 @@ struct nx_comm *nx_comm_new(struct nx_job *job, uint32_t size, struct nx_client 
 
 static void comm_free(struct nx_comm *c)
 {
+    nx_shrink_forget(c);
     nx_match_fail_all(c);
     nx_p2p_fail_all(c);
     nx_cluster_ops->comm_gone(c);
@@ -58,6 +60,7 @@ static void comm_free(struct nx_comm *c)
     LIST_REMOVE(c, link);
     nx_comm_count--;
     free(c->failed_text);
+    free(c->failed);
     free(c->closed_text);
     free(c->span_rank);
     free(c->ranks);
@@ -94,6 +97,19 @@ void nx_comm_fail(struct nx_comm *c, uint32_t status, const char *fmt, ...)
     nx_cluster_ops->comm_failed(c);
 }
 
+void nx_comm_mark_failed(struct nx_comm *c, uint32_t rank)
+{
+    uint32_t i = 0;
+    while (i < c->nfailed && c->failed[i] < rank)
+        i++;
+    if (i < c->nfailed && c->failed[i] == rank)
+        return;
+    c->failed = nx_xrealloc(c->failed, (c->nfailed + 1) * sizeof(*c->failed));
+    memmove(c->failed + i + 1, c->failed + i, (c->nfailed - i) * sizeof(*c->failed));
+    c->failed[i] = rank;
+    c->nfailed++;
+}
+
 void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)
 {
     if (rank >= c->size || !c->ranks[rank].client)
@@ -104,6 +120,7 @@ void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)
     char busy[256];
     if (lost) {
         nxd.stats.peers_lost++;
+        nx_comm_mark_failed(c, nx_comm_span_rank(c, rank));
         nx_comm_fail(c, NEXAR_ERR_PEER_LOST, "%s (rank %u of communicator %u) is gone: %s",
                      who, nx_comm_span_rank(c, rank), c->id, "its connection to nexard closed");
     } else if (!TAILQ_EMPTY(&c->match.ops) || nx_cluster_ops->comm_busy(c)) {
@@ -120,6 +137,8 @@ void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)
     }
     if (--c->live == 0)
         comm_free(c);
+    else
+        nx_shrink_rank_gone(c);
 }
 
 void nx_comm_close_from(struct nx_comm *c, uint64_t seq, uint32_t status, const char *text)

@@ -36,6 +36,11 @@ struct nx_comm {
     struct nx_comm_rank *ranks;
     uint32_t failed_status; /* 0 while healthy */
     char *failed_text;
+    /* The ranks (as the ranks number them) known to have failed: dead processes, lost
+     * nodes; ascending, each once (nexar_comm_failed_ranks). */
+    uint32_t *failed;
+    uint32_t nfailed;
+    uint32_t shrunk_from; /* the communicator nexar_comm_shrink made it from; 0: none */
     struct nx_matcher match;
     struct nx_p2p p2p;
     /* A communicator spanning nodes (a multi-node job's world) holds only this node's
@@ -85,6 +90,9 @@ void nx_comm_close_from(struct nx_comm *c, uint64_t seq, uint32_t status, const 
 /* Local rank r of c as its texts name it: "rank 3", its rank in c as the ranks see it,
  * with "(world rank 7)" when that differs. */
 const char *nx_comm_rank_name(const struct nx_comm *c, uint32_t r, char *buf, size_t len);
+
+/* Adds rank (as the ranks number it) to c's failed ranks. */
+void nx_comm_mark_failed(struct nx_comm *c, uint32_t rank);
 
 /* Fails comm (first failure wins): completes everything pending with status/text. */
 void nx_comm_fail(struct nx_comm *comm, uint32_t status, const char *fmt, ...)

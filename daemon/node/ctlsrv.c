@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "commctl.h"
 #include "context.h"
 #include "devop.h"
 #include "job.h"
@@ -297,6 +298,8 @@ static int on_frame(void *arg, const struct nx_frame_hdr *h, const uint8_t *payl
     if (c->kind == NEXAR__CLIENT_KIND__CLIENT_RANK && c->client &&
         (h->type == NX_MSG_DEV_REGISTER || h->type == NX_MSG_DEV_UNREGISTER))
         return nx_devctl_frame(c, h, payload) < 0 || c->closing ? -1 : 0;
+    if (c->kind == NEXAR__CLIENT_KIND__CLIENT_RANK && c->client && h->type == NX_MSG_COMM_QUERY)
+        return nx_commctl_frame(c, payload, h->length) < 0 || c->closing ? -1 : 0;
     if (c->kind == NEXAR__CLIENT_KIND__CLIENT_CTL && h->type == NX_MSG_CTL) {
         Nexar__CtlRequest *req = nexar__ctl_request__unpack(NULL, h->length, payload);
         if (!req) {

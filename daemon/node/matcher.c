@@ -1,6 +1,7 @@
 /* matcher.c - see matcher.h. */
 #include "matcher.h"
 #include "op.h"
+#include "shrink.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -519,6 +520,9 @@ void nx_match_submit(struct nx_client *cl, const struct nx_sqe *e)
     uint64_t in = input_bytes(e, &lim);
     cl->bytes_in += in;
     c->ranks[rank].bytes_in += in;
+    /* Shrink is what survivors do after a failure: before the failed check. */
+    if (e->kind == NX_K_COMM_SHRINK)
+        return nx_shrink_submit(c, rank, cl, e->user_data);
     if (e->kind != NX_K_COMM_FREE && c->failed_status) {
         if (e->flags & NX_SQE_DEVICE) {
             struct nx_dev_part *dev = nx_xcalloc(1, sizeof(*dev));

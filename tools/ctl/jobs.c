@@ -134,6 +134,14 @@ void nxc_comms_human(FILE *f, const Nexar__CtlReply *r)
         const Nexar__CommInfo *c = r->comms[i];
         fprintf(f, "%scomm %u of job %s: %u ranks, next seq %llu, %s\n", i ? "\n" : "",
                 c->id, str(c->job), c->size, (unsigned long long)c->next_seq, str(c->state));
+        if (c->shrunk_from)
+            fprintf(f, "  shrunk from comm %u\n", c->shrunk_from);
+        if (c->n_failed_ranks) {
+            fprintf(f, "  failed rank%s:", c->n_failed_ranks > 1 ? "s" : "");
+            for (size_t k = 0; k < c->n_failed_ranks; k++)
+                fprintf(f, "%s%u", k ? ", " : " ", c->failed_ranks[k]);
+            fputc('\n', f);
+        }
         ranks_human(f, c->ranks, c->n_ranks, true);
     }
 }
@@ -149,6 +157,11 @@ void nxc_comms_json(struct nxc_json *j, const Nexar__CtlReply *r)
         nxc_json_u64(j, "size", c->size);
         nxc_json_str(j, "state", c->state);
         nxc_json_u64(j, "next_seq", c->next_seq);
+        nxc_json_arr_begin(j, "failed_ranks");
+        for (size_t k = 0; k < c->n_failed_ranks; k++)
+            nxc_json_u64(j, NULL, c->failed_ranks[k]);
+        nxc_json_arr_end(j);
+        nxc_json_u64(j, "shrunk_from", c->shrunk_from);
         ranks_json(j, c->ranks, c->n_ranks);
         nxc_json_obj_end(j);
     }

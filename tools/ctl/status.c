@@ -69,7 +69,8 @@ void nxc_status_json(struct nxc_json *j, const Nexar__CtlReply *r)
     X(protocol_violations, "protocol violations", false)   \
     X(mismatches, "mismatches", false)                     \
     X(timeouts, "timeouts", false)                         \
-    X(peers_lost, "peers lost", false)
+    X(peers_lost, "peers lost", false)                     \
+    X(recoveries, "recoveries", false)
 
 void nxc_stats_human(FILE *f, const Nexar__CtlReply *r)
 {
