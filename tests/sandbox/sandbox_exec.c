@@ -137,7 +137,7 @@ static void load_filter(const char *path)
     static const int families[] = {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK};
     for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
         if (seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-                             SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i])) < 0)
+                             SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i], 0)) < 0)
             die("socket rule");
     /* MemoryDenyWriteExecute=yes: no mapping both writable and executable, and nothing
      * made executable after the fact. */
