@@ -36,7 +36,7 @@ static uint64_t fnv1a(const uint8_t *p, size_t n)
     return h;
 }
 
-_Static_assert(NX_MSG_TYPE_MAX == 10, "descriptor_for() names every frame type");
+_Static_assert(NX_MSG_TYPE_MAX == 12, "descriptor_for() names every frame type");
 
 static const ProtobufCMessageDescriptor *descriptor_for(uint16_t type)
 {
@@ -51,6 +51,8 @@ static const ProtobufCMessageDescriptor *descriptor_for(uint16_t type)
     case NX_MSG_DEV_REGISTER: return &nexar__device_register__descriptor;
     case NX_MSG_DEV_UNREGISTER: return &nexar__device_unregister__descriptor;
     case NX_MSG_DEV_REPLY: return &nexar__device_reply__descriptor;
+    case NX_MSG_COMM_QUERY: return &nexar__comm_query__descriptor;
+    case NX_MSG_COMM_REPLY: return &nexar__comm_reply__descriptor;
     default: return NULL;
     }
 }

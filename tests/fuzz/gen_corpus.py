@@ -48,6 +48,7 @@ def f_packed(field, values):
 MAGIC = 0x3146584E
 VERSION = 1
 HELLO, HELLO_REPLY, JOIN, JOIN_REPLY, CTL, CTL_REPLY, ERROR = range(1, 8)
+COMM_QUERY, COMM_REPLY = 11, 12
 
 
 def frame(mtype, payload, magic=MAGIC, version=VERSION, flags=0, length=None):
@@ -74,7 +75,9 @@ comm_info = (f_varint(1, 1) + f_bytes(2, "demo") + f_varint(3, 4) + f_bytes(4, "
              + f_varint(5, 17) + f_bytes(6, rank_info))
 status_info = (f_bytes(1, "0.1.0") + f_varint(2, 77) + f_double(3, 3.5) + f_varint(4, 4)
                + f_varint(5, 1) + f_varint(6, 1) + f_varint(7, 1 << 30) + f_bytes(9, "/run/nexar/nexard.sock"))
-stats = b"".join(f_varint(i, i * 3) for i in range(1, 13))
+stats = b"".join(f_varint(i, i * 3) for i in range(1, 14))
+comm_reply = (f_varint(1, 0) + f_packed(3, [2, 5]) + f_varint(4, 5)
+              + f_bytes(5, "rank 2 (rank 2 of communicator 1) is gone"))
 ctl_reply = (f_varint(1, 0) + f_bytes(3, status_info) + f_bytes(5, comm_info)
              + f_bytes(6, op_info) + f_bytes(7, stats))
 
@@ -89,6 +92,8 @@ FRAME_SEEDS = {
     "bad_version": frame(HELLO, hello, version=2),
     "bad_flags": frame(CTL, ctl_ops, flags=1),
     "too_long": frame(JOIN, b"", length=(1 << 20) + 1),
+    "comm_query": (frame(HELLO, hello) + frame(JOIN, join) + frame(COMM_QUERY, f_varint(1, 1))
+                   + frame(COMM_REPLY, comm_reply)),
     "truncated": frame(JOIN, join)[:-3],
 }
 
@@ -163,7 +168,7 @@ WIRE_SEEDS = {
 
 K = dict(all_reduce=1, broadcast=2, reduce=3, all_gather=4, reduce_scatter=5, gather=6,
          scatter=7, all_to_all=8, scan=9, exscan=10, bucketed=11, barrier=12, send=13,
-         recv=14, split=15, free=16, abort=17)
+         recv=14, split=15, free=16, abort=17, shrink=18)
 DIRECT = 0x01
 
 
@@ -203,6 +208,7 @@ SQE_SEEDS = {
     "split": sqe("split", peer=2, tag=5) + L4,
     "barrier": sqe("barrier") + L4,
     "abort": sqe("abort") + L4,
+    "shrink": sqe("shrink") + L4,
     "bad_kind": sqe("all_reduce", count=1)[:12] + b"\x63" + sqe("all_reduce", count=1)[13:] + L4,
     "outside_arena": sqe("all_reduce", flags=DIRECT, count=1 << 40) + L4,
 }
