@@ -20,6 +20,7 @@
 #include "xcoll.h"
 #include "xcomm.h"
 #include "xp2p.h"
+#include "xshrink.h"
 #include "xsplit.h"
 
 static struct {
@@ -341,6 +342,7 @@ void nx_cluster_tick(double now)
         return;
     nx_rdv_tick(now);
     nx_xsplit_tick(now);
+    nx_xshrink_tick(now);
     nx_xcomm_tick(now);
     nx_peertest_tick(now);
 }
@@ -356,6 +358,7 @@ void nx_cluster_fini(void)
         return;
     nx_peertest_fini();
     nx_xsplit_fini();
+    nx_xshrink_fini();
     nx_xcomm_fini();
     nx_rdv_fini();
     cl.t->ops->each_peer(cl.t, free_node, NULL);

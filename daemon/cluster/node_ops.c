@@ -12,6 +12,7 @@
 #include "xcoll.h"
 #include "xcomm.h"
 #include "xp2p.h"
+#include "xshrink.h"
 #include "xsplit.h"
 
 static uint32_t world_formed(struct nx_job *j, const uint32_t *wr)
@@ -38,6 +39,7 @@ static void comm_failed(struct nx_comm *c)
 static void comm_gone(struct nx_comm *c)
 {
     nx_xsplit_comm_gone(c);
+    nx_xshrink_comm_gone(c);
     nx_xcomm_detach(c);
 }
 
@@ -72,6 +74,8 @@ static const struct nx_cluster_ops ops = {
     .p2p_fail_all = nx_xp2p_fail_all,
     .p2p_tick = nx_xp2p_tick,
     .progress = nx_cluster_progress,
+    .shrink_ready = nx_xshrink_ready,
+    .shrink_attach = nx_xshrink_attach,
 };
 
 void nx_cluster_node_ops_install(void)

@@ -169,6 +169,12 @@ static bool check_abort(const Nexar__PeerAbort *a, const char **why)
         REJECT("abort: reason too long or not printable");
     if (a->left && a->comm == 0)
         REJECT("abort: a rank that left names no communicator");
+    if (a->n_failed_ranks > NX_PEER_MAX_WORLD || (a->n_failed_ranks && a->comm == 0))
+        REJECT("abort: failed ranks without a communicator, or too many");
+    for (size_t i = 0; i < a->n_failed_ranks; i++)
+        if (a->failed_ranks[i] >= NX_PEER_MAX_WORLD ||
+            (i && a->failed_ranks[i] <= a->failed_ranks[i - 1]))
+            REJECT("abort: failed ranks out of range or not ascending");
     return true;
 }
 
@@ -239,6 +245,7 @@ static const ProtobufCMessage *body_of(const Nexar__PeerMsg *m)
     case NEXAR__PEER_MSG__BODY_TEST_END: return (const ProtobufCMessage *)m->test_end;
     case NEXAR__PEER_MSG__BODY_TEST_RESULT: return (const ProtobufCMessage *)m->test_result;
     case NEXAR__PEER_MSG__BODY_SPLIT: return (const ProtobufCMessage *)m->split;
+    case NEXAR__PEER_MSG__BODY_SHRINK: return (const ProtobufCMessage *)m->shrink;
     default: return NULL;
     }
 }
@@ -261,6 +268,25 @@ static bool check_split(const Nexar__PeerSplit *x, const char **why)
     return true;
 }
 
+static bool check_shrink(const Nexar__PeerShrink *x, const char **why)
+{
+    if (!job_ok(x->job))
+        REJECT("shrink: job name not 1-255 printable characters");
+    if (x->key == 0 || x->comm == 0)
+        REJECT("shrink: job or communicator key is 0");
+    if (x->node >= NX_PEER_MAX_NODES)
+        REJECT("shrink: node id out of range");
+    if (x->n_failed_ranks > NX_PEER_MAX_WORLD)
+        REJECT("shrink: too many failed ranks");
+    for (size_t i = 0; i < x->n_failed_ranks; i++)
+        if (x->failed_ranks[i] >= NX_PEER_MAX_WORLD ||
+            (i && x->failed_ranks[i] <= x->failed_ranks[i - 1]))
+            REJECT("shrink: failed ranks out of range or not ascending");
+    if (x->decide != (x->new_key != 0))
+        REJECT("shrink: a decision needs a new key, and only a decision has one");
+    return true;
+}
+
 static bool check(const Nexar__PeerMsg *m, const char **why)
 {
     if (!unknown_ok(&m->base) || !unknown_ok(body_of(m)))
@@ -278,6 +304,7 @@ static bool check(const Nexar__PeerMsg *m, const char **why)
     case NEXAR__PEER_MSG__BODY_TEST_END: return check_test_end(m->test_end, why);
     case NEXAR__PEER_MSG__BODY_TEST_RESULT: return check_test_result(m->test_result, why);
     case NEXAR__PEER_MSG__BODY_SPLIT: return check_split(m->split, why);
+    case NEXAR__PEER_MSG__BODY_SHRINK: return check_shrink(m->shrink, why);
     default: REJECT("no message body");
     }
 }

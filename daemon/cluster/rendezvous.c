@@ -19,6 +19,7 @@
 #include "peer_msg.h"
 #include "rdv_int.h"
 #include "xcomm.h"
+#include "xshrink.h"
 #include "xsplit.h"
 
 /* Aborts that named a job key before the table announcing that key arrived here (the
@@ -226,12 +227,11 @@ void nx_rdv_rank_left(struct nx_job *j, uint32_t rank, bool lost, const char *wh
         send_register(j, &g);
         return;
     }
-    if (!lost || j->state != NX_JOB_RUNNING)
-        return;
-    char reason[512];
-    snprintf(reason, sizeof(reason), "%s at node %s is gone: its connection to nexard closed",
-             who, nx_cluster_addr());
-    abort_others(j, NEXAR_ERR_PEER_LOST, reason);
+    /* A lost rank of a running job fails the communicators it belongs to, each telling its
+     * other nodes with its failed ranks (xcomm.c, from nx_comm_fail): the job and its
+     * other communicators go on, so that the survivors can shrink. */
+    (void)lost;
+    (void)who;
 }
 
 static struct tomb *tomb_find(const char *job, uint64_t key)
@@ -394,7 +394,7 @@ bool nx_rdv_member_abort(struct nx_tpeer *from, const Nexar__PeerAbort *a)
     if (a->comm) {
         /* One communicator failed at another node: only it fails here. */
         if (j->net->formed)
-            nx_xcomm_remote_abort(j, a->comm, a->left, a->seq, a->status, a->reason);
+            nx_xcomm_remote_abort(j, a);
         return true;
     }
     NX_INFO("rdv", "job \"%s\" aborted by %s: %s", j->name, from ? from->addr : "its coordinator",
@@ -430,6 +430,8 @@ const char *nx_rdv_on_msg(struct nx_tpeer *p, const Nexar__PeerMsg *m)
         return NULL;
     case NEXAR__PEER_MSG__BODY_SPLIT:
         return nx_xsplit_on_msg(p, m->split);
+    case NEXAR__PEER_MSG__BODY_SHRINK:
+        return nx_xshrink_on_msg(p, m->shrink);
     default:
         return "unexpected control message";
     }
@@ -460,7 +462,8 @@ void nx_rdv_peer_lost(const char *addr, const char *reason, bool was_up)
             nx_rdv_fmt_ranks(n->rank_node, j->world_size, i, ranks, sizeof(ranks));
             snprintf(msg, sizeof(msg), "node %s (rank(s) %s) of job \"%s\" was lost: %s", addr,
                      ranks, j->name, reason);
-            nx_job_fail(j, NEXAR_ERR_PEER_LOST, msg);
+            /* Only the communicators with ranks there fail; the job goes on. */
+            nx_xcomm_node_lost(j, i, msg);
             break;
         }
     }

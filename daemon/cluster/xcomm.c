@@ -17,6 +17,7 @@
 #include "rendezvous.h"
 #include "xcoll.h"
 #include "xp2p.h"
+#include "xshrink.h"
 #include "xsplit.h"
 
 /* A message for a communicator not (yet) here, kept whole. */
@@ -315,10 +316,27 @@ int nx_xcomm_send(struct nx_comm *c, uint32_t node, uint64_t channel, const stru
     return t->ops->send(p, channel, iov, iovcnt, token);
 }
 
+/* Whether every rank of c at comm node cn is known failed (its daemon lost, or its ranks
+ * dead): nothing is sent there, so that a lost node is not dialled again. */
+static bool node_failed(const struct nx_comm *c, uint32_t cn)
+{
+    if (c->nfailed == 0)
+        return false;
+    for (uint32_t r = 0, i = 0; r < nx_comm_span_size(c); r++) {
+        if (c->x->rank_node[r] != cn)
+            continue;
+        while (i < c->nfailed && c->failed[i] < r)
+            i++;
+        if (i == c->nfailed || c->failed[i] != r)
+            return false;
+    }
+    return true;
+}
+
 void nx_xcomm_send_ctl(struct nx_comm *c, Nexar__PeerMsg *m)
 {
     for (uint32_t i = 0; i < c->x->nnodes; i++)
-        if (i != c->x->me)
+        if (i != c->x->me && !node_failed(c, i))
             nx_cluster_send_addr(c->job->net->nodes[c->x->node_job[i]], m);
 }
 
@@ -348,20 +366,33 @@ void nx_xcomm_failed(struct nx_comm *c)
     a.status = c->failed_status;
     a.reason = c->failed_text;
     a.comm = c->x->key;
+    a.failed_ranks = c->failed;
+    a.n_failed_ranks = c->nfailed;
     Nexar__PeerMsg m = NEXAR__PEER_MSG__INIT;
     m.body_case = NEXAR__PEER_MSG__BODY_ABORT;
     m.abort = &a;
     nx_xcomm_send_ctl(c, &m);
 }
 
-void nx_xcomm_remote_abort(struct nx_job *j, uint64_t key, bool left, uint64_t seq,
-                           uint32_t status, const char *reason)
+void nx_xcomm_remote_abort(struct nx_job *j, const Nexar__PeerAbort *a)
 {
-    struct nx_comm *c = nx_xcomm_find(j->net->key, key);
+    struct nx_comm *c = nx_xcomm_find(j->net->key, a->comm);
     if (!c) {
-        nx_xcomm_keep_abort(j->net->key, key, left, seq, status, reason);
+        nx_xcomm_keep_abort(j->net->key, a->comm, a->left, a->seq, a->status, a->reason);
         return;
     }
+    /* What failed is news even for a communicator that failed already: a shrink in
+     * progress must leave those ranks out. */
+    size_t before = c->nfailed;
+    for (size_t i = 0; i < a->n_failed_ranks; i++)
+        if (a->failed_ranks[i] < nx_comm_span_size(c))
+            nx_comm_mark_failed(c, a->failed_ranks[i]);
+    if (c->nfailed != before)
+        nx_xshrink_failed_grew(c);
+    bool left = a->left;
+    uint64_t seq = a->seq;
+    uint32_t status = a->status;
+    const char *reason = a->reason;
     if (c->failed_status)
         return;
     c->x->remote_fail = true;
@@ -369,6 +400,26 @@ void nx_xcomm_remote_abort(struct nx_job *j, uint64_t key, bool left, uint64_t s
         nx_comm_close_from(c, seq, status, reason);
     else
         nx_comm_fail(c, status, "%s", reason);
+}
+
+void nx_xcomm_node_lost(struct nx_job *j, uint32_t job_node, const char *msg)
+{
+    struct nx_comm *c;
+    LIST_FOREACH(c, &nx_comms, link) {
+        if (c->job != j || !c->x)
+            continue;
+        uint32_t cn = comm_node_of(c->x, job_node);
+        if (cn == UINT32_MAX)
+            continue;
+        size_t before = c->nfailed;
+        for (uint32_t r = 0; r < nx_comm_span_size(c); r++)
+            if (c->x->rank_node[r] == cn)
+                nx_comm_mark_failed(c, r);
+        /* Told to the other nodes (with the failed ranks): they may not have noticed yet. */
+        nx_comm_fail(c, NEXAR_ERR_PEER_LOST, "%s", msg);
+        if (c->nfailed != before)
+            nx_xshrink_failed_grew(c);
+    }
 }
 
 void nx_xcomm_left(struct nx_comm *c, uint32_t rank, uint64_t seq, const char *who)

@@ -103,6 +103,13 @@ static void local_progress(void)
 {
 }
 
+/* A node without a network has no communicator across nodes: never called. */
+static void local_shrink_attach(struct nx_comm *nc, struct nx_comm *c, const uint32_t *surv,
+                                uint32_t n, uint64_t key)
+{
+    (void)nc, (void)c, (void)surv, (void)n, (void)key;
+}
+
 const struct nx_cluster_ops nx_cluster_ops_local = {
     .check_coord = local_check_coord,
     .formation_ms = local_formation_ms,
@@ -125,6 +132,8 @@ const struct nx_cluster_ops nx_cluster_ops_local = {
     .p2p_fail_all = local_comm,
     .p2p_tick = local_p2p_tick,
     .progress = local_progress,
+    .shrink_ready = local_comm,
+    .shrink_attach = local_shrink_attach,
 };
 
 const struct nx_cluster_ops *nx_cluster_ops = &nx_cluster_ops_local;

@@ -96,6 +96,13 @@ struct nx_cluster_ops {
 
     /* Sends now what the ops just served queued (after a batch of submissions). */
     void (*progress)(void);
+    /* nexar_comm_shrink across nodes (shrink.h): every rank of c attached here called it,
+     * with c->failed as this node knows it (again whenever that grows) ... */
+    void (*shrink_ready)(struct nx_comm *c);
+    /* ... and after the agreement (nx_shrink_decide), nc is this node's part of the
+     * shrunk communicator: survivors[0..n) are its ranks as c numbered them. */
+    void (*shrink_attach)(struct nx_comm *nc, struct nx_comm *c, const uint32_t *survivors,
+                          uint32_t n, uint64_t key);
 };
 
 /* The installed table; never NULL. */

@@ -300,10 +300,10 @@ void nx_job_client_gone(struct nx_client *cl, bool lost)
     cl->job = NULL;
     if (j->ranks[cl->world_rank] == cl)
         j->ranks[cl->world_rank] = NULL;
+    /* A running job stays running when a rank leaves or dies: its communicators with that
+     * rank fail, the others go on, and the survivors may shrink (shrink.h). */
     if (j->state == NX_JOB_FORMING)
         j->joined--;
-    else
-        j->state = NX_JOB_FAILED;
     if (--j->live == 0)
         job_free(j);
 }

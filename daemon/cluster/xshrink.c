@@ -1,0 +1,299 @@
+/* xshrink.c - see xshrink.h. */
+#include "xshrink.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include "cluster.h"
+#include "comm.h"
+#include "context.h"
+#include "job.h"
+#include "log.h"
+#include "mem.h"
+#include "rendezvous.h"
+#include "shrink.h"
+#include "xcomm.h"
+
+/* How long an agreement whose communicator is not here (or no longer) is kept. */
+#define XSH_KEEP_S 30.0
+
+struct xsh {
+    uint64_t job_key, comm_key;
+    uint32_t round;
+    uint32_t nnodes;     /* job nodes */
+    uint8_t *ready;      /* by job node: it said READY for this round */
+    uint32_t *failed;    /* the union of what every node said, ascending */
+    size_t nfailed;
+    bool local_ready;
+    double expires;
+    LIST_ENTRY(xsh) link;
+};
+
+static LIST_HEAD(, xsh) all = LIST_HEAD_INITIALIZER(all);
+static uint64_t decisions; /* makes this daemon's keys differ from one decision to the next */
+
+static struct xsh *get(uint64_t job_key, uint64_t comm_key, uint32_t round, uint32_t nnodes,
+                       bool create)
+{
+    struct xsh *x;
+    LIST_FOREACH(x, &all, link)
+        if (x->job_key == job_key && x->comm_key == comm_key && x->round == round)
+            return x;
+    if (!create)
+        return NULL;
+    x = nx_xcalloc(1, sizeof(*x));
+    x->job_key = job_key;
+    x->comm_key = comm_key;
+    x->round = round;
+    x->nnodes = nnodes;
+    x->ready = nx_xcalloc(nnodes, 1);
+    x->expires = nx_now() + XSH_KEEP_S;
+    LIST_INSERT_HEAD(&all, x, link);
+    return x;
+}
+
+static void xsh_free(struct xsh *x)
+{
+    LIST_REMOVE(x, link);
+    free(x->ready);
+    free(x->failed);
+    free(x);
+}
+
+static bool in_set(const uint32_t *v, size_t n, uint32_t r)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid] == r)
+            return true;
+        if (v[mid] < r)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+static void add_failed(struct xsh *x, uint32_t r)
+{
+    size_t i = 0;
+    while (i < x->nfailed && x->failed[i] < r)
+        i++;
+    if (i < x->nfailed && x->failed[i] == r)
+        return;
+    x->failed = nx_xrealloc(x->failed, (x->nfailed + 1) * sizeof(*x->failed));
+    memmove(x->failed + i + 1, x->failed + i, (x->nfailed - i) * sizeof(*x->failed));
+    x->failed[i] = r;
+    x->nfailed++;
+}
+
+/* The agreement's failed set and c's, both ways: each knows all from now on. */
+static void merge(struct xsh *x, struct nx_comm *c)
+{
+    for (uint32_t i = 0; i < c->nfailed; i++)
+        add_failed(x, c->failed[i]);
+    for (size_t i = 0; i < x->nfailed; i++)
+        if (x->failed[i] < nx_comm_span_size(c))
+            nx_comm_mark_failed(c, x->failed[i]);
+}
+
+/* Which comm nodes still have a rank not known failed. */
+static void live_nodes(const struct nx_comm *c, const struct xsh *x, bool *live)
+{
+    for (uint32_t cn = 0; cn < c->x->nnodes; cn++)
+        live[cn] = false;
+    for (uint32_t r = 0; r < nx_comm_span_size(c); r++)
+        if (!in_set(x->failed, x->nfailed, r))
+            live[c->x->rank_node[r]] = true;
+}
+
+static void send_to(struct nx_comm *c, uint32_t cn, Nexar__PeerMsg *m)
+{
+    const struct nx_jobnet *net = c->job->net;
+    nx_cluster_send_addr(net->nodes[c->x->node_job[cn]], m);
+}
+
+static void fill(Nexar__PeerShrink *s, struct nx_comm *c, const struct xsh *x)
+{
+    s->job = c->job->name;
+    s->key = c->job->net->key;
+    s->comm = c->x->key;
+    s->node = c->job->net->node;
+    s->round = x->round;
+    s->failed_ranks = x->failed;
+    s->n_failed_ranks = x->nfailed;
+}
+
+static void send_ready(struct nx_comm *c, struct xsh *x)
+{
+    Nexar__PeerShrink s = NEXAR__PEER_SHRINK__INIT;
+    fill(&s, c, x);
+    Nexar__PeerMsg m = NEXAR__PEER_MSG__INIT;
+    m.body_case = NEXAR__PEER_MSG__BODY_SHRINK;
+    m.shrink = &s;
+    bool *live = nx_xcalloc(c->x->nnodes, sizeof(*live));
+    live_nodes(c, x, live);
+    for (uint32_t cn = 0; cn < c->x->nnodes; cn++)
+        if (cn != c->x->me && live[cn])
+            send_to(c, cn, &m);
+    free(live);
+}
+
+static uint64_t mix64(uint64_t v)
+{
+    v ^= v >> 33;
+    v *= 0xff51afd7ed558ccdull;
+    v ^= v >> 33;
+    v *= 0xc4ceb9fe1a85ec53ull;
+    v ^= v >> 33;
+    return v;
+}
+
+/* The leader decides once every node with a survivor is ready. */
+static void try_decide(struct xsh *x)
+{
+    struct nx_comm *c = nx_xcomm_find(x->job_key, x->comm_key);
+    if (!c || !x->local_ready || c->shrinks != x->round)
+        return;
+    merge(x, c);
+    uint32_t nn = c->x->nnodes;
+    bool *live = nx_xcalloc(nn, sizeof(*live));
+    live_nodes(c, x, live);
+    uint32_t leader = 0;
+    while (leader < nn && !live[leader])
+        leader++;
+    bool go = leader == c->x->me;
+    for (uint32_t cn = 0; go && cn < nn; cn++)
+        go = !live[cn] || cn == c->x->me || x->ready[c->x->node_job[cn]];
+    if (!go) {
+        free(live);
+        return;
+    }
+    uint64_t key = x->comm_key;
+    for (size_t i = 0; i < x->nfailed; i++)
+        key = mix64(key ^ (x->failed[i] + 1));
+    key = mix64(key ^ mix64(((uint64_t)c->job->net->node << 32) ^ ++decisions));
+    if (key <= NX_XCOMM_WORLD)
+        key += 2;
+    Nexar__PeerShrink s = NEXAR__PEER_SHRINK__INIT;
+    fill(&s, c, x);
+    s.decide = true;
+    s.new_key = key;
+    Nexar__PeerMsg m = NEXAR__PEER_MSG__INIT;
+    m.body_case = NEXAR__PEER_MSG__BODY_SHRINK;
+    m.shrink = &s;
+    for (uint32_t cn = 0; cn < nn; cn++)
+        if (cn != c->x->me && live[cn])
+            send_to(c, cn, &m);
+    free(live);
+    NX_DEBUG("xshrink", "communicator %u: decided, %zu rank(s) failed, new key %016" PRIx64,
+             c->id, x->nfailed, key);
+    uint32_t *failed = x->failed;
+    size_t nfailed = x->nfailed;
+    x->failed = NULL;
+    xsh_free(x);
+    nx_shrink_decide(c, failed, nfailed, key);
+    free(failed);
+}
+
+void nx_xshrink_ready(struct nx_comm *c)
+{
+    struct xsh *x = get(c->job->net->key, c->x->key, c->shrinks, c->job->net->nnodes, true);
+    x->local_ready = true;
+    x->expires = nx_now() + c->timeout_ms / 1000.0 + XSH_KEEP_S;
+    merge(x, c);
+    send_ready(c, x);
+    try_decide(x);
+}
+
+void nx_xshrink_failed_grew(struct nx_comm *c)
+{
+    if (!c->x || !c->job || !c->job->net)
+        return;
+    struct xsh *x = get(c->job->net->key, c->x->key, c->shrinks, 0, false);
+    if (!x || !x->local_ready)
+        return;
+    merge(x, c);
+    send_ready(c, x);
+    try_decide(x);
+}
+
+void nx_xshrink_attach(struct nx_comm *nc, struct nx_comm *c, const uint32_t *survivors,
+                       uint32_t n, uint64_t key)
+{
+    uint32_t *job_node = nx_xcalloc(n, sizeof(*job_node));
+    for (uint32_t k = 0; k < n; k++)
+        job_node[k] = c->x->node_job[c->x->rank_node[survivors[k]]];
+    nx_xcomm_attach(nc, key, job_node);
+    free(job_node);
+}
+
+void nx_xshrink_comm_gone(struct nx_comm *c)
+{
+    if (!c->x || !c->job || !c->job->net)
+        return;
+    struct xsh *x, *tmp;
+    for (x = LIST_FIRST(&all); x; x = tmp) {
+        tmp = LIST_NEXT(x, link);
+        if (x->job_key == c->job->net->key && x->comm_key == c->x->key)
+            xsh_free(x);
+    }
+}
+
+const char *nx_xshrink_on_msg(struct nx_tpeer *p, const Nexar__PeerShrink *m)
+{
+    struct nx_job *j = nx_job_find(m->job);
+    if (!j || !j->net || !j->net->formed || j->net->key != m->key)
+        return NULL; /* a job that ended here, or another incarnation of the name */
+    const struct nx_jobnet *net = j->net;
+    if (m->node >= net->nnodes || m->node == net->node || strcmp(net->nodes[m->node], p->addr))
+        return "shrink: the sender is not that node of the job";
+    struct nx_comm *c = nx_xcomm_find(net->key, m->comm);
+    if (c && m->round < c->shrinks)
+        return NULL; /* an earlier round's, late */
+    struct xsh *x = get(net->key, m->comm, m->round, net->nnodes, true);
+    if (!m->decide) {
+        for (size_t i = 0; i < m->n_failed_ranks; i++)
+            add_failed(x, m->failed_ranks[i]);
+        x->ready[m->node] = 1;
+        if (c) {
+            size_t before = c->nfailed;
+            merge(x, c);
+            /* What the sender knew and we did not: our ranks may be waiting for it. */
+            if (c->nfailed != before && x->local_ready)
+                send_ready(c, x);
+        }
+        try_decide(x);
+        return NULL;
+    }
+    xsh_free(x);
+    if (!c)
+        return NULL; /* none of our ranks is in it any more */
+    /* Exactly the leader's set, which every node applies alike: a rank we learned of
+     * since is caught by the shrunk communicator itself (nx_shrink_decide). */
+    NX_DEBUG("xshrink", "communicator %u: %s decided, %zu rank(s) failed", c->id, p->addr,
+             m->n_failed_ranks);
+    nx_shrink_decide(c, m->failed_ranks, m->n_failed_ranks, m->new_key);
+    return NULL;
+}
+
+void nx_xshrink_tick(double now)
+{
+    struct xsh *x, *tmp;
+    for (x = LIST_FIRST(&all); x; x = tmp) {
+        tmp = LIST_NEXT(x, link);
+        if (now > x->expires)
+            xsh_free(x);
+    }
+}
+
+void nx_xshrink_fini(void)
+{
+    while (!LIST_EMPTY(&all))
+        xsh_free(LIST_FIRST(&all));
+}

@@ -1,0 +1,142 @@
+/*
+ * test_xshrink.c - survive a lost rank or node across nodes (issue 12): daemons A, B, C on
+ * loopback with QUIC and real certificates (cluster_util.c; peer_idle_timeout_ms=2000,
+ * keepalive_ms=500), ranks of xshrink_rank.c looping all_reduces.
+ *
+ *  1. 2 nodes x 2 ranks (0, 1 at A; 2, 3 at B): rank 3 SIGKILLs itself.
+ *  2. 3 nodes x 1 rank: rank 1 (at B) SIGKILLs itself; A and C shrink to 2 ranks.
+ *  3. 3 nodes x 1 rank: C's nexard gets SIGKILL; the ranks at A and B shrink to 2.
+ * Each time every survivor gets NEXAR_ERR_PEER_LOST, nexar_comm_failed_ranks lists
+ * exactly the lost rank(s), shrink gives the survivors in their old order, and 100
+ * all_reduces, a split and a broadcast on the shrunk communicator are exact.  Printed:
+ * from the kill to every survivor's PEER_LOST, and from there to the shrunk
+ * communicator's first all_reduce.  Budgets: a rank's death 1 s + 1 s; a node's, the
+ * idle timeout (2 s) + 1 s, then 1 s.
+ */
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cluster_util.h"
+#include "itest.h"
+
+#define MAXR 4
+
+static int fails;
+static struct cu_node nd[3];
+
+/* The time in <name><rank>: its first number, or for "lost" (STATUS T TEXT) its second. */
+static double read_time(const char *name, int r, double limit_s)
+{
+    char buf[2048];
+    int st;
+    double t;
+    if (cu_wait_file(name, r, limit_s) || cu_read(name, r, buf, sizeof(buf)))
+        return -1;
+    if (!strcmp(name, "lost"))
+        return sscanf(buf, "%d %lf", &st, &t) == 2 ? t : -1;
+    return atof(buf);
+}
+
+static void clear_out(void)
+{
+    hx_rmtree(cu_out());
+    mkdir(cu_out(), 0700);
+}
+
+/* Runs one scenario: node[r] places rank r; victim kills itself (-1: kill_node's daemon
+ * is killed by the test).  dead: the ranks that fail. */
+static void scenario(const char *title, int nranks, const int *node, int victim,
+                     int kill_node, const char *dead, double lost_budget)
+{
+    char job[64], e_victim[32], e_dead[32];
+    pid_t pid[MAXR];
+    clear_out();
+    tl_log("%s", title);
+    hx_job_name(job, sizeof(job), "xshrink");
+    snprintf(e_victim, sizeof(e_victim), "XS_VICTIM=%d", victim);
+    snprintf(e_dead, sizeof(e_dead), "XS_DEAD=%s", dead);
+    const char *argv[] = {getenv("XSHRINK_RANK"), NULL};
+    const char *env[] = {e_victim, e_dead, NULL};
+    for (int r = 0; r < nranks; r++)
+        pid[r] = cu_rank_exec(nd[node[r]].d.sock, nd[0].addr, job, r, nranks, 20, argv, env,
+                              NULL);
+    for (int r = 0; r < nranks; r++)
+        if (read_time("ready", r, 30) < 0) {
+            EXPECT_TRUE(fails, 0, "rank %d never completed an all_reduce", r);
+            goto reap;
+        }
+    double t_kill;
+    if (victim >= 0) {
+        t_kill = read_time("kill", victim, 20);
+    } else {
+        t_kill = tl_now();
+        hx_daemon_kill(&nd[kill_node].d);
+    }
+    double lost = 0, ready = 0;
+    for (int r = 0; r < nranks; r++) {
+        if (r == victim || (victim < 0 && node[r] == kill_node))
+            continue;
+        char buf[2048];
+        double tl = read_time("lost", r, lost_budget + 10), ts = read_time("shrunk", r, 20);
+        if (cu_wait_file("end", r, 20) == 0 && cu_read("end", r, buf, sizeof(buf)) == 0 &&
+            strncmp(buf, "OK", 2)) {
+            EXPECT_TRUE(fails, 0, "rank %d: %s", r, buf);
+            continue;
+        }
+        char lb[2048] = "";
+        cu_read("lost", r, lb, sizeof(lb));
+        tl_log("   rank %d (node %c): %s", r, 'A' + node[r], lb);
+        EXPECT_TRUE(fails, tl > 0 && ts > 0 && atoi(lb) == NEXAR_ERR_PEER_LOST,
+                    "rank %d did not get PEER_LOST and shrink", r);
+        if (tl - t_kill > lost)
+            lost = tl - t_kill;
+        if (ts - tl > ready)
+            ready = ts - tl;
+    }
+    tl_log("   timing: kill -> every survivor's PEER_LOST %.1f ms (budget %.1f s); PEER_LOST "
+           "-> shrunk communicator's first all_reduce %.1f ms (budget 1 s)", lost * 1e3,
+           lost_budget, ready * 1e3);
+    EXPECT_TRUE(fails, lost <= lost_budget && ready <= 1.0, "timing above the budget");
+reap:
+    for (int r = 0; r < nranks; r++) {
+        int code = cu_wait_exit(pid[r], 30);
+        bool killed = r == victim;
+        EXPECT_TRUE(fails, killed ? code == 128 + SIGKILL : code == 0,
+                    "rank %d exited %d", r, code);
+    }
+}
+
+int main(void)
+{
+    if (!getenv("XSHRINK_RANK")) {
+        fprintf(stderr, "SKIP: $XSHRINK_RANK is not set (run through meson test)\n");
+        return HX_SKIP;
+    }
+    cu_init("xshrink");
+    const char *quick[] = {"--set", "peer_idle_timeout_ms=2000", "--set", "keepalive_ms=500",
+                           NULL};
+    static const char *const certs[] = {"node0", "node1", "node2"};
+    for (int i = 0; i < 3; i++)
+        if (cu_node_start(&nd[i], certs[i], "ca", quick)) {
+            for (int k = 0; k < i; k++)
+                hx_daemon_kill(&nd[k].d);
+            cu_fini();
+            return 1;
+        }
+    tl_log("shrink across nodes: A %s (coordinator), B %s, C %s", nd[0].addr, nd[1].addr,
+           nd[2].addr);
+    static const int two_by_two[] = {0, 0, 1, 1}, three[] = {0, 1, 2};
+    scenario("1. 2 nodes x 2 ranks: rank 3 (node B) killed", 4, two_by_two, 3, -1, "3", 1.0);
+    scenario("2. 3 nodes x 1 rank: rank 1 (node B) killed", 3, three, 1, -1, "1", 1.0);
+    scenario("3. 3 nodes x 1 rank: node C's nexard killed", 3, three, -1, 2, "2", 3.0);
+    for (int i = 0; i < 2; i++)
+        if (hx_daemon_stop(&nd[i].d))
+            fails++;
+    cu_fini();
+    tl_log("%s", fails ? "FAILED" : "PASSED");
+    return fails ? 1 : 0;
+}

@@ -1,0 +1,172 @@
+/*
+ * xshrink_rank.c - the rank program of test_xshrink.c: survive a lost rank or node across
+ * nodes with nexar_comm_failed_ranks and nexar_comm_shrink.  Files go to $HX_OUT.
+ *
+ *   itest_xshrink_rank
+ *     $XS_VICTIM  the rank that SIGKILLs itself after 30 all_reduces (-1: none; the test
+ *                 kills a daemon instead), writing kill<rank> (CLOCK_MONOTONIC seconds)
+ *     $XS_DEAD    the ranks that will have failed, ascending ("3", "2,3")
+ * Every rank loops all_reduces of rank + k (i64 sum, exact) and writes ready<rank> after
+ * the first.  At the first error a survivor writes lost<rank> ("STATUS T TEXT"), checks
+ * nexar_comm_failed_ranks against $XS_DEAD, shrinks, checks its rank and size, writes
+ * shrunk<rank> (T after the first all_reduce on the shrunk communicator), then runs 100
+ * all_reduces, a split by parity with 10 all_reduces, and a broadcast, all exact, and
+ * writes end<rank> "OK" or what went wrong.  A rank whose own daemon died writes
+ * end<rank> with its status and exits 0.
+ */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "harness.h"
+#include "outfile.h"
+
+static char g_dir[512];
+static int g_rank = -1;
+
+static void put(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(const char *name, const char *fmt, ...)
+{
+    char text[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    tl_put_file(g_dir, name, g_rank, text);
+}
+
+#define BAD(...)                                                                           \
+    do {                                                                                   \
+        put("end", __VA_ARGS__);                                                           \
+        return 1;                                                                          \
+    } while (0)
+
+static int reduces(nexar_comm_t *c, int n, int64_t ranksum, const char *what)
+{
+    int size = nexar_comm_size(c), rank = nexar_comm_rank(c);
+    for (int k = 0; k < n; k++) {
+        int64_t v = rank + k;
+        nexar_status_t s = nexar_all_reduce(c, &v, 1, NEXAR_I64, NEXAR_SUM);
+        if (s != NEXAR_OK || v != ranksum + (int64_t)size * k)
+            BAD("%s all_reduce %d: %s, %lld (want %lld): %s\n", what, k, nexar_strerror(s),
+                (long long)v, (long long)(ranksum + (int64_t)size * k),
+                s ? nexar_last_error() : "");
+    }
+    return 0;
+}
+
+static int parse_dead(uint32_t *dead, int cap)
+{
+    const char *s = getenv("XS_DEAD");
+    int n = 0;
+    while (s && *s && n < cap) {
+        dead[n++] = (uint32_t)strtoul(s, (char **)&s, 10);
+        if (*s == ',')
+            s++;
+    }
+    return n;
+}
+
+static int survive(nexar_comm_t *w, int me, int size)
+{
+    uint32_t dead[16], got[16];
+    int ndead = parse_dead(dead, 16);
+    size_t n = 0;
+    nexar_status_t s = nexar_comm_failed_ranks(w, got, 16, &n);
+    /* The loss of a whole node reaches every node at once; a rank's death may reach us
+     * before the other deaths the test expects: only a superset is wrong. */
+    if (s != NEXAR_OK || n > (size_t)ndead || n == 0)
+        BAD("failed ranks: %s, %zu listed (expected up to %d)\n", nexar_strerror(s), n, ndead);
+    nexar_comm_t *sc = NULL;
+    s = nexar_comm_shrink(w, &sc);
+    if (s != NEXAR_OK || !sc)
+        BAD("shrink: %s: %s\n", nexar_strerror(s), nexar_last_error());
+    s = nexar_comm_failed_ranks(w, got, 16, &n);
+    if (s != NEXAR_OK || n != (size_t)ndead || memcmp(got, dead, n * sizeof(*got)))
+        BAD("failed ranks after the shrink: %zu listed, expected %d\n", n, ndead);
+    int want_rank = me, want_size = size - ndead;
+    for (int i = 0; i < ndead; i++)
+        want_rank -= (int)dead[i] < me;
+    if (nexar_comm_rank(sc) != want_rank || nexar_comm_size(sc) != want_size)
+        BAD("shrunk: rank %d of %d, expected %d of %d\n", nexar_comm_rank(sc),
+            nexar_comm_size(sc), want_rank, want_size);
+    int64_t sum = (int64_t)want_size * (want_size - 1) / 2;
+    if (reduces(sc, 1, sum, "first shrunk"))
+        return 1;
+    put("shrunk", "%.6f\n", tl_now());
+    if (reduces(sc, 100, sum, "shrunk"))
+        return 1;
+    nexar_comm_t *half = NULL;
+    int r = nexar_comm_rank(sc);
+    if ((s = nexar_comm_split(sc, (uint32_t)(r % 2), (uint32_t)r, &half)) != NEXAR_OK)
+        BAD("split of the shrunk communicator: %s: %s\n", nexar_strerror(s),
+            nexar_last_error());
+    int64_t hsum = 0;
+    for (int q = r % 2; q < want_size; q += 2)
+        hsum += q / 2;
+    if (reduces(half, 10, hsum, "split"))
+        return 1;
+    nexar_comm_free(half);
+    int64_t b[16];
+    for (int i = 0; i < 16; i++)
+        b[i] = r == want_size - 1 ? 1000 + i : -1;
+    s = nexar_broadcast(sc, b, 16, NEXAR_I64, want_size - 1);
+    for (int i = 0; i < 16 && s == NEXAR_OK; i++)
+        if (b[i] != 1000 + i)
+            BAD("broadcast: element %d is %lld\n", i, (long long)b[i]);
+    if (s != NEXAR_OK)
+        BAD("broadcast: %s: %s\n", nexar_strerror(s), nexar_last_error());
+    nexar_comm_free(sc);
+    put("end", "OK\n");
+    return 0;
+}
+
+int main(void)
+{
+    const char *out = getenv("HX_OUT");
+    snprintf(g_dir, sizeof(g_dir), "%s", out ? out : ".");
+    nexar_comm_t *w;
+    if (hx_init(&w) != NEXAR_OK)
+        return 1;
+    g_rank = nexar_comm_rank(w);
+    int size = nexar_comm_size(w);
+    const char *v = getenv("XS_VICTIM");
+    int victim = v ? atoi(v) : -1;
+    for (int k = 0;; k++) {
+        if (g_rank == victim && k == 30) {
+            put("kill", "%.6f\n", tl_now());
+            raise(SIGKILL);
+        }
+        int64_t x = g_rank + k;
+        nexar_status_t s = nexar_all_reduce(w, &x, 1, NEXAR_I64, NEXAR_SUM);
+        if (s == NEXAR_OK) {
+            if (x != (int64_t)size * (size - 1) / 2 + (int64_t)size * k) {
+                put("end", "all_reduce %d: %lld is wrong\n", k, (long long)x);
+                return 1;
+            }
+            if (k == 0)
+                put("ready", "%.6f\n", tl_now());
+            if (k > 200000) {
+                put("end", "no failure within 200000 all_reduces\n");
+                return 1;
+            }
+            continue;
+        }
+        put("lost", "%d %.6f %s\n", (int)s, tl_now(), nexar_last_error());
+        if (s == NEXAR_ERR_UNAVAILABLE) { /* our own daemon died */
+            put("end", "UNAVAILABLE %s\n", nexar_last_error());
+            return 0;
+        }
+        if (s != NEXAR_ERR_PEER_LOST) {
+            put("end", "all_reduce %d: %s (expected PEER_LOST): %s\n", k, nexar_strerror(s),
+                nexar_last_error());
+            return 1;
+        }
+        int rv = survive(w, g_rank, size);
+        nexar_finalize();
+        return rv;
+    }
+}
