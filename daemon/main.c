@@ -23,6 +23,7 @@
 #include "log.h"
 #include "notify.h"
 #include "matcher.h"
+#include "grow.h"
 #include "shrink.h"
 #include "workers.h"
 #if NX_HAVE_CUDA
@@ -42,6 +43,7 @@ static void on_tick(uv_timer_t *t)
     nx_cluster_tick(now);
     nx_match_tick(now);
     nx_shrink_tick(now);
+    nx_grow_tick(now);
     nx_clients_flush();
 }
 

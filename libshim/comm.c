@@ -235,6 +235,54 @@ out:
     return s;
 }
 
+nexar_status_t nexar_comm_grow(nexar_comm_t *c, uint32_t add, nexar_comm_t **out)
+{
+    if (!out)
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_comm_grow: out is NULL");
+    *out = NULL;
+    if (!c)
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_comm_grow: comm is NULL");
+    if (add == 0)
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_comm_grow: add is 0 (it adds at least one "
+                       "process)");
+    nx_lock();
+    nexar_status_t s;
+    struct nexar_request *r;
+    struct nexar_comm *nc = NULL;
+    if ((s = nx_shim_check("nexar_comm_grow")) || (s = nx_comm_check(c, "nexar_comm_grow")))
+        goto out;
+    if (!(nc = nx_comm_new(0, 0, 0, false))) {
+        s = nx_fail(NEXAR_ERR_NOMEM, "nexar_comm_grow: out of memory");
+        goto out;
+    }
+    struct nx_call op = {.kind = NX_K_COMM_GROW, .peer = add};
+    if ((s = nx_req_start(c, &op, &r)) != NEXAR_OK)
+        goto out;
+    nx_wait_owned(r);
+    s = nx_req_result(r);
+    uint32_t id = r->res_comm, rank = r->res_rank, size = r->res_size;
+    nx_req_free(r);
+    if (s != NEXAR_OK)
+        goto out;
+    if (id == 0 || rank >= size || size != (uint32_t)c->size + add) {
+        s = nx_fail(NEXAR_ERR_INTERNAL,
+                    "nexar_comm_grow: nexard answered rank %u of %u for communicator %u", rank,
+                    size, id);
+        goto out;
+    }
+    nc->id = id;
+    nc->rank = (int)rank;
+    nc->size = (int)size;
+    nx_list_add_tail(&nx_S.comms, &nc->link);
+    *out = nc;
+    nc = NULL;
+out:
+    if (nc)
+        nx_comm_destroy(nc);
+    nx_unlock();
+    return s;
+}
+
 nexar_status_t nexar_comm_failed_ranks(nexar_comm_t *c, uint32_t *ranks, size_t cap,
                                        size_t *n)
 {

@@ -183,6 +183,9 @@ static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
     m.coord = (char *)env->coord;
     m.coord_guessed = env->coord_guessed;
     m.algo = (char *)env->algo;
+    m.joiner = env->joiner;
+    if (env->joiner)
+        m.rank = m.world_size = m.local_rank = 0;
     nexar_status_t s = send_msg(j->sock, NX_MSG_JOIN, &m.base, env->socket);
     if (s != NEXAR_OK)
         return s;

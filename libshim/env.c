@@ -12,7 +12,8 @@
  * NEXAR_COORD, NEXAR_SOCKET, NEXAR_TIMEOUT and NEXAR_ALGO apply whatever the source.  Without
  * NEXAR_JOB the job id comes from the launcher (torchrun's run id and master
  * address, Open MPI's job id, Slurm's job and step ids); a single rank gets a
- * private one.
+ * private one.  NEXAR_JOIN=1 makes the process a joiner of the running job NEXAR_JOB,
+ * ranked by the communicator that grows to take it (nexar_comm_grow).
  */
 #include <errno.h>
 #include <math.h>
@@ -182,6 +183,18 @@ nexar_status_t nx_env_read(struct nx_env *e)
     const struct nx_env_source *src;
     nexar_status_t s;
     memset(e, 0, sizeof(*e));
+    /* NEXAR_JOIN=1: this process joins a running job; its rank and size come from the
+     * communicator that grows to take it, and NEXAR_JOB names that job. */
+    const char *jv = env("NEXAR_JOIN");
+    if (jv && strcmp(jv, "0")) {
+        if (strcmp(jv, "1"))
+            return nx_fail(NEXAR_ERR_INVALID, "nexar_init: NEXAR_JOIN=\"%s\" is not 0 or 1",
+                           jv);
+        if (!env("NEXAR_JOB"))
+            return nx_fail(NEXAR_ERR_INVALID, "nexar_init: NEXAR_JOIN=1 needs NEXAR_JOB, the "
+                           "name of the running job to join");
+        e->joiner = true;
+    }
     if ((s = read_ranks(e, &src)) != NEXAR_OK)
         return s;
     if ((s = read_job(e, src)) != NEXAR_OK)

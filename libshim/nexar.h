@@ -178,10 +178,20 @@ NEXAR_API nexar_status_t nexar_comm_failed_ranks(nexar_comm_t *c, uint32_t *rank
  * waited for); *out holds exactly the survivors, ranked in the order of their ranks in c.
  * c itself stays failed and must still be freed.  Shrinking a communicator where nothing
  * failed gives a copy of it.  A survivor that does not call it within c's deadline makes
- * it return NEXAR_ERR_TIMEOUT naming that rank.  Today within one node only: on a
- * communicator across nodes it returns NEXAR_ERR_UNSUPPORTED.
+ * it return NEXAR_ERR_TIMEOUT naming that rank.  Across nodes the daemons agree on the
+ * failed set first (docs/recovery.md).
  */
 NEXAR_API nexar_status_t nexar_comm_shrink(nexar_comm_t *c, nexar_comm_t **out);
+
+/*
+ * Elastic grow.  The members of c call it with the same add (> 0); add new processes of
+ * the same job, started with NEXAR_JOIN=1 (and the job's NEXAR_JOB / NEXAR_COORD), get the
+ * same new communicator from nexar_init().  Members keep their ranks; joiners are ranked
+ * after them in the order they joined.  add = 0 is NEXAR_ERR_INVALID; different adds are
+ * NEXAR_ERR_MISMATCH; too few joiners within c's deadline NEXAR_ERR_TIMEOUT.  Today within
+ * one node only: on a communicator across nodes it returns NEXAR_ERR_UNSUPPORTED.
+ */
+NEXAR_API nexar_status_t nexar_comm_grow(nexar_comm_t *c, uint32_t add, nexar_comm_t **out);
 
 /*
  * Device buffers.  Every collective and send/recv also takes CUDA device pointers

@@ -208,7 +208,7 @@ void nx_req_fail(struct nexar_request *r, nexar_status_t s, const char *text)
     }
     req_retire(r);
     /* (Not a shrink's: the daemon fails nothing when one times out.) */
-    bool fails_comm = r->tmpl.kind != NX_K_COMM_SHRINK &&
+    bool fails_comm = r->tmpl.kind != NX_K_COMM_SHRINK && r->tmpl.kind != NX_K_COMM_GROW &&
                       (s == NEXAR_ERR_MISMATCH || s == NEXAR_ERR_TIMEOUT ||
                        s == NEXAR_ERR_PEER_LOST || s == NEXAR_ERR_ABORTED);
     /* Mirrors the daemon, which fails the communicator on each of these (a send/recv
@@ -339,7 +339,7 @@ nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_call *op,
         r->key_tail = &st->tail;
         r->stream_held = &st->held;
     } else if (op->kind != NX_K_COMM_FREE && op->kind != NX_K_COMM_ABORT &&
-               op->kind != NX_K_COMM_SHRINK) {
+               op->kind != NX_K_COMM_SHRINK && op->kind != NX_K_COMM_GROW) {
         r->tmpl.seq = c->next_seq++;
         r->key_tail = &c->coll_tail;
         r->stream_held = &c->coll_held;

@@ -80,6 +80,7 @@ struct nx_env {
     bool coord_guessed; /* coord is torchrun's MASTER_ADDR:MASTER_PORT, not NEXAR_COORD */
     char socket[108]; /* sizeof(sun_path) */
     char algo[256];   /* NEXAR_ALGO, "" when unset; the daemon checks it */
+    bool joiner;      /* NEXAR_JOIN=1: joins a running job (nexar_comm_grow) */
 };
 
 /* Reads the job description; NEXAR_OK or NEXAR_ERR_INVALID with the error text set. */

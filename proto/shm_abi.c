@@ -136,6 +136,7 @@ bool nx_kind_shape(uint8_t kind, uint32_t size, uint32_t rank, uint32_t root,
     case NX_K_COMM_FREE:
     case NX_K_COMM_ABORT:
     case NX_K_COMM_SHRINK:
+    case NX_K_COMM_GROW:
         *s = (struct nx_shape){0};
         return true;
     default:
@@ -212,6 +213,7 @@ const char *nx_kind_name(uint8_t kind)
         [NX_K_COMM_FREE] = "comm_free",
         [NX_K_COMM_ABORT] = "comm_abort",
         [NX_K_COMM_SHRINK] = "comm_shrink",
+        [NX_K_COMM_GROW] = "comm_grow",
     };
     return kind >= 1 && kind <= NX_K_MAX ? names[kind] : "?";
 }

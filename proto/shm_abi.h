@@ -57,7 +57,9 @@ enum nx_kind {
     NX_K_COMM_ABORT = 17, /* fails the communicator everywhere; not matched */
     NX_K_COMM_SHRINK = 18, /* the survivors' new communicator; not matched (the survivors'
                               sequences differ after a failure); result in the completion */
-    NX_K_MAX = 18
+    NX_K_COMM_GROW = 19,   /* peer = add: the members' new communicator with `add` joiners;
+                              not matched; result in the completion */
+    NX_K_MAX = 19
 };
 
 /* nx_sqe.flags */

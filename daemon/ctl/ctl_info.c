@@ -118,8 +118,9 @@ static void fill_jobs(struct arena *a, Nexar__CtlReply *rep)
         ji->joined = j->joined;
         ji->state = (char *)nx_job_state_name(j->state);
         ji->uid = (uint32_t)j->owner;
-        ji->ranks = alloc(a, j->world_size, sizeof(*ji->ranks));
-        for (uint32_t r = 0; r < j->world_size; r++) {
+        ji->joiners_waiting = j->njoiners;
+        ji->ranks = alloc(a, j->nranks, sizeof(*ji->ranks));
+        for (uint32_t r = 0; r < j->nranks; r++) {
             const struct nx_client *cl = j->ranks[r];
             ji->ranks[ji->n_ranks++] =
                 rank_info(a, r, r, cl, cl ? cl->ops_submitted : 0, cl ? cl->ops_completed : 0);

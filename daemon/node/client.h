@@ -67,6 +67,7 @@ struct nx_client {
      * descriptors' inputs. */
     uint64_t ops_submitted, ops_completed, bytes_in;
     bool dead, violated;
+    double join_deadline; /* a joiner (NEXAR_JOIN=1): when it gives up waiting */
     const char *drop_why; /* static text */
 
     LIST_ENTRY(nx_client) link;

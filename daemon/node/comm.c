@@ -15,6 +15,7 @@
 #include "mem.h"
 #include "nexar.h"
 #include "op.h"
+#include "grow.h"
 #include "shrink.h"
 
 struct nx_comm_list nx_comms = LIST_HEAD_INITIALIZER(nx_comms);
@@ -51,6 +52,7 @@ struct nx_comm *nx_comm_new(struct nx_job *job, uint32_t size, struct nx_client 
 static void comm_free(struct nx_comm *c)
 {
     nx_shrink_forget(c);
+    nx_grow_forget(c);
     nx_match_fail_all(c);
     nx_p2p_fail_all(c);
     nx_cluster_ops->comm_gone(c);
@@ -137,8 +139,10 @@ void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)
     }
     if (--c->live == 0)
         comm_free(c);
-    else
+    else {
         nx_shrink_rank_gone(c);
+        nx_grow_rank_gone(c);
+    }
 }
 
 void nx_comm_close_from(struct nx_comm *c, uint64_t seq, uint32_t status, const char *text)

@@ -14,6 +14,7 @@
 #include "comm.h"
 #include "ctlsrv.h"
 #include "context.h"
+#include "grow.h"
 #include "log.h"
 #include "mem.h"
 #include "nexar.h"
@@ -56,6 +57,7 @@ static void job_free(struct nx_job *j)
     LIST_REMOVE(j, link);
     nx_cluster_ops->job_fini(j);
     free(j->ranks);
+    free(j->joiners);
     free(j->name);
     free(j->algo);
     free(j);
@@ -142,11 +144,101 @@ static void refuse(struct nx_conn *conn, uint32_t status, const char *fmt, ...)
     nx_conn_close(conn);
 }
 
+/* NEXAR_JOIN=1: a process that joins a running job, to be taken by a communicator that
+ * grows (grow.h); its JoinReply comes then. */
+static void join_running(struct nx_conn *conn, const Nexar__JoinRequest *req)
+{
+    const char *err = NULL;
+    struct nx_job *j = nx_job_find(req->job);
+    if (!j || j->state != NX_JOB_RUNNING)
+        return refuse(conn, NEXAR_ERR_INVALID,
+                      "NEXAR_JOIN=1: job \"%s\" is %s at this nexard; a joiner joins a running "
+                      "job on a node where it has ranks", req->job,
+                      j ? nx_job_state_name(j->state) : "not running");
+    if (j->net)
+        return refuse(conn, NEXAR_ERR_UNSUPPORTED,
+                      "NEXAR_JOIN=1: job \"%s\" spans nodes; joining a job across nodes is not "
+                      "available yet", j->name);
+    if (!nx_config_uid_allowed(&nxd.cfg, j->owner, conn->uid))
+        return refuse(conn, NEXAR_ERR_PERMISSION,
+                      "job \"%s\" belongs to uid %u; uid %u may not join it (only the owner's "
+                      "ranks join a job, or uids that share the daemon's allow_uids group "
+                      "with it)", j->name, (unsigned)j->owner, (unsigned)conn->uid);
+    if (nx_client_count >= nxd.cfg.max_clients)
+        return refuse(conn, NEXAR_ERR_UNAVAILABLE, "nexard serves its maximum of %u ranks",
+                      nxd.cfg.max_clients);
+    struct nx_client *cl = nx_client_new(conn, conn->pid, conn->uid, &err);
+    if (!cl)
+        return refuse(conn, NEXAR_ERR_NOMEM, "%s", err);
+    conn->client = cl;
+    cl->job = j;
+    cl->world_rank = UINT32_MAX; /* until a communicator takes it */
+    /* Its own NEXAR_TIMEOUT when shorter than the job's: the shim waits that long. */
+    uint32_t ms = j->timeout_ms;
+    if (req->timeout_ms && req->timeout_ms < ms)
+        ms = req->timeout_ms;
+    cl->join_deadline = nx_now() + ms / 1000.0;
+    j->joiners = nx_xrealloc(j->joiners, (j->njoiners + 1) * sizeof(*j->joiners));
+    j->joiners[j->njoiners++] = cl;
+    j->live++;
+    NX_INFO("job", "a joiner of job \"%s\" waits for a communicator to grow (pid %d, %u "
+            "waiting)", j->name, (int)conn->pid, j->njoiners);
+    nx_grow_joiner_came(j);
+}
+
+void nx_job_take_joiner(struct nx_job *j, struct nx_client *cl, struct nx_comm *c,
+                        uint32_t rank)
+{
+    for (uint32_t i = 0; i < j->njoiners; i++)
+        if (j->joiners[i] == cl) {
+            memmove(j->joiners + i, j->joiners + i + 1,
+                    (j->njoiners - i - 1) * sizeof(*j->joiners));
+            j->njoiners--;
+            break;
+        }
+    cl->world_rank = j->nranks;
+    j->ranks = nx_xrealloc(j->ranks, (j->nranks + 1) * sizeof(*j->ranks));
+    j->ranks[j->nranks++] = cl;
+    j->joined++;
+    Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
+    rep.status = NEXAR_OK;
+    rep.client_id = cl->id;
+    rep.world_comm = c->id;
+    rep.rank = rank;
+    rep.size = c->size;
+    rep.segment_bytes = cl->seg.bytes;
+    rep.timeout_ms = j->timeout_ms;
+    rep.nodes = 1;
+    rep.node = 0;
+    rep.local_size = c->size;
+    rep.local_rank = rank;
+    int fds[3] = {cl->seg.memfd, cl->sq_efd, cl->cq_efd};
+    if (!cl->conn || nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, fds, 3) < 0 ||
+        nx_client_start(cl) < 0) {
+        nx_client_drop(cl, "could not hand over its segment");
+        return;
+    }
+    close(cl->seg.memfd);
+    cl->seg.memfd = -1;
+}
+
+void nx_job_refuse_joiner(struct nx_client *cl, uint32_t status, const char *msg)
+{
+    Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
+    rep.status = status;
+    rep.error = (char *)msg;
+    if (cl->conn)
+        nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, NULL, 0);
+    nx_client_drop(cl, "no communicator grew to take it");
+}
+
 void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
 {
     const char *err = NULL;
     if (!req->job || !name_ok(req->job))
         return refuse(conn, NEXAR_ERR_INVALID, "job name must be 1-255 printable characters");
+    if (req->joiner)
+        return join_running(conn, req);
     /* What a pending job costs the daemon grows with its world (the rank table), and its
      * formation deadline is the ranks' word: both are bounded by the daemon's settings. */
     if (req->world_size == 0 || req->world_size > nxd.cfg.max_world_size)
@@ -217,6 +309,7 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
         j->owner = conn->uid;
         j->state = NX_JOB_FORMING;
         j->ranks = nx_xcalloc(req->world_size, sizeof(*j->ranks));
+        j->nranks = req->world_size;
         j->algo = nx_xstrdup(algo ? algo : "");
         memcpy(j->algo_pref, pref, sizeof(pref));
         j->timeout_ms = asked_ms ? asked_ms : nxd.cfg.op_timeout_s * 1000u;
@@ -298,8 +391,17 @@ void nx_job_client_gone(struct nx_client *cl, bool lost)
         nx_cluster_ops->rank_left(j, cl->world_rank, lost, nx_client_name(cl, who, sizeof(who)));
     }
     cl->job = NULL;
-    if (j->ranks[cl->world_rank] == cl)
+    if (cl->world_rank == UINT32_MAX) { /* a joiner no communicator took */
+        for (uint32_t i = 0; i < j->njoiners; i++)
+            if (j->joiners[i] == cl) {
+                memmove(j->joiners + i, j->joiners + i + 1,
+                        (j->njoiners - i - 1) * sizeof(*j->joiners));
+                j->njoiners--;
+                break;
+            }
+    } else if (j->ranks[cl->world_rank] == cl) {
         j->ranks[cl->world_rank] = NULL;
+    }
     /* A running job stays running when a rank leaves or dies: its communicators with that
      * rank fail, the others go on, and the survivors may shrink (shrink.h). */
     if (j->state == NX_JOB_FORMING)

@@ -40,7 +40,11 @@ struct nx_job {
     enum nx_job_state state;
     uint32_t joined; /* ranks attached */
     uint32_t live;   /* clients still alive */
-    struct nx_client **ranks; /* by world rank */
+    struct nx_client **ranks; /* by world rank: world_size, then the joiners taken */
+    uint32_t nranks;          /* entries of ranks */
+    /* NEXAR_JOIN=1 processes waiting for a communicator to grow (grow.h), in join order. */
+    struct nx_client **joiners;
+    uint32_t njoiners;
     uint32_t timeout_ms;
     uint32_t formation_ms;
     double deadline; /* formation */
@@ -60,6 +64,13 @@ extern struct nx_job_list nx_jobs;
 
 /* Handles a JOIN from conn: replies (now or at formation) or fails the connection. */
 void nx_job_join(struct nx_conn *conn, const struct Nexar__JoinRequest *req);
+
+/* A communicator grew to take joiner cl as its rank `rank` (grow.h): cl gets the next world
+ * rank of j and its JoinReply, with c as its world. */
+void nx_job_take_joiner(struct nx_job *j, struct nx_client *cl, struct nx_comm *c,
+                        uint32_t rank);
+/* Joiner cl is not taken: its JoinReply says why, and it is dropped. */
+void nx_job_refuse_joiner(struct nx_client *cl, uint32_t status, const char *msg);
 
 /* The client left: lost (it still belonged to communicators) or finished. */
 void nx_job_client_gone(struct nx_client *cl, bool lost);

@@ -1,6 +1,7 @@
 /* matcher.c - see matcher.h. */
 #include "matcher.h"
 #include "op.h"
+#include "grow.h"
 #include "shrink.h"
 
 #include <inttypes.h>
@@ -541,6 +542,8 @@ void nx_match_submit(struct nx_client *cl, const struct nx_sqe *e)
         return refuse_device_spanning(c, cl, rank, e);
 
     switch (e->kind) {
+    case NX_K_COMM_GROW:
+        return nx_grow_submit(c, rank, cl, e->user_data, e->peer);
     case NX_K_COMM_ABORT: {
         char who[160];
         nx_comm_fail(c, NEXAR_ERR_ABORTED, "communicator %u aborted by %s", c->id,

@@ -168,7 +168,7 @@ WIRE_SEEDS = {
 
 K = dict(all_reduce=1, broadcast=2, reduce=3, all_gather=4, reduce_scatter=5, gather=6,
          scatter=7, all_to_all=8, scan=9, exscan=10, bucketed=11, barrier=12, send=13,
-         recv=14, split=15, free=16, abort=17, shrink=18)
+         recv=14, split=15, free=16, abort=17, shrink=18, grow=19)
 DIRECT = 0x01
 
 
@@ -209,6 +209,7 @@ SQE_SEEDS = {
     "barrier": sqe("barrier") + L4,
     "abort": sqe("abort") + L4,
     "shrink": sqe("shrink") + L4,
+    "grow": sqe("grow", peer=2) + L4,
     "bad_kind": sqe("all_reduce", count=1)[:12] + b"\x63" + sqe("all_reduce", count=1)[13:] + L4,
     "outside_arena": sqe("all_reduce", flags=DIRECT, count=1 << 40) + L4,
 }

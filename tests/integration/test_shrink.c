@@ -14,6 +14,10 @@
  *    communicators go on working; nexar_comm_failed_ranks says 0.
  *  - absent: a survivor that never calls shrink: the others get NEXAR_ERR_TIMEOUT naming
  *    it within the job's deadline (NEXAR_TIMEOUT=2) plus 2 s.
+ *  - grow: 3 ranks call nexar_comm_grow(w, 2) (add = 0 is INVALID first); 2 processes of
+ *    the same job started with NEXAR_JOIN=1 get the grown communicator from nexar_init as
+ *    ranks 3 and 4.  All 5 run exact all_reduces and a broadcast; then the joiner with
+ *    rank 4 dies, and the other 4 shrink and go on, exact.
  */
 #include <signal.h>
 #include <stdbool.h>
@@ -30,6 +34,8 @@
 struct shared {
     double t_kill;
     double t_lost[MAXR], t_ready[MAXR];
+    int formed;      /* grow: members whose nexar_init returned */
+    int grow_rank[MAXR];
 };
 
 static struct shared *sh;
@@ -210,6 +216,114 @@ static int absent_rank(struct hx_rank *r)
     return nexar_finalize() == NEXAR_OK ? 0 : 1;
 }
 
+/* After the grow: 20 all_reduces and a broadcast on g (5 ranks), then rank 4 dies and the
+ * rest shrink to 4 and check 20 more. */
+static int grown(nexar_comm_t *g, int me_slot)
+{
+    int rank = nexar_comm_rank(g), size = nexar_comm_size(g);
+    if (size != 5)
+        RFAIL(me_slot, "grown communicator of %d ranks, expected 5", size);
+    sh->grow_rank[me_slot] = rank;
+    if (reduces(g, 20, 10, me_slot, "grown"))
+        return 1;
+    int64_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = rank == 4 ? 500 + i : 0;
+    nexar_status_t s = nexar_broadcast(g, b, 8, NEXAR_I64, 4);
+    for (int i = 0; i < 8 && s == NEXAR_OK; i++)
+        if (b[i] != 500 + i)
+            RFAIL(me_slot, "broadcast from the joiner: element %d is %lld", i, (long long)b[i]);
+    if (s != NEXAR_OK)
+        RFAIL(me_slot, "broadcast on the grown communicator: %s", nexar_last_error());
+    if (rank == 4)
+        raise(SIGKILL);
+    int64_t v = rank;
+    s = nexar_all_reduce(g, &v, 1, NEXAR_I64, NEXAR_SUM);
+    if (s != NEXAR_ERR_PEER_LOST)
+        RFAIL(me_slot, "all_reduce after rank 4 died: %s", nexar_strerror(s));
+    nexar_comm_t *sc = NULL;
+    if ((s = nexar_comm_shrink(g, &sc)) != NEXAR_OK || nexar_comm_size(sc) != 4 ||
+        nexar_comm_rank(sc) != rank)
+        RFAIL(me_slot, "shrink of the grown communicator: %s", nexar_last_error());
+    if (reduces(sc, 20, 6, me_slot, "grown, then shrunk"))
+        return 1;
+    nexar_comm_free(sc);
+    return 0;
+}
+
+static int grow_member(struct hx_rank *r)
+{
+    nexar_comm_t *w, *g = NULL;
+    if (hx_init(&w) != NEXAR_OK)
+        return 1;
+    __atomic_add_fetch(&sh->formed, 1, __ATOMIC_SEQ_CST);
+    nexar_status_t s = nexar_comm_grow(w, 0, &g);
+    if (s != NEXAR_ERR_INVALID || !strstr(nexar_last_error(), "add is 0"))
+        RFAIL(r->rank, "grow by 0: %s: %s", nexar_strerror(s), nexar_last_error());
+    if ((s = nexar_comm_grow(w, 2, &g)) != NEXAR_OK)
+        RFAIL(r->rank, "grow by 2: %s: %s", nexar_strerror(s), nexar_last_error());
+    if (nexar_comm_rank(g) != r->rank)
+        RFAIL(r->rank, "a member's rank changed in the grow: %d", nexar_comm_rank(g));
+    int rv = grown(g, r->rank);
+    nexar_comm_free(g);
+    return rv || nexar_finalize() != NEXAR_OK;
+}
+
+static int grow_joiner(struct hx_rank *r)
+{
+    nexar_comm_t *g;
+    if (hx_init(&g) != NEXAR_OK)
+        return 1;
+    int rank = nexar_comm_rank(g);
+    if (rank != 3 && rank != 4)
+        RFAIL(3 + r->rank, "a joiner got rank %d, expected 3 or 4", rank);
+    int rv = grown(g, 3 + r->rank);
+    return rv || nexar_finalize() != NEXAR_OK;
+}
+
+static int run_grow(struct hx_daemon *d)
+{
+    char job[64];
+    hx_job_name(job, sizeof(job), "grow");
+    memset(sh, 0, sizeof(*sh));
+    struct hx_job m, jn;
+    struct hx_job_opts om = {.sock = d->sock, .size = 3, .fn = grow_member, .job = job,
+                             .nexar_timeout_s = 20};
+    static const char *const joiner_env[] = {"NEXAR_JOIN=1", NULL};
+    struct hx_job_opts oj = {.sock = d->sock, .size = 2, .fn = grow_joiner, .job = job,
+                             .nexar_timeout_s = 20, .env_extra = joiner_env};
+    if (hx_job_start(&m, &om) < 0)
+        return 1;
+    double end = tl_now() + 20;
+    while (__atomic_load_n(&sh->formed, __ATOMIC_SEQ_CST) < 3 && tl_now() < end)
+        usleep(1000);
+    if (hx_job_start(&jn, &oj) < 0)
+        return 1;
+    hx_job_wait(&m, 60, 10);
+    hx_job_wait(&jn, 60, 10);
+    int bad = 0, killed = -1;
+    for (int r = 0; r < 2; r++)
+        if (sh->grow_rank[3 + r] == 4)
+            killed = r;
+    for (int r = 0; r < 3; r++)
+        if (!WIFEXITED(m.wstatus[r]) || WEXITSTATUS(m.wstatus[r])) {
+            tl_log("FAIL grow: member %d: status 0x%x", r, m.wstatus[r]);
+            bad++;
+        }
+    for (int r = 0; r < 2; r++) {
+        int ws = jn.wstatus[r];
+        bool ok = r == killed ? WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL
+                              : WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+        if (!ok) {
+            tl_log("FAIL grow: joiner %d (rank %d): status 0x%x", r, sh->grow_rank[3 + r], ws);
+            bad++;
+        }
+    }
+    tl_log("3 ranks grew to 5 with 2 joiners (ranks %d and %d), the joiner of rank 4 died "
+           "and 4 shrank: %s", sh->grow_rank[3], sh->grow_rank[4], bad ? "FAILED" : "ok");
+    return bad;
+}
+
 /* Runs size ranks of fn; the ones in killed[] must die of SIGKILL, the rest exit 0. */
 static int run(struct hx_daemon *d, const char *what, hx_rank_fn fn, int size,
                const int *killed, int nkilled, int timeout_s)
@@ -269,6 +383,7 @@ int main(void)
     fails += run(&d, "rank 2 dies while the others shrink", during_rank, 4, k23, 2, 60);
     fails += run(&d, "shrink with nothing failed", healthy_rank, 3, NULL, 0, 60);
     fails += run(&d, "a survivor that never shrinks", absent_rank, 3, NULL, 0, 2);
+    fails += run_grow(&d);
     if (hx_daemon_stop(&d))
         fails++;
     tl_log("%s", fails ? "FAILED" : "PASSED");

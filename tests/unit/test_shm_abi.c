@@ -239,6 +239,7 @@ static const struct {
     {NX_K_COMM_FREE, {0, 0, false, false}, {0, 0, false, false}},
     {NX_K_COMM_ABORT, {0, 0, false, false}, {0, 0, false, false}},
     {NX_K_COMM_SHRINK, {0, 0, false, false}, {0, 0, false, false}},
+    {NX_K_COMM_GROW, {0, 0, false, false}, {0, 0, false, false}},
 };
 #define N_KINDS (sizeof shape_table / sizeof shape_table[0])
 
@@ -389,7 +390,8 @@ static void test_tables(void)
     static const char *const knames[NX_K_MAX + 1] = {
         "?", "all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "gather",
         "scatter", "all_to_all", "scan", "exscan", "all_reduce_bucketed", "barrier", "send",
-        "recv", "split", "comm_free", "comm_abort", "comm_shrink"};
+        "recv", "split", "comm_free", "comm_abort", "comm_shrink",
+        "comm_grow"};
     for (unsigned k = 0; k <= NX_K_MAX; k++)
         EXPECT(strcmp(nx_kind_name((uint8_t)k), knames[k]) == 0);
     EXPECT(strcmp(nx_kind_name(NX_K_MAX + 1), "?") == 0);

@@ -89,6 +89,9 @@ void nxc_jobs_human(FILE *f, const Nexar__CtlReply *r)
         const Nexar__JobInfo *job = r->jobs[i];
         fprintf(f, "%sjob %s: %s, %u/%u ranks joined, uid %u\n", i ? "\n" : "",
                 str(job->job), str(job->state), job->joined, job->world_size, job->uid);
+        if (job->joiners_waiting)
+            fprintf(f, "  %u joiner%s waiting for a communicator to grow\n",
+                    job->joiners_waiting, job->joiners_waiting > 1 ? "s" : "");
         nodes_human(f, job);
         ranks_human(f, job->ranks, job->n_ranks, false);
     }
@@ -105,6 +108,7 @@ void nxc_jobs_json(struct nxc_json *j, const Nexar__CtlReply *r)
         nxc_json_u64(j, "world_size", job->world_size);
         nxc_json_u64(j, "joined", job->joined);
         nxc_json_u64(j, "uid", job->uid);
+        nxc_json_u64(j, "joiners_waiting", job->joiners_waiting);
         nxc_json_str(j, "coord", job->coord && *job->coord ? job->coord : NULL);
         nxc_json_arr_begin(j, "nodes");
         for (size_t k = 0; k < job->n_nodes; k++)

@@ -1,0 +1,237 @@
+/* grow.c - see grow.h. */
+#include "grow.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include "client.h"
+#include "comm.h"
+#include "context.h"
+#include "job.h"
+#include "log.h"
+#include "mem.h"
+#include "nexar.h"
+
+struct nx_grow {
+    struct nx_comm *c;
+    bool *in;          /* by local rank: it called */
+    uint64_t *ud;
+    uint32_t *add;     /* what each caller asked for */
+    double started, deadline;
+    LIST_ENTRY(nx_grow) link;
+};
+
+static LIST_HEAD(, nx_grow) all = LIST_HEAD_INITIALIZER(all);
+
+static struct nx_grow *find(const struct nx_comm *c)
+{
+    struct nx_grow *g;
+    LIST_FOREACH(g, &all, link)
+        if (g->c == c)
+            return g;
+    return NULL;
+}
+
+static void grow_free(struct nx_grow *g)
+{
+    LIST_REMOVE(g, link);
+    free(g->in);
+    free(g->ud);
+    free(g->add);
+    free(g);
+}
+
+static void complete(struct nx_client *cl, uint64_t ud, uint32_t status, const char *text,
+                     uint32_t comm, uint32_t rank, uint32_t size)
+{
+    struct nx_done d = {.user_data = ud, .status = status, .res_comm = comm,
+                        .res_rank = rank, .res_size = size};
+    nx_client_complete(cl, &d, text);
+    cl->pending--;
+}
+
+static void fail_all(struct nx_grow *g, uint32_t status, const char *text)
+{
+    struct nx_comm *c = g->c;
+    NX_INFO("comm", "%s", text);
+    for (uint32_t r = 0; r < c->size; r++)
+        if (c->ranks[r].client && g->in[r])
+            complete(c->ranks[r].client, g->ud[r], status, text, 0, 0, 0);
+    grow_free(g);
+}
+
+/* Every member called and enough joiners wait: the grown communicator. */
+static void check(struct nx_grow *g)
+{
+    struct nx_comm *c = g->c;
+    struct nx_job *j = c->job;
+    uint32_t members = 0, add = 0, first = 0;
+    for (uint32_t r = 0; r < c->size; r++) {
+        if (!c->ranks[r].client)
+            continue;
+        if (!g->in[r])
+            return;
+        if (!members++) {
+            add = g->add[r];
+            first = r;
+        } else if (g->add[r] != add) {
+            char text[NX_ERR_TEXT_BYTES];
+            snprintf(text, sizeof(text), "nexar_comm_grow on communicator %u (job \"%s\"): "
+                     "rank %u asked to add %u but rank %u asked to add %u", c->id, j->name,
+                     nx_comm_span_rank(c, first), add, nx_comm_span_rank(c, r), g->add[r]);
+            return fail_all(g, NEXAR_ERR_MISMATCH, text);
+        }
+    }
+    if (!members) {
+        grow_free(g);
+        return;
+    }
+    if (j->njoiners < add)
+        return;
+    uint32_t n = members + add, k = 0;
+    struct nx_client **cls = nx_xcalloc(n, sizeof(*cls));
+    uint32_t *wr = nx_xcalloc(n, sizeof(*wr));
+    for (uint32_t r = 0; r < c->size; r++)
+        if (c->ranks[r].client) {
+            cls[k] = c->ranks[r].client;
+            wr[k++] = c->ranks[r].world_rank;
+        }
+    struct nx_client **joiners = nx_xcalloc(add, sizeof(*joiners));
+    memcpy(joiners, j->joiners, add * sizeof(*joiners));
+    for (uint32_t i = 0; i < add; i++) {
+        cls[k] = joiners[i];
+        wr[k++] = j->nranks + i; /* the world rank nx_job_take_joiner gives it */
+    }
+    struct nx_comm *nc = nx_comm_new(j, n, cls, wr, c->timeout_ms);
+    nc->grown_from = c->id;
+    NX_INFO("comm", "communicator %u of job \"%s\" grew to communicator %u: %u members and %u "
+            "joiner(s) in %.3f s", c->id, j->name, nc->id, members, add,
+            nx_now() - g->started);
+    nxd.stats.recoveries++;
+    for (uint32_t r = 0, m = 0; r < c->size; r++)
+        if (c->ranks[r].client)
+            complete(c->ranks[r].client, g->ud[r], NEXAR_OK, NULL, nc->id, m++, n);
+    grow_free(g);
+    for (uint32_t i = 0; i < add; i++)
+        nx_job_take_joiner(j, joiners[i], nc, members + i);
+    free(joiners);
+    free(cls);
+    free(wr);
+}
+
+void nx_grow_submit(struct nx_comm *c, uint32_t r, struct nx_client *cl, uint64_t user_data,
+                    uint32_t add)
+{
+    cl->pending++;
+    char text[NX_ERR_TEXT_BYTES];
+    if (c->x) {
+        snprintf(text, sizeof(text), "nexar_comm_grow: communicator %u spans %u nodes; "
+                 "growing across nodes is not available yet (only within one node)", c->id,
+                 c->nodes);
+        complete(cl, user_data, NEXAR_ERR_UNSUPPORTED, text, 0, 0, 0);
+        return;
+    }
+    if (add == 0 || add > nxd.cfg.max_world_size) {
+        snprintf(text, sizeof(text), "nexar_comm_grow: add %u out of range 1..%u", add,
+                 nxd.cfg.max_world_size);
+        complete(cl, user_data, NEXAR_ERR_INVALID, text, 0, 0, 0);
+        return;
+    }
+    struct nx_grow *g = find(c);
+    if (!g) {
+        g = nx_xcalloc(1, sizeof(*g));
+        g->c = c;
+        g->in = nx_xcalloc(c->size, sizeof(*g->in));
+        g->ud = nx_xcalloc(c->size, sizeof(*g->ud));
+        g->add = nx_xcalloc(c->size, sizeof(*g->add));
+        g->started = nx_now();
+        g->deadline = g->started + c->timeout_ms / 1000.0;
+        LIST_INSERT_HEAD(&all, g, link);
+    }
+    if (g->in[r]) {
+        complete(cl, user_data, NEXAR_ERR_INVALID,
+                 "nexar_comm_grow: this rank is already growing this communicator", 0, 0, 0);
+        return;
+    }
+    g->in[r] = true;
+    g->ud[r] = user_data;
+    g->add[r] = add;
+    check(g);
+}
+
+void nx_grow_joiner_came(struct nx_job *j)
+{
+    struct nx_grow *g, *tmp;
+    for (g = LIST_FIRST(&all); g; g = tmp) {
+        tmp = LIST_NEXT(g, link);
+        if (g->c->job == j)
+            check(g);
+    }
+}
+
+void nx_grow_rank_gone(struct nx_comm *c)
+{
+    struct nx_grow *g = find(c);
+    if (g)
+        check(g);
+}
+
+void nx_grow_forget(struct nx_comm *c)
+{
+    struct nx_grow *g = find(c);
+    if (g)
+        grow_free(g);
+}
+
+void nx_grow_tick(double now)
+{
+    struct nx_grow *g, *tmp;
+    for (g = LIST_FIRST(&all); g; g = tmp) {
+        tmp = LIST_NEXT(g, link);
+        if (now < g->deadline)
+            continue;
+        struct nx_comm *c = g->c;
+        uint32_t add = 0;
+        char missing[160] = "";
+        size_t off = 0;
+        for (uint32_t r = 0; r < c->size; r++) {
+            if (!c->ranks[r].client)
+                continue;
+            if (g->in[r])
+                add = g->add[r];
+            else if (off < sizeof(missing))
+                off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%u",
+                                        off ? ", " : "", nx_comm_span_rank(c, r));
+        }
+        char text[NX_ERR_TEXT_BYTES];
+        if (missing[0])
+            snprintf(text, sizeof(text), "nexar_comm_grow on communicator %u (job \"%s\"): "
+                     "rank(s) %s did not call it within %.0f s", c->id, c->job->name, missing,
+                     c->timeout_ms / 1000.0);
+        else
+            snprintf(text, sizeof(text), "nexar_comm_grow on communicator %u (job \"%s\"): %u "
+                     "of %u joiner(s) came within %.0f s (processes started with "
+                     "NEXAR_JOIN=1 and NEXAR_JOB=%s)", c->id, c->job->name,
+                     c->job->njoiners, add, c->timeout_ms / 1000.0, c->job->name);
+        fail_all(g, NEXAR_ERR_TIMEOUT, text);
+    }
+    /* Joiners that no grow took in their job's deadline. */
+    struct nx_job *j;
+    LIST_FOREACH(j, &nx_jobs, link) {
+        for (uint32_t i = 0; i < j->njoiners;) {
+            struct nx_client *cl = j->joiners[i];
+            if (now < cl->join_deadline) {
+                i++;
+                continue;
+            }
+            char text[NX_ERR_TEXT_BYTES];
+            snprintf(text, sizeof(text), "NEXAR_JOIN=1: no communicator of job \"%s\" grew to "
+                     "take this process in time (its members call nexar_comm_grow)",
+                     j->name);
+            nx_job_refuse_joiner(cl, NEXAR_ERR_TIMEOUT, text); /* removes it from joiners */
+        }
+    }
+}
