@@ -165,6 +165,7 @@ static void fill_comms(struct arena *a, Nexar__CtlReply *rep)
         ci->failed_ranks = c->failed;
         ci->n_failed_ranks = c->nfailed;
         ci->shrunk_from = c->shrunk_from;
+        ci->grown_from = c->grown_from;
         ci->ranks = alloc(a, c->size, sizeof(*ci->ranks));
         for (uint32_t r = 0; r < c->size; r++) {
             ci->ranks[ci->n_ranks++] =

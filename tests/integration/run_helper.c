@@ -97,6 +97,29 @@ int main(int argc, char **argv)
         sleep(120);
         return 0;
     }
+    /* grow: 3 members grow the world by 2 joiners (nexar-run --join); every rank of the 5
+     * checks an all_reduce and writes grown<rank of 5>. */
+    if (!strcmp(mode, "grow") || !strcmp(mode, "joiner")) {
+        nexar_comm_t *g = w;
+        if (!strcmp(mode, "grow") && (st = nexar_comm_grow(w, 2, &g)) != NEXAR_OK) {
+            fprintf(stderr, "rank %d: grow: %s\n", me, nexar_last_error());
+            return 23;
+        }
+        int gr = nexar_comm_rank(g), gn = nexar_comm_size(g);
+        int32_t v = gr;
+        st = nexar_all_reduce(g, &v, 1, NEXAR_I32, NEXAR_SUM);
+        if (gn != 5 || st != NEXAR_OK || v != 10) {
+            fprintf(stderr, "rank %d of %d: grown all_reduce %s, %d\n", gr, gn,
+                    nexar_strerror(st), v);
+            return 24;
+        }
+        g_rank = gr;
+        put("grown", "ok\n");
+        if (g != w)
+            nexar_comm_free(g);
+        nexar_finalize();
+        return 0;
+    }
     if (!strcmp(mode, "sleep")) {
         put("ready", "1\n");
         sleep(120);

@@ -180,6 +180,32 @@ int main(void)
     }
     hx_rmtree(p.dir);
 
+    /* --join: 3 ranks grow their world by 2 joiners started by another nexar-run */
+    clean_out();
+    pid_t members;
+    launch((const char *const[]){"-n", "3", "--socket", d.sock, "--job", "grow-by-join",
+                                 "--timeout", "30", g_helper, "grow", NULL}, 60, NULL, &members, 1);
+    usleep(300 * 1000); /* the job forms; joiners may only join a running one */
+    ws = launch((const char *const[]){"-n", "2", "--socket", d.sock, "--join", "grow-by-join",
+                                      "--timeout", "30", g_helper, "joiner", NULL}, 60, &dt, NULL, 0);
+    expect_exit(ws, 0, "nexar-run --join grow-by-join -n 2 (the joiners)");
+    int mws = 0;
+    if (hx_wait_pid(members, 60, &mws))
+        kill(members, SIGKILL);
+    expect_exit(mws, 0, "nexar-run -n 3 whose ranks grow by 2");
+    for (int r = 0; r < 5; r++)
+        if (!file_exists("grown", r)) {
+            tl_log("FAIL: rank %d of the grown communicator did not report", r);
+            fails++;
+        }
+    clean_out();
+    ws = launch((const char *const[]){"-n", "1", "--socket", "/nonexistent/nexard.sock",
+                                      "--join", "nojob", g_helper, "joiner", NULL}, 30, &dt, NULL, 0);
+    expect_exit(ws, 2, "nexar-run --join with no daemon at --socket");
+    ws = launch((const char *const[]){"-n", "2", "--nodes", "2", "--join", "nojob", g_helper,
+                                      "joiner", NULL}, 30, &dt, NULL, 0);
+    expect_exit(ws, 64, "nexar-run --join with --nodes");
+
     /* first failure's status, and the rest killed after the grace period */
     clean_out();
     ws = launch((const char *const[]){"-n", "3", "--socket", d.sock, g_helper, "exit3", NULL}, 100, &dt, NULL, 0);

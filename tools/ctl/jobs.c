@@ -140,6 +140,8 @@ void nxc_comms_human(FILE *f, const Nexar__CtlReply *r)
                 c->id, str(c->job), c->size, (unsigned long long)c->next_seq, str(c->state));
         if (c->shrunk_from)
             fprintf(f, "  shrunk from comm %u\n", c->shrunk_from);
+        if (c->grown_from)
+            fprintf(f, "  grown from comm %u\n", c->grown_from);
         if (c->n_failed_ranks) {
             fprintf(f, "  failed rank%s:", c->n_failed_ranks > 1 ? "s" : "");
             for (size_t k = 0; k < c->n_failed_ranks; k++)
@@ -166,6 +168,7 @@ void nxc_comms_json(struct nxc_json *j, const Nexar__CtlReply *r)
             nxc_json_u64(j, NULL, c->failed_ranks[k]);
         nxc_json_arr_end(j);
         nxc_json_u64(j, "shrunk_from", c->shrunk_from);
+        nxc_json_u64(j, "grown_from", c->grown_from);
         ranks_json(j, c->ranks, c->n_ranks);
         nxc_json_obj_end(j);
     }

@@ -296,6 +296,12 @@ int run_daemon_attach(const struct run_opts *o, struct run_daemon *d, int sigfd)
             nxt_warn("using the nexard at %s", path);
         return 0;
     }
+    /* Joiners join a job that runs at a daemon: a fresh one would not know it. */
+    if (o->join) {
+        nxt_warn("--join %s: %s; joiners need the nexard that runs the job (--socket PATH, "
+                 "or $NEXAR_SOCKET)", o->join, err);
+        return NXR_EXIT_NO_DAEMON;
+    }
     /* Nothing there is the normal case for a private run; anything stranger (a
      * daemon that refuses us, or the socket the user named) deserves a note. */
     if (!o->quiet && (fd != -NEXAR_ERR_UNAVAILABLE || o->socket || o->verbose))

@@ -61,7 +61,8 @@ int main(int argc, char **argv)
     uint64_t rnd = 0;
     if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
         rnd = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
-    char *job = o.job ? nxt_xstrdup(o.job)
+    char *job = o.join ? nxt_xstrdup(o.join)
+              : o.job ? nxt_xstrdup(o.job)
                       : nxt_xasprintf("run-%d-%lld-%016llx", (int)getpid(),
                                       (long long)time(NULL), (unsigned long long)rnd);
 

@@ -23,6 +23,7 @@ enum {
     OPT_VERSION,
     OPT_NODES,
     OPT_BIND,
+    OPT_JOIN,
 };
 
 static void usage(FILE *f)
@@ -42,6 +43,9 @@ static void usage(FILE *f)
 "                        /run/nexar/nexard.sock); when no daemon answers there, a\n"
 "                        private nexard is started in a temporary directory\n"
 "      --job NAME        job name (NEXAR_JOB; default run-<pid>-<time>-<random>)\n"
+"      --join JOB        start the N processes as joiners of the running job JOB\n"
+"                        (NEXAR_JOIN=1): a communicator of it that grows\n"
+"                        (nexar_comm_grow) takes them; needs the daemon that runs JOB\n"
 "      --timeout S       NEXAR_TIMEOUT for the ranks: formation and per-op deadline\n"
 "      --grace S         after a rank fails, wait S seconds (default 5) for the\n"
 "                        others, then SIGTERM them, then SIGKILL 2 s later\n"
@@ -55,7 +59,8 @@ static void usage(FILE *f)
 "      --version\n"
 "\n"
 "Every rank gets NEXAR_RANK, NEXAR_WORLD_SIZE, NEXAR_LOCAL_RANK, NEXAR_JOB,\n"
-"NEXAR_SOCKET, with --timeout NEXAR_TIMEOUT, and with --nodes NEXAR_COORD.  SIGINT, SIGTERM and SIGHUP are\n"
+"NEXAR_SOCKET, with --timeout NEXAR_TIMEOUT, with --nodes NEXAR_COORD, and with --join\n"
+"NEXAR_JOIN=1 (its rank then comes from the grown communicator).  SIGINT, SIGTERM and SIGHUP are\n"
 "forwarded to the ranks; a second one kills them.\n"
 "\n"
 "Exit status: 0 when every rank exited 0; else the first failing rank's status\n"
@@ -78,6 +83,7 @@ void run_opts_parse(struct run_opts *o, int argc, char **argv)
         {"bind", required_argument, NULL, OPT_BIND},
         {"socket", required_argument, NULL, OPT_SOCKET},
         {"job", required_argument, NULL, OPT_JOB},
+        {"join", required_argument, NULL, OPT_JOIN},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"grace", required_argument, NULL, OPT_GRACE},
         {"daemon", required_argument, NULL, OPT_DAEMON},
@@ -125,6 +131,11 @@ void run_opts_parse(struct run_opts *o, int argc, char **argv)
                 bad("--job needs a non-empty name", NULL);
             o->job = optarg;
             break;
+        case OPT_JOIN:
+            if (!*optarg)
+                bad("--join needs the running job's name", NULL);
+            o->join = optarg;
+            break;
         case OPT_TIMEOUT:
             if (nxt_parse_seconds(optarg, &s) < 0 || s <= 0)
                 bad("--timeout expects a positive number of seconds", optarg);
@@ -154,5 +165,9 @@ void run_opts_parse(struct run_opts *o, int argc, char **argv)
         bad("--nodes needs at least one rank per node (-n >= --nodes)", NULL);
     if (o->nodes > 1 && o->socket)
         bad("--nodes starts private daemons; --socket does not apply", NULL);
+    if (o->join && o->job && strcmp(o->join, o->job))
+        bad("--join names the job; --job must be the same or absent", NULL);
+    if (o->join && o->nodes > 1)
+        bad("--join with --nodes: joining a job across nodes is not available yet", NULL);
     o->argv = argv + optind;
 }

@@ -73,6 +73,8 @@ static void exec_rank(const struct run_opts *o, const char *job, const struct ru
         setenv("NEXAR_COORD", coord, 1);
     if (o->timeout)
         setenv("NEXAR_TIMEOUT", o->timeout, 1);
+    if (o->join)
+        setenv("NEXAR_JOIN", "1", 1);
 
     /* As mpirun does: only rank 0 reads the terminal; the others would race it. */
     if (r->rank != 0) {

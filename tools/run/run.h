@@ -39,6 +39,7 @@ struct run_opts {
     int nodes;           /* --nodes: simulated nodes (private daemons), default 1 */
     const char *socket;  /* --socket; NULL: $NEXAR_SOCKET, then the default */
     const char *job;     /* --job; NULL: "run-<pid>-<time>" */
+    const char *join;    /* --join JOB: the ranks are joiners of that running job */
     const char *timeout; /* --timeout, passed on verbatim as NEXAR_TIMEOUT */
     double grace;        /* --grace seconds, default 5 */
     const char *daemon;  /* --daemon: the nexard binary */
