@@ -6,6 +6,12 @@
  *  1. 2 nodes x 2 ranks (0, 1 at A; 2, 3 at B): rank 3 SIGKILLs itself.
  *  2. 3 nodes x 1 rank: rank 1 (at B) SIGKILLs itself; A and C shrink to 2 ranks.
  *  3. 3 nodes x 1 rank: C's nexard gets SIGKILL; the ranks at A and B shrink to 2.
+ *  4. a node lost during the agreement: 3 x 1, rank 1 (B) killed; C's rank calls shrink,
+ *     A's holds back; C's nexard gets SIGKILL; then A's rank calls shrink.  A, the leader,
+ *     has C's READY and decides at once with C in; the shrunk communicator's first op
+ *     fails when A notices C's loss, and A shrinks again, to itself (failed {1, 2}).
+ *  5. the leader lost during the agreement: the same with A's rank in the agreement and
+ *     C's held back, and A's nexard killed: C becomes the leader and shrinks to itself.
  * Each time every survivor gets NEXAR_ERR_PEER_LOST, nexar_comm_failed_ranks lists
  * exactly the lost rank(s), shrink gives the survivors in their old order, and 100
  * all_reduces, a split and a broadcast on the shrunk communicator are exact.  Printed:
@@ -22,6 +28,7 @@
 
 #include "cluster_util.h"
 #include "itest.h"
+#include "outfile.h"
 
 #define MAXR 4
 
@@ -110,6 +117,56 @@ reap:
     }
 }
 
+/* A node lost while the others agree: rank 1 (B) dies; `held`'s rank waits, the other
+ * survivor (at node `victim_node`) is in its shrink when its nexard is killed; then the
+ * held one shrinks alone. */
+static void agreement_loss(const char *title, int victim_node, int held)
+{
+    static const int node[] = {0, 1, 2};
+    char job[64], e_hold[32];
+    pid_t pid[3];
+    clear_out();
+    tl_log("%s", title);
+    hx_job_name(job, sizeof(job), "xshrink-agree");
+    snprintf(e_hold, sizeof(e_hold), "XS_HOLD=%d", held);
+    const char *argv[] = {getenv("XSHRINK_RANK"), NULL};
+    const char *env[] = {"XS_VICTIM=1", "XS_DEAD=1,2", e_hold, NULL};
+    if (held == 2)
+        env[1] = "XS_DEAD=0,1";
+    for (int r = 0; r < 3; r++)
+        pid[r] = cu_rank_exec(nd[node[r]].d.sock, nd[0].addr, job, r, 3, 20, argv, env, NULL);
+    int other = victim_node; /* the survivor in the agreement: the victim node's rank */
+    if (read_time("held", held, 20) < 0 || read_time("lost", other, 20) < 0) {
+        EXPECT_TRUE(fails, 0, "the survivors never saw rank 1 die");
+    } else {
+        usleep(300 * 1000); /* its shrink is in: its node sent READY */
+        double t_kill = tl_now();
+        hx_daemon_kill(&nd[victim_node].d);
+        tl_put_file(cu_out(), "go", 0, "1\n");
+        char buf[2048] = "";
+        double ts = read_time("shrunk", held, 20);
+        cu_wait_file("end", held, 20);
+        cu_read("end", held, buf, sizeof(buf));
+        char rounds[32] = "?";
+        cu_read("rounds", held, rounds, sizeof(rounds));
+        rounds[strcspn(rounds, "\n")] = '\0';
+        tl_log("   rank %d shrank alone %.2f s after node %c's nexard was killed, in %s "
+               "shrink(s): %s", held, ts - t_kill, 'A' + victim_node, rounds, buf);
+        EXPECT_TRUE(fails, ts > 0 && !strncmp(buf, "OK", 2) && ts - t_kill <= 3.0,
+                    "rank %d did not shrink alone within 3 s", held);
+        buf[0] = '\0';
+        cu_wait_file("end", other, 10);
+        cu_read("end", other, buf, sizeof(buf));
+        tl_log("   rank %d (its nexard killed during its shrink): %s", other, buf);
+        EXPECT_TRUE(fails, !strncmp(buf, "UNAVAILABLE", 11), "rank %d: %s", other, buf);
+    }
+    for (int r = 0; r < 3; r++) {
+        int code = cu_wait_exit(pid[r], 30);
+        EXPECT_TRUE(fails, r == 1 ? code == 128 + SIGKILL : code == 0, "rank %d exited %d", r,
+                    code);
+    }
+}
+
 int main(void)
 {
     if (!getenv("XSHRINK_RANK")) {
@@ -133,9 +190,23 @@ int main(void)
     scenario("1. 2 nodes x 2 ranks: rank 3 (node B) killed", 4, two_by_two, 3, -1, "3", 1.0);
     scenario("2. 3 nodes x 1 rank: rank 1 (node B) killed", 3, three, 1, -1, "1", 1.0);
     scenario("3. 3 nodes x 1 rank: node C's nexard killed", 3, three, -1, 2, "2", 3.0);
-    for (int i = 0; i < 2; i++)
-        if (hx_daemon_stop(&nd[i].d))
-            fails++;
+    if (cu_node_start(&nd[2], certs[2], "ca", quick) == 0) {
+        tl_log("node C restarted at %s", nd[2].addr);
+        agreement_loss("4. node C lost while rank 2 (C) is in the agreement and rank 0 (A) "
+                       "holds back", 2, 0);
+    } else {
+        EXPECT_TRUE(fails, 0, "node C did not restart");
+    }
+    if (cu_node_start(&nd[2], certs[2], "ca", quick) == 0) {
+        tl_log("node C restarted at %s", nd[2].addr);
+        agreement_loss("5. the leader A lost while rank 0 (A) is in the agreement and rank 2 "
+                       "(C) holds back", 0, 2);
+    } else {
+        EXPECT_TRUE(fails, 0, "node C did not restart");
+    }
+    /* A is gone after 5; B and C stop cleanly. */
+    if (hx_daemon_stop(&nd[1].d) || hx_daemon_stop(&nd[2].d))
+        fails++;
     cu_fini();
     tl_log("%s", fails ? "FAILED" : "PASSED");
     return fails ? 1 : 0;

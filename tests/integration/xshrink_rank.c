@@ -6,6 +6,8 @@
  *     $XS_VICTIM  the rank that SIGKILLs itself after 30 all_reduces (-1: none; the test
  *                 kills a daemon instead), writing kill<rank> (CLOCK_MONOTONIC seconds)
  *     $XS_DEAD    the ranks that will have failed, ascending ("3", "2,3")
+ *     $XS_HOLD    the rank that waits for $HX_OUT/go0 before it shrinks (-1: none), so
+ *                 that the test can kill a node while the others are in the agreement
  * Every rank loops all_reduces of rank + k (i64 sum, exact) and writes ready<rank> after
  * the first.  At the first error a survivor writes lost<rank> ("STATUS T TEXT"), checks
  * nexar_comm_failed_ranks against $XS_DEAD, shrinks, checks its rank and size, writes
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "harness.h"
@@ -80,10 +83,42 @@ static int survive(nexar_comm_t *w, int me, int size)
      * before the other deaths the test expects: only a superset is wrong. */
     if (s != NEXAR_OK || n > (size_t)ndead || n == 0)
         BAD("failed ranks: %s, %zu listed (expected up to %d)\n", nexar_strerror(s), n, ndead);
-    nexar_comm_t *sc = NULL;
-    s = nexar_comm_shrink(w, &sc);
-    if (s != NEXAR_OK || !sc)
-        BAD("shrink: %s: %s\n", nexar_strerror(s), nexar_last_error());
+    const char *hold = getenv("XS_HOLD");
+    if (hold && atoi(hold) == me) {
+        put("held", "%.6f\n", tl_now());
+        char go[600];
+        snprintf(go, sizeof(go), "%s/go0", g_dir);
+        for (double end = tl_now() + 30; access(go, F_OK) && tl_now() < end;)
+            usleep(10000);
+    }
+    /* A node lost after the others agreed but before they noticed is in the shrunk
+     * communicator: its first op fails with PEER_LOST, and the survivors shrink again. */
+    nexar_comm_t *c = w, *sc = NULL;
+    int rounds = 0;
+    for (;;) {
+        s = nexar_comm_shrink(c, &sc);
+        if (s == NEXAR_ERR_UNAVAILABLE) { /* our daemon died while we agreed */
+            put("end", "UNAVAILABLE %s\n", nexar_last_error());
+            return 0;
+        }
+        if (s != NEXAR_OK || !sc)
+            BAD("shrink: %s: %s\n", nexar_strerror(s), nexar_last_error());
+        rounds++;
+        int64_t v = nexar_comm_rank(sc);
+        int sn = nexar_comm_size(sc);
+        s = nexar_all_reduce(sc, &v, 1, NEXAR_I64, NEXAR_SUM);
+        if (s == NEXAR_OK && v == (int64_t)sn * (sn - 1) / 2)
+            break;
+        if (s != NEXAR_ERR_PEER_LOST || rounds == 3)
+            BAD("first all_reduce on the shrunk communicator (round %d): %s, %lld: %s\n",
+                rounds, nexar_strerror(s), (long long)v, nexar_last_error());
+        if (c != w)
+            nexar_comm_free(c);
+        c = sc;
+    }
+    if (c != w)
+        nexar_comm_free(c);
+    put("rounds", "%d\n", rounds);
     s = nexar_comm_failed_ranks(w, got, 16, &n);
     if (s != NEXAR_OK || n != (size_t)ndead || memcmp(got, dead, n * sizeof(*got)))
         BAD("failed ranks after the shrink: %zu listed, expected %d\n", n, ndead);
