@@ -138,38 +138,45 @@ const char *nexar_comm_algorithm(const nexar_comm_t *c)
     return name;
 }
 
-nexar_status_t nexar_comm_split(nexar_comm_t *c, uint32_t color, uint32_t key,
-                                nexar_comm_t **out)
+/* split, shrink and grow: one descriptor whose completion names a new communicator of
+ * this rank.  min_size..max_size bound what nexard may answer; split may answer none. */
+static nexar_status_t new_comm_op(nexar_comm_t *c, const struct nx_call *op, const char *fn,
+                                  uint32_t min_size, uint32_t max_size, nexar_comm_t **out)
 {
     if (!out)
-        return nx_fail(NEXAR_ERR_INVALID, "nexar_comm_split: out is NULL");
+        return nx_fail(NEXAR_ERR_INVALID, "%s: out is NULL", fn);
     *out = NULL;
     if (!c)
-        return nx_fail(NEXAR_ERR_INVALID, "nexar_comm_split: comm is NULL");
+        return nx_fail(NEXAR_ERR_INVALID, "%s: comm is NULL", fn);
     nx_lock();
     nexar_status_t s;
     struct nexar_request *r;
     struct nexar_comm *nc = NULL;
-    if ((s = nx_shim_check("nexar_comm_split")) || (s = nx_comm_check(c, "nexar_comm_split")))
+    if ((s = nx_shim_check(fn)))
+        goto out;
+    if (!comm_live(c)) {
+        s = nx_fail(NEXAR_ERR_INVALID, "%s: not a live communicator", fn);
+        goto out;
+    }
+    /* A failed communicator is what one shrinks; the others refuse one. */
+    if (op->kind != NX_K_COMM_SHRINK && (s = nx_comm_check(c, fn)))
         goto out;
     /* Allocated before the daemon creates anything, so NOMEM leaves nothing behind. */
     if (!(nc = nx_comm_new(0, 0, 0, false))) {
-        s = nx_fail(NEXAR_ERR_NOMEM, "nexar_comm_split: out of memory");
+        s = nx_fail(NEXAR_ERR_NOMEM, "%s: out of memory", fn);
         goto out;
     }
-    struct nx_call op = {.kind = NX_K_SPLIT, .peer = color, .tag = key};
-    if ((s = nx_req_start(c, &op, &r)) != NEXAR_OK)
+    if ((s = nx_req_start(c, op, &r)) != NEXAR_OK)
         goto out;
     nx_wait_owned(r);
     s = nx_req_result(r);
     uint32_t id = r->res_comm, rank = r->res_rank, size = r->res_size;
     nx_req_free(r);
-    if (s != NEXAR_OK || id == 0)
+    if (s != NEXAR_OK || (id == 0 && op->kind == NX_K_SPLIT))
         goto out;
-    if (size == 0 || rank >= size || size > (uint32_t)c->size) {
-        s = nx_fail(NEXAR_ERR_INTERNAL,
-                    "nexar_comm_split: nexard answered rank %u of %u for communicator %u", rank,
-                    size, id);
+    if (id == 0 || size < min_size || size > max_size || rank >= size) {
+        s = nx_fail(NEXAR_ERR_INTERNAL, "%s: nexard answered rank %u of %u for communicator %u",
+                    fn, rank, size, id);
         goto out;
     }
     nc->id = id;
@@ -183,104 +190,32 @@ out:
         nx_comm_destroy(nc);
     nx_unlock();
     return s;
+}
+
+nexar_status_t nexar_comm_split(nexar_comm_t *c, uint32_t color, uint32_t key,
+                                nexar_comm_t **out)
+{
+    struct nx_call op = {.kind = NX_K_SPLIT, .peer = color, .tag = key};
+    return new_comm_op(c, &op, "nexar_comm_split", 1, c ? (uint32_t)c->size : 0, out);
 }
 
 nexar_status_t nexar_comm_shrink(nexar_comm_t *c, nexar_comm_t **out)
 {
-    if (!out)
-        return nx_fail(NEXAR_ERR_INVALID, "nexar_comm_shrink: out is NULL");
-    *out = NULL;
-    if (!c)
-        return nx_fail(NEXAR_ERR_INVALID, "nexar_comm_shrink: comm is NULL");
-    nx_lock();
-    nexar_status_t s;
-    struct nexar_request *r;
-    struct nexar_comm *nc = NULL;
-    /* No nx_comm_check: a failed communicator is what one shrinks. */
-    if ((s = nx_shim_check("nexar_comm_shrink")))
-        goto out;
-    if (!comm_live(c)) {
-        s = nx_fail(NEXAR_ERR_INVALID, "nexar_comm_shrink: not a live communicator");
-        goto out;
-    }
-    if (!(nc = nx_comm_new(0, 0, 0, false))) {
-        s = nx_fail(NEXAR_ERR_NOMEM, "nexar_comm_shrink: out of memory");
-        goto out;
-    }
     struct nx_call op = {.kind = NX_K_COMM_SHRINK};
-    if ((s = nx_req_start(c, &op, &r)) != NEXAR_OK)
-        goto out;
-    nx_wait_owned(r);
-    s = nx_req_result(r);
-    uint32_t id = r->res_comm, rank = r->res_rank, size = r->res_size;
-    nx_req_free(r);
-    if (s != NEXAR_OK)
-        goto out;
-    if (id == 0 || size == 0 || rank >= size || size > (uint32_t)c->size) {
-        s = nx_fail(NEXAR_ERR_INTERNAL,
-                    "nexar_comm_shrink: nexard answered rank %u of %u for communicator %u",
-                    rank, size, id);
-        goto out;
-    }
-    nc->id = id;
-    nc->rank = (int)rank;
-    nc->size = (int)size;
-    nx_list_add_tail(&nx_S.comms, &nc->link);
-    *out = nc;
-    nc = NULL;
-out:
-    if (nc)
-        nx_comm_destroy(nc);
-    nx_unlock();
-    return s;
+    return new_comm_op(c, &op, "nexar_comm_shrink", 1, c ? (uint32_t)c->size : 0, out);
 }
 
 nexar_status_t nexar_comm_grow(nexar_comm_t *c, uint32_t add, nexar_comm_t **out)
 {
-    if (!out)
-        return nx_fail(NEXAR_ERR_INVALID, "nexar_comm_grow: out is NULL");
-    *out = NULL;
-    if (!c)
-        return nx_fail(NEXAR_ERR_INVALID, "nexar_comm_grow: comm is NULL");
-    if (add == 0)
+    if (add == 0) {
+        if (out)
+            *out = NULL;
         return nx_fail(NEXAR_ERR_INVALID, "nexar_comm_grow: add is 0 (it adds at least one "
                        "process)");
-    nx_lock();
-    nexar_status_t s;
-    struct nexar_request *r;
-    struct nexar_comm *nc = NULL;
-    if ((s = nx_shim_check("nexar_comm_grow")) || (s = nx_comm_check(c, "nexar_comm_grow")))
-        goto out;
-    if (!(nc = nx_comm_new(0, 0, 0, false))) {
-        s = nx_fail(NEXAR_ERR_NOMEM, "nexar_comm_grow: out of memory");
-        goto out;
     }
     struct nx_call op = {.kind = NX_K_COMM_GROW, .peer = add};
-    if ((s = nx_req_start(c, &op, &r)) != NEXAR_OK)
-        goto out;
-    nx_wait_owned(r);
-    s = nx_req_result(r);
-    uint32_t id = r->res_comm, rank = r->res_rank, size = r->res_size;
-    nx_req_free(r);
-    if (s != NEXAR_OK)
-        goto out;
-    if (id == 0 || rank >= size || size != (uint32_t)c->size + add) {
-        s = nx_fail(NEXAR_ERR_INTERNAL,
-                    "nexar_comm_grow: nexard answered rank %u of %u for communicator %u", rank,
-                    size, id);
-        goto out;
-    }
-    nc->id = id;
-    nc->rank = (int)rank;
-    nc->size = (int)size;
-    nx_list_add_tail(&nx_S.comms, &nc->link);
-    *out = nc;
-    nc = NULL;
-out:
-    if (nc)
-        nx_comm_destroy(nc);
-    nx_unlock();
-    return s;
+    uint32_t size = c ? (uint32_t)c->size + add : 0;
+    return new_comm_op(c, &op, "nexar_comm_grow", size, size, out);
 }
 
 nexar_status_t nexar_comm_failed_ranks(nexar_comm_t *c, uint32_t *ranks, size_t cap,

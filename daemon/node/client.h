@@ -89,6 +89,11 @@ int nx_client_start(struct nx_client *cl);
 /* Posts a completion; text (may be NULL) is the detailed error for a failure (ring.c). */
 void nx_client_complete(struct nx_client *cl, const struct nx_done *d, const char *text);
 
+/* Completes an unmatched descriptor that was counted in cl->pending (shrink, grow): its
+ * result names a communicator (0 on failure) with this rank and size. */
+void nx_client_finish(struct nx_client *cl, uint64_t user_data, uint32_t status,
+                      const char *text, uint32_t comm, uint32_t rank, uint32_t size);
+
 /* The live client with this id, or NULL (device completions outlive their op). */
 struct nx_client *nx_client_by_id(uint32_t id);
 

@@ -44,22 +44,13 @@ static void grow_free(struct nx_grow *g)
     free(g);
 }
 
-static void complete(struct nx_client *cl, uint64_t ud, uint32_t status, const char *text,
-                     uint32_t comm, uint32_t rank, uint32_t size)
-{
-    struct nx_done d = {.user_data = ud, .status = status, .res_comm = comm,
-                        .res_rank = rank, .res_size = size};
-    nx_client_complete(cl, &d, text);
-    cl->pending--;
-}
-
 static void fail_all(struct nx_grow *g, uint32_t status, const char *text)
 {
     struct nx_comm *c = g->c;
     NX_INFO("comm", "%s", text);
     for (uint32_t r = 0; r < c->size; r++)
         if (c->ranks[r].client && g->in[r])
-            complete(c->ranks[r].client, g->ud[r], status, text, 0, 0, 0);
+            nx_client_finish(c->ranks[r].client, g->ud[r], status, text, 0, 0, 0);
     grow_free(g);
 }
 
@@ -113,7 +104,7 @@ static void check(struct nx_grow *g)
     nxd.stats.recoveries++;
     for (uint32_t r = 0, m = 0; r < c->size; r++)
         if (c->ranks[r].client)
-            complete(c->ranks[r].client, g->ud[r], NEXAR_OK, NULL, nc->id, m++, n);
+            nx_client_finish(c->ranks[r].client, g->ud[r], NEXAR_OK, NULL, nc->id, m++, n);
     grow_free(g);
     for (uint32_t i = 0; i < add; i++)
         nx_job_take_joiner(j, joiners[i], nc, members + i);
@@ -131,13 +122,13 @@ void nx_grow_submit(struct nx_comm *c, uint32_t r, struct nx_client *cl, uint64_
         snprintf(text, sizeof(text), "nexar_comm_grow: communicator %u spans %u nodes; "
                  "growing across nodes is not available yet (only within one node)", c->id,
                  c->nodes);
-        complete(cl, user_data, NEXAR_ERR_UNSUPPORTED, text, 0, 0, 0);
+        nx_client_finish(cl, user_data, NEXAR_ERR_UNSUPPORTED, text, 0, 0, 0);
         return;
     }
     if (add == 0 || add > nxd.cfg.max_world_size) {
         snprintf(text, sizeof(text), "nexar_comm_grow: add %u out of range 1..%u", add,
                  nxd.cfg.max_world_size);
-        complete(cl, user_data, NEXAR_ERR_INVALID, text, 0, 0, 0);
+        nx_client_finish(cl, user_data, NEXAR_ERR_INVALID, text, 0, 0, 0);
         return;
     }
     struct nx_grow *g = find(c);
@@ -152,7 +143,7 @@ void nx_grow_submit(struct nx_comm *c, uint32_t r, struct nx_client *cl, uint64_
         LIST_INSERT_HEAD(&all, g, link);
     }
     if (g->in[r]) {
-        complete(cl, user_data, NEXAR_ERR_INVALID,
+        nx_client_finish(cl, user_data, NEXAR_ERR_INVALID,
                  "nexar_comm_grow: this rank is already growing this communicator", 0, 0, 0);
         return;
     }

@@ -82,6 +82,36 @@ static void list_ranks(const struct nx_job *j, bool want, char *buf, size_t len)
         snprintf(buf + off, len - off, " and %u more", total - shown);
 }
 
+/* The successful JoinReply with the segment's fds, and the rank's rings start.  False when
+ * that failed (the client is dropped). */
+static bool hand_over(struct nx_client *cl, const struct nx_job *j, uint32_t comm,
+                      uint32_t rank, uint32_t size, uint32_t nodes, uint32_t local_size,
+                      uint32_t local_rank)
+{
+    Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
+    rep.status = NEXAR_OK;
+    rep.client_id = cl->id;
+    rep.world_comm = comm;
+    rep.rank = rank;
+    rep.size = size;
+    rep.segment_bytes = cl->seg.bytes;
+    rep.timeout_ms = j->timeout_ms;
+    rep.nodes = nodes;
+    rep.node = nx_cluster_ops->job_node(j);
+    rep.local_size = local_size;
+    rep.local_rank = local_rank;
+    int fds[3] = {cl->seg.memfd, cl->sq_efd, cl->cq_efd};
+    if (!cl->conn || nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, fds, 3) < 0 ||
+        nx_client_start(cl) < 0) {
+        nx_client_drop(cl, "could not hand over its segment");
+        return false;
+    }
+    /* The mapping stays; the fd is the rank's now. */
+    close(cl->seg.memfd);
+    cl->seg.memfd = -1;
+    return true;
+}
+
 void nx_job_form(struct nx_job *j)
 {
     /* This node's ranks, in world order; on one node that is every rank. */
@@ -99,30 +129,8 @@ void nx_job_form(struct nx_job *j)
     NX_INFO("job", "job \"%s\" formed: %u ranks (%u here, %u node%s), world comm %u", j->name,
             j->world_size, n, nodes, nodes == 1 ? "" : "s", j->world->id);
 
-    for (uint32_t i = 0; i < n; i++) {
-        struct nx_client *cl = cls[i];
-        Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
-        rep.status = NEXAR_OK;
-        rep.client_id = cl->id;
-        rep.world_comm = j->world->id;
-        rep.rank = wr[i];
-        rep.size = j->world_size;
-        rep.segment_bytes = cl->seg.bytes;
-        rep.timeout_ms = j->timeout_ms;
-        rep.nodes = nodes;
-        rep.node = nx_cluster_ops->job_node(j);
-        rep.local_size = n;
-        rep.local_rank = i;
-        int fds[3] = {cl->seg.memfd, cl->sq_efd, cl->cq_efd};
-        if (!cl->conn || nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, fds, 3) < 0 ||
-            nx_client_start(cl) < 0) {
-            nx_client_drop(cl, "could not hand over its segment");
-            continue;
-        }
-        /* The mapping stays; the fd is the rank's now. */
-        close(cl->seg.memfd);
-        cl->seg.memfd = -1;
-    }
+    for (uint32_t i = 0; i < n; i++)
+        hand_over(cls[i], j, j->world->id, wr[i], j->world_size, nodes, n, i);
     free(cls);
     free(wr);
 }
@@ -200,26 +208,7 @@ void nx_job_take_joiner(struct nx_job *j, struct nx_client *cl, struct nx_comm *
     j->ranks = nx_xrealloc(j->ranks, (j->nranks + 1) * sizeof(*j->ranks));
     j->ranks[j->nranks++] = cl;
     j->joined++;
-    Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
-    rep.status = NEXAR_OK;
-    rep.client_id = cl->id;
-    rep.world_comm = c->id;
-    rep.rank = rank;
-    rep.size = c->size;
-    rep.segment_bytes = cl->seg.bytes;
-    rep.timeout_ms = j->timeout_ms;
-    rep.nodes = 1;
-    rep.node = 0;
-    rep.local_size = c->size;
-    rep.local_rank = rank;
-    int fds[3] = {cl->seg.memfd, cl->sq_efd, cl->cq_efd};
-    if (!cl->conn || nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, fds, 3) < 0 ||
-        nx_client_start(cl) < 0) {
-        nx_client_drop(cl, "could not hand over its segment");
-        return;
-    }
-    close(cl->seg.memfd);
-    cl->seg.memfd = -1;
+    hand_over(cl, j, c->id, rank, c->size, 1, c->size, rank);
 }
 
 void nx_job_refuse_joiner(struct nx_client *cl, uint32_t status, const char *msg)

@@ -43,15 +43,6 @@ static void shrink_free(struct nx_shrink *s)
     free(s);
 }
 
-static void complete(struct nx_client *cl, uint64_t ud, uint32_t status, const char *text,
-                     uint32_t comm, uint32_t rank, uint32_t size)
-{
-    struct nx_done d = {.user_data = ud, .status = status, .res_comm = comm,
-                        .res_rank = rank, .res_size = size};
-    nx_client_complete(cl, &d, text);
-    cl->pending--;
-}
-
 /* Every survivor called (one node): the new communicator, and each caller's completion. */
 static void finish(struct nx_shrink *s)
 {
@@ -72,7 +63,7 @@ static void finish(struct nx_shrink *s)
     nxd.stats.recoveries++;
     for (uint32_t r = 0, k = 0; r < c->size; r++)
         if (c->ranks[r].client && s->in[r])
-            complete(c->ranks[r].client, s->ud[r], NEXAR_OK, NULL, nc->id, k++, n);
+            nx_client_finish(c->ranks[r].client, s->ud[r], NEXAR_OK, NULL, nc->id, k++, n);
     free(cls);
     free(wr);
     shrink_free(s);
@@ -134,7 +125,7 @@ void nx_shrink_decide(struct nx_comm *c, const uint32_t *failed, size_t nfailed,
         if (out) {
             /* Counted failed by the others (a lost connection, not a dead process): it
              * cannot join what they made without it. */
-            complete(c->ranks[r].client, s->ud[r], NEXAR_ERR_PEER_LOST,
+            nx_client_finish(c->ranks[r].client, s->ud[r], NEXAR_ERR_PEER_LOST,
                      "nexar_comm_shrink: the other nodes count this rank as failed", 0, 0, 0);
             continue;
         }
@@ -156,7 +147,7 @@ void nx_shrink_decide(struct nx_comm *c, const uint32_t *failed, size_t nfailed,
                 c->job->name, nc->id, n, S, nfailed, g, nx_now() - s->started);
         nxd.stats.recoveries++;
         for (uint32_t k = 0; k < g; k++)
-            complete(cls[k], s->ud[of[k]], NEXAR_OK, NULL, nc->id, span[k], n);
+            nx_client_finish(cls[k], s->ud[of[k]], NEXAR_OK, NULL, nc->id, span[k], n);
         /* A survivor of the agreement that this node knows failed since: the new
          * communicator fails at once, and says so to its other nodes. */
         for (uint32_t k = 0; k < n && !late_failed; k++)
@@ -193,7 +184,7 @@ void nx_shrink_submit(struct nx_comm *c, uint32_t r, struct nx_client *cl, uint6
         LIST_INSERT_HEAD(&all, s, link);
     }
     if (s->in[r]) {
-        complete(cl, user_data, NEXAR_ERR_INVALID,
+        nx_client_finish(cl, user_data, NEXAR_ERR_INVALID,
                  "nexar_comm_shrink: this rank is already shrinking this communicator", 0, 0,
                  0);
         return;
@@ -239,7 +230,7 @@ void nx_shrink_tick(double now)
         NX_INFO("comm", "%s", text);
         for (uint32_t r = 0; r < c->size; r++)
             if (c->ranks[r].client && s->in[r])
-                complete(c->ranks[r].client, s->ud[r], NEXAR_ERR_TIMEOUT, text, 0, 0, 0);
+                nx_client_finish(c->ranks[r].client, s->ud[r], NEXAR_ERR_TIMEOUT, text, 0, 0, 0);
         shrink_free(s);
     }
 }
