@@ -152,11 +152,38 @@ static void refuse(struct nx_conn *conn, uint32_t status, const char *fmt, ...)
     nx_conn_close(conn);
 }
 
+/* Refuses conn when its uid may not join j (the owner rule, allow_uids). */
+static bool uid_refused(struct nx_conn *conn, const struct nx_job *j, const char *hint)
+{
+    if (nx_config_uid_allowed(&nxd.cfg, j->owner, conn->uid))
+        return false;
+    refuse(conn, NEXAR_ERR_PERMISSION,
+           "job \"%s\" belongs to uid %u; uid %u may not join it (only the owner's ranks join "
+           "a job, or uids that share the daemon's allow_uids group with it)%s", j->name,
+           (unsigned)j->owner, (unsigned)conn->uid, hint);
+    return true;
+}
+
+/* The client of a JOIN that passed the job's checks, or NULL after refusing it (the
+ * daemon's maximum, or no memory). */
+static struct nx_client *new_client(struct nx_conn *conn)
+{
+    const char *err = NULL;
+    if (nx_client_count >= nxd.cfg.max_clients) {
+        refuse(conn, NEXAR_ERR_UNAVAILABLE, "nexard serves its maximum of %u ranks",
+               nxd.cfg.max_clients);
+        return NULL;
+    }
+    struct nx_client *cl = nx_client_new(conn, conn->pid, conn->uid, &err);
+    if (!cl)
+        refuse(conn, NEXAR_ERR_NOMEM, "%s", err);
+    return cl;
+}
+
 /* NEXAR_JOIN=1: a process that joins a running job, to be taken by a communicator that
  * grows (grow.h); its JoinReply comes then. */
 static void join_running(struct nx_conn *conn, const Nexar__JoinRequest *req)
 {
-    const char *err = NULL;
     struct nx_job *j = nx_job_find(req->job);
     if (!j || j->state != NX_JOB_RUNNING)
         return refuse(conn, NEXAR_ERR_INVALID,
@@ -167,17 +194,11 @@ static void join_running(struct nx_conn *conn, const Nexar__JoinRequest *req)
         return refuse(conn, NEXAR_ERR_UNSUPPORTED,
                       "NEXAR_JOIN=1: job \"%s\" spans nodes; joining a job across nodes is not "
                       "available yet", j->name);
-    if (!nx_config_uid_allowed(&nxd.cfg, j->owner, conn->uid))
-        return refuse(conn, NEXAR_ERR_PERMISSION,
-                      "job \"%s\" belongs to uid %u; uid %u may not join it (only the owner's "
-                      "ranks join a job, or uids that share the daemon's allow_uids group "
-                      "with it)", j->name, (unsigned)j->owner, (unsigned)conn->uid);
-    if (nx_client_count >= nxd.cfg.max_clients)
-        return refuse(conn, NEXAR_ERR_UNAVAILABLE, "nexard serves its maximum of %u ranks",
-                      nxd.cfg.max_clients);
-    struct nx_client *cl = nx_client_new(conn, conn->pid, conn->uid, &err);
+    if (uid_refused(conn, j, ""))
+        return;
+    struct nx_client *cl = new_client(conn);
     if (!cl)
-        return refuse(conn, NEXAR_ERR_NOMEM, "%s", err);
+        return;
     conn->client = cl;
     cl->job = j;
     cl->world_rank = UINT32_MAX; /* until a communicator takes it */
@@ -223,7 +244,6 @@ void nx_job_refuse_joiner(struct nx_client *cl, uint32_t status, const char *msg
 
 void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
 {
-    const char *err = NULL;
     if (!req->job || !name_ok(req->job))
         return refuse(conn, NEXAR_ERR_INVALID, "job name must be 1-255 printable characters");
     if (req->joiner)
@@ -274,23 +294,15 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
                           "rank %u of job \"%s\" has NEXAR_ALGO=\"%s\", but the job's other "
                           "ranks here have \"%s\"", req->rank, j->name, algo ? algo : "",
                           j->algo);
-        if (!nx_config_uid_allowed(&nxd.cfg, j->owner, conn->uid))
-            return refuse(conn, NEXAR_ERR_PERMISSION,
-                          "job \"%s\" belongs to uid %u; uid %u may not join it (only the "
-                          "owner's ranks join a job, or uids that share the daemon's "
-                          "allow_uids group with it): choose another NEXAR_JOB", j->name,
-                          (unsigned)j->owner, (unsigned)conn->uid);
+        if (uid_refused(conn, j, ": choose another NEXAR_JOB"))
+            return;
         if (j->ranks[req->rank])
             return refuse(conn, NEXAR_ERR_INVALID, "rank %u of job \"%s\" already joined (pid %d)",
                           req->rank, j->name, (int)j->ranks[req->rank]->pid);
     }
-    if (nx_client_count >= nxd.cfg.max_clients)
-        return refuse(conn, NEXAR_ERR_UNAVAILABLE, "nexard serves its maximum of %u ranks",
-                      nxd.cfg.max_clients);
-
-    struct nx_client *cl = nx_client_new(conn, conn->pid, conn->uid, &err);
+    struct nx_client *cl = new_client(conn);
     if (!cl)
-        return refuse(conn, NEXAR_ERR_NOMEM, "%s", err);
+        return;
     if (!j) {
         j = nx_xcalloc(1, sizeof(*j));
         j->name = nx_xstrdup(req->job);
