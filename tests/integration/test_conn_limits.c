@@ -50,30 +50,9 @@ static int fails;
         }                                                                                  \
     } while (0)
 
-static int ops_rank(struct hx_rank *r)
-{
-    nexar_comm_t *w;
-    if (hx_init(&w) != NEXAR_OK)
-        return 1;
-    for (int k = 0; k < NOPS; k++) {
-        int64_t v = r->rank + k;
-        nexar_status_t s = nexar_all_reduce(w, &v, 1, NEXAR_I64, NEXAR_SUM);
-        if (s != NEXAR_OK || v != 2 * k + 1) {
-            tl_log("FAIL all_reduce %d: %s, %lld", k, nexar_strerror(s), (long long)v);
-            return 1;
-        }
-    }
-    return nexar_finalize() == NEXAR_OK ? 0 : 1;
-}
-
 static double run_job(const struct hx_daemon *d)
 {
-    struct hx_job_opts o = {.sock = d->sock, .size = 2, .fn = ops_rank,
-                            .nexar_timeout_s = 60};
-    double t0 = tl_now();
-    if (hx_run(&o, 120))
-        return -1;
-    return tl_now() - t0;
+    return hx_timed_allreduces(d->sock, NOPS);
 }
 
 /* The ERROR frame's status and text on fd within limit_ms (-1: none came). */

@@ -495,3 +495,30 @@ nexar_status_t hx_init(nexar_comm_t **world)
                nexar_last_error());
     return st;
 }
+
+static int timed_rank(struct hx_rank *r)
+{
+    int nops = *(const int *)r->arg;
+    nexar_comm_t *w;
+    if (hx_init(&w) != NEXAR_OK)
+        return 1;
+    for (int k = 0; k < nops; k++) {
+        int64_t v = r->rank + k;
+        nexar_status_t s = nexar_all_reduce(w, &v, 1, NEXAR_I64, NEXAR_SUM);
+        if (s != NEXAR_OK || v != 2 * k + 1) {
+            tl_log("FAIL all_reduce %d: %s, %lld", k, nexar_strerror(s), (long long)v);
+            return 1;
+        }
+    }
+    return nexar_finalize() == NEXAR_OK ? 0 : 1;
+}
+
+double hx_timed_allreduces(const char *sock, int nops)
+{
+    struct hx_job_opts o = {.sock = sock, .size = 2, .fn = timed_rank, .arg = &nops,
+                            .nexar_timeout_s = 60};
+    double t0 = tl_now();
+    if (hx_run(&o, 120))
+        return -1;
+    return tl_now() - t0;
+}

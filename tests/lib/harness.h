@@ -133,6 +133,11 @@ int hx_job_check_ok(const struct hx_job *j);
 /* start + wait(limit_s, 10 s grace) + check_ok. */
 int hx_run(const struct hx_job_opts *o, double limit_s);
 
+/* A job of 2 ranks on sock running nops all_reduces of one i64 each, every result checked:
+ * its wall time in seconds, or -1 when it failed.  The yardstick of the tests that run a
+ * healthy job beside something hostile. */
+double hx_timed_allreduces(const char *sock, int nops);
+
 /* A short unique job name ("itest-<pid>-<n>-<tag>"). */
 void hx_job_name(char *out, size_t len, const char *tag);
 
