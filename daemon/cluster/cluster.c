@@ -20,6 +20,7 @@
 #include "xcoll.h"
 #include "xcomm.h"
 #include "xp2p.h"
+#include "xgrow.h"
 #include "xshrink.h"
 #include "xsplit.h"
 
@@ -343,6 +344,7 @@ void nx_cluster_tick(double now)
     nx_rdv_tick(now);
     nx_xsplit_tick(now);
     nx_xshrink_tick(now);
+    nx_xgrow_tick(now);
     nx_xcomm_tick(now);
     nx_peertest_tick(now);
 }
@@ -359,6 +361,7 @@ void nx_cluster_fini(void)
     nx_peertest_fini();
     nx_xsplit_fini();
     nx_xshrink_fini();
+    nx_xgrow_fini();
     nx_xcomm_fini();
     nx_rdv_fini();
     cl.t->ops->each_peer(cl.t, free_node, NULL);

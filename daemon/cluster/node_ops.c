@@ -12,6 +12,7 @@
 #include "xcoll.h"
 #include "xcomm.h"
 #include "xp2p.h"
+#include "xgrow.h"
 #include "xshrink.h"
 #include "xsplit.h"
 
@@ -40,6 +41,7 @@ static void comm_gone(struct nx_comm *c)
 {
     nx_xsplit_comm_gone(c);
     nx_xshrink_comm_gone(c);
+    nx_xgrow_comm_gone(c);
     nx_xcomm_detach(c);
 }
 
@@ -76,6 +78,8 @@ static const struct nx_cluster_ops ops = {
     .progress = nx_cluster_progress,
     .shrink_ready = nx_xshrink_ready,
     .shrink_attach = nx_xshrink_attach,
+    .grow_ready = nx_xgrow_ready,
+    .grow_attach = nx_xgrow_attach,
 };
 
 void nx_cluster_node_ops_install(void)

@@ -246,6 +246,7 @@ static const ProtobufCMessage *body_of(const Nexar__PeerMsg *m)
     case NEXAR__PEER_MSG__BODY_TEST_RESULT: return (const ProtobufCMessage *)m->test_result;
     case NEXAR__PEER_MSG__BODY_SPLIT: return (const ProtobufCMessage *)m->split;
     case NEXAR__PEER_MSG__BODY_SHRINK: return (const ProtobufCMessage *)m->shrink;
+    case NEXAR__PEER_MSG__BODY_GROW: return (const ProtobufCMessage *)m->grow;
     default: return NULL;
     }
 }
@@ -287,6 +288,32 @@ static bool check_shrink(const Nexar__PeerShrink *x, const char **why)
     return true;
 }
 
+static bool check_grow(const Nexar__PeerGrow *x, const char **why)
+{
+    if (!job_ok(x->job))
+        REJECT("grow: job name not 1-255 printable characters");
+    if (x->key == 0 || x->comm == 0)
+        REJECT("grow: job or communicator key is 0");
+    if (x->node >= NX_PEER_MAX_NODES)
+        REJECT("grow: node id out of range");
+    if (x->add > NX_PEER_MAX_WORLD || x->joiners > NX_PEER_MAX_WORLD ||
+        x->nranks > 2 * NX_PEER_MAX_WORLD || x->first_rank > 2 * NX_PEER_MAX_WORLD)
+        REJECT("grow: a count out of range");
+    if (x->n_take > NX_PEER_MAX_NODES)
+        REJECT("grow: too many nodes");
+    uint64_t sum = 0;
+    for (size_t i = 0; i < x->n_take; i++)
+        sum += x->take[i];
+    if (x->decide && x->status == 0 && (x->new_key == 0 || x->n_take == 0 || sum == 0 ||
+                                         sum > NX_PEER_MAX_WORLD))
+        REJECT("grow: a decision without a key or joiners");
+    if (x->status && !status_ok(x->status))
+        REJECT("grow: status not a nexar error");
+    if (!text_ok(x->error, NX_PEER_MAX_TEXT))
+        REJECT("grow: error too long or not printable");
+    return true;
+}
+
 static bool check(const Nexar__PeerMsg *m, const char **why)
 {
     if (!unknown_ok(&m->base) || !unknown_ok(body_of(m)))
@@ -305,6 +332,7 @@ static bool check(const Nexar__PeerMsg *m, const char **why)
     case NEXAR__PEER_MSG__BODY_TEST_RESULT: return check_test_result(m->test_result, why);
     case NEXAR__PEER_MSG__BODY_SPLIT: return check_split(m->split, why);
     case NEXAR__PEER_MSG__BODY_SHRINK: return check_shrink(m->shrink, why);
+    case NEXAR__PEER_MSG__BODY_GROW: return check_grow(m->grow, why);
     default: REJECT("no message body");
     }
 }

@@ -19,6 +19,7 @@
 #include "peer_msg.h"
 #include "rdv_int.h"
 #include "xcomm.h"
+#include "xgrow.h"
 #include "xshrink.h"
 #include "xsplit.h"
 
@@ -432,6 +433,8 @@ const char *nx_rdv_on_msg(struct nx_tpeer *p, const Nexar__PeerMsg *m)
         return nx_xsplit_on_msg(p, m->split);
     case NEXAR__PEER_MSG__BODY_SHRINK:
         return nx_xshrink_on_msg(p, m->shrink);
+    case NEXAR__PEER_MSG__BODY_GROW:
+        return nx_xgrow_on_msg(p, m->grow);
     default:
         return "unexpected control message";
     }

@@ -104,6 +104,17 @@ static void local_progress(void)
 }
 
 /* A node without a network has no communicator across nodes: never called. */
+static void local_grow_ready(struct nx_comm *c, uint32_t add)
+{
+    (void)c, (void)add;
+}
+
+static void local_grow_attach(struct nx_comm *nc, struct nx_comm *c, const uint32_t *take,
+                              uint32_t ntake, uint64_t key)
+{
+    (void)nc, (void)c, (void)take, (void)ntake, (void)key;
+}
+
 static void local_shrink_attach(struct nx_comm *nc, struct nx_comm *c, const uint32_t *surv,
                                 uint32_t n, uint64_t key)
 {
@@ -134,6 +145,8 @@ const struct nx_cluster_ops nx_cluster_ops_local = {
     .progress = local_progress,
     .shrink_ready = local_comm,
     .shrink_attach = local_shrink_attach,
+    .grow_ready = local_grow_ready,
+    .grow_attach = local_grow_attach,
 };
 
 const struct nx_cluster_ops *nx_cluster_ops = &nx_cluster_ops_local;

@@ -103,6 +103,13 @@ struct nx_cluster_ops {
      * shrunk communicator: survivors[0..n) are its ranks as c numbered them. */
     void (*shrink_attach)(struct nx_comm *nc, struct nx_comm *c, const uint32_t *survivors,
                           uint32_t n, uint64_t key);
+    /* nexar_comm_grow across nodes (grow.h): every member of c here called it with add
+     * (again when more joiners come) ... */
+    void (*grow_ready)(struct nx_comm *c, uint32_t add);
+    /* ... and after the decision (nx_grow_decide), nc is this node's part of the grown
+     * communicator: c's ranks, then take[cn] joiners from each node cn of c. */
+    void (*grow_attach)(struct nx_comm *nc, struct nx_comm *c, const uint32_t *take,
+                        uint32_t ntake, uint64_t key);
 };
 
 /* The installed table; never NULL. */

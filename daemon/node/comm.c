@@ -96,6 +96,7 @@ void nx_comm_fail(struct nx_comm *c, uint32_t status, const char *fmt, ...)
             c->job ? c->job->name : "?", c->failed_text);
     nx_match_fail_all(c);
     nx_p2p_fail_all(c);
+    nx_grow_comm_failed(c);
     nx_cluster_ops->comm_failed(c);
 }
 

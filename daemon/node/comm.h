@@ -43,6 +43,7 @@ struct nx_comm {
     uint32_t shrunk_from; /* the communicator nexar_comm_shrink made it from; 0: none */
     uint32_t shrinks;     /* shrinks of it completed (the round of the next one) */
     uint32_t grown_from;  /* the communicator nexar_comm_grow made it from; 0: none */
+    uint32_t grows;       /* grows of it completed (the round of the next one) */
     struct nx_matcher match;
     struct nx_p2p p2p;
     /* A communicator spanning nodes (a multi-node job's world) holds only this node's

@@ -8,6 +8,7 @@
 #include <sys/queue.h>
 
 #include "client.h"
+#include "cluster_ops.h"
 #include "comm.h"
 #include "context.h"
 #include "job.h"
@@ -80,6 +81,10 @@ static void check(struct nx_grow *g)
         grow_free(g);
         return;
     }
+    if (c->x) { /* the nodes decide together (cluster/xgrow.c) */
+        nx_cluster_ops->grow_ready(c, add);
+        return;
+    }
     if (j->njoiners < add)
         return;
     uint32_t n = members + add, k = 0;
@@ -98,6 +103,7 @@ static void check(struct nx_grow *g)
     }
     struct nx_comm *nc = nx_comm_new(j, n, cls, wr, c->timeout_ms);
     nc->grown_from = c->id;
+    c->grows++;
     NX_INFO("comm", "communicator %u of job \"%s\" grew to communicator %u: %u members and %u "
             "joiner(s) in %.3f s", c->id, j->name, nc->id, members, add,
             nx_now() - g->started);
@@ -106,8 +112,9 @@ static void check(struct nx_grow *g)
         if (c->ranks[r].client)
             nx_client_finish(c->ranks[r].client, g->ud[r], NEXAR_OK, NULL, nc->id, m++, n);
     grow_free(g);
+    uint32_t base = j->nranks;
     for (uint32_t i = 0; i < add; i++)
-        nx_job_take_joiner(j, joiners[i], nc, members + i);
+        nx_job_take_joiner(j, joiners[i], nc, members + i, base + i, 1, n, members + i);
     free(joiners);
     free(cls);
     free(wr);
@@ -118,13 +125,6 @@ void nx_grow_submit(struct nx_comm *c, uint32_t r, struct nx_client *cl, uint64_
 {
     cl->pending++;
     char text[NX_ERR_TEXT_BYTES];
-    if (c->x) {
-        snprintf(text, sizeof(text), "nexar_comm_grow: communicator %u spans %u nodes; "
-                 "growing across nodes is not available yet (only within one node)", c->id,
-                 c->nodes);
-        nx_client_finish(cl, user_data, NEXAR_ERR_UNSUPPORTED, text, 0, 0, 0);
-        return;
-    }
     if (add == 0 || add > nxd.cfg.max_world_size) {
         snprintf(text, sizeof(text), "nexar_comm_grow: add %u out of range 1..%u", add,
                  nxd.cfg.max_world_size);
@@ -151,6 +151,75 @@ void nx_grow_submit(struct nx_comm *c, uint32_t r, struct nx_client *cl, uint64_
     g->ud[r] = user_data;
     g->add[r] = add;
     check(g);
+}
+
+void nx_grow_decide(struct nx_comm *c, uint64_t key, uint32_t base, const uint32_t *take,
+                    uint32_t ntake, uint32_t me, uint32_t status, const char *text)
+{
+    struct nx_grow *g = find(c);
+    if (!g) {
+        NX_WARN("comm", "communicator %u: the nodes decided a grow this node no longer waits "
+                "for", c->id);
+        return;
+    }
+    if (status)
+        return fail_all(g, status, text ? text : "nexar_comm_grow failed at another node");
+    struct nx_job *j = c->job;
+    uint32_t S = nx_comm_span_size(c), n = S, off = 0;
+    for (uint32_t cn = 0; cn < ntake; cn++) {
+        if (cn < me)
+            off += take[cn];
+        n += take[cn];
+    }
+    uint32_t here = take[me];
+    if (here > j->njoiners) /* the counts crossed a joiner that died: cannot happen twice */
+        here = j->njoiners;
+    uint32_t cap = c->size + here, k = 0;
+    struct nx_client **cls = nx_xcalloc(cap, sizeof(*cls));
+    uint32_t *wr = nx_xcalloc(cap, sizeof(*wr)), *span = nx_xcalloc(cap, sizeof(*span));
+    for (uint32_t r = 0; r < c->size; r++)
+        if (c->ranks[r].client && g->in[r]) {
+            cls[k] = c->ranks[r].client;
+            wr[k] = c->ranks[r].world_rank;
+            span[k++] = nx_comm_span_rank(c, r);
+        }
+    uint32_t members = k;
+    struct nx_client **joiners = nx_xcalloc(here ? here : 1, sizeof(*joiners));
+    memcpy(joiners, j->joiners, here * sizeof(*joiners));
+    for (uint32_t i = 0; i < here; i++) {
+        cls[k] = joiners[i];
+        wr[k] = base + off + i;
+        span[k++] = S + off + i;
+    }
+    struct nx_comm *nc = nx_comm_new(j, k, cls, wr, c->timeout_ms);
+    nc->grown_from = c->id;
+    c->grows++;
+    nx_comm_span(nc, 0, n, span);
+    nx_cluster_ops->grow_attach(nc, c, take, ntake, key);
+    NX_INFO("comm", "communicator %u of job \"%s\" grew to communicator %u: %u ranks across "
+            "nodes (%u joiner(s), %u here), agreed in %.3f s", c->id, j->name, nc->id, n,
+            n - S, here, nx_now() - g->started);
+    nxd.stats.recoveries++;
+    for (uint32_t r = 0, m = 0; r < c->size; r++)
+        if (c->ranks[r].client && g->in[r])
+            nx_client_finish(c->ranks[r].client, g->ud[r], NEXAR_OK, NULL, nc->id, span[m++], n);
+    grow_free(g);
+    /* The world ranks the other nodes' joiners take, so that every node numbers alike. */
+    nx_job_reserve_ranks(j, base + n - S);
+    for (uint32_t i = 0; i < here; i++)
+        nx_job_take_joiner(j, joiners[i], nc, S + off + i, base + off + i, nc->nodes, k,
+                           members + i);
+    free(joiners);
+    free(cls);
+    free(wr);
+    free(span);
+}
+
+void nx_grow_comm_failed(struct nx_comm *c)
+{
+    struct nx_grow *g = find(c);
+    if (g)
+        fail_all(g, c->failed_status, c->failed_text);
 }
 
 void nx_grow_joiner_came(struct nx_job *j)

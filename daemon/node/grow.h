@@ -8,7 +8,8 @@
  * every caller with NEXAR_ERR_MISMATCH naming both).  It completes once they all have and
  * `add` joiners wait; until c's deadline, then every caller gets NEXAR_ERR_TIMEOUT saying
  * how many joiners came.  A joiner that no communicator takes within the job's deadline
- * gets NEXAR_ERR_TIMEOUT from nexar_init.  Within one node for now.
+ * gets NEXAR_ERR_TIMEOUT from nexar_init.  Across nodes, node 0 of c decides which nodes'
+ * joiners to take (cluster/xgrow.h); joiners come to a node that has ranks of the job.
  */
 #ifndef NX_GROW_H
 #define NX_GROW_H
@@ -22,6 +23,14 @@ struct nx_job;
 /* Local rank r of c (client cl) calls grow by add; user_data is its descriptor's. */
 void nx_grow_submit(struct nx_comm *c, uint32_t r, struct nx_client *cl, uint64_t user_data,
                     uint32_t add);
+/* Across nodes, once node 0 of c decided (cluster/xgrow.c): take[cn] joiners from each of
+ * c's nodes (this one is node me), their world ranks from base on, key the new
+ * communicator's; or status and text, which fail every caller.  Makes this node's part and
+ * completes its callers. */
+void nx_grow_decide(struct nx_comm *c, uint64_t key, uint32_t base, const uint32_t *take,
+                    uint32_t ntake, uint32_t me, uint32_t status, const char *text);
+/* c failed: a grow in progress fails with it. */
+void nx_grow_comm_failed(struct nx_comm *c);
 /* A joiner of j came: a grow waiting for one may complete. */
 void nx_grow_joiner_came(struct nx_job *j);
 /* A rank of c left or died: the grow in progress no longer waits for it. */

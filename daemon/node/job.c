@@ -190,10 +190,6 @@ static void join_running(struct nx_conn *conn, const Nexar__JoinRequest *req)
                       "NEXAR_JOIN=1: job \"%s\" is %s at this nexard; a joiner joins a running "
                       "job on a node where it has ranks", req->job,
                       j ? nx_job_state_name(j->state) : "not running");
-    if (j->net)
-        return refuse(conn, NEXAR_ERR_UNSUPPORTED,
-                      "NEXAR_JOIN=1: job \"%s\" spans nodes; joining a job across nodes is not "
-                      "available yet", j->name);
     if (uid_refused(conn, j, ""))
         return;
     struct nx_client *cl = new_client(conn);
@@ -215,8 +211,18 @@ static void join_running(struct nx_conn *conn, const Nexar__JoinRequest *req)
     nx_grow_joiner_came(j);
 }
 
+void nx_job_reserve_ranks(struct nx_job *j, uint32_t n)
+{
+    if (n <= j->nranks)
+        return;
+    j->ranks = nx_xrealloc(j->ranks, n * sizeof(*j->ranks));
+    memset(j->ranks + j->nranks, 0, (n - j->nranks) * sizeof(*j->ranks));
+    j->nranks = n;
+}
+
 void nx_job_take_joiner(struct nx_job *j, struct nx_client *cl, struct nx_comm *c,
-                        uint32_t rank)
+                        uint32_t rank, uint32_t world_rank, uint32_t nodes, uint32_t local_size,
+                        uint32_t local_rank)
 {
     for (uint32_t i = 0; i < j->njoiners; i++)
         if (j->joiners[i] == cl) {
@@ -225,11 +231,11 @@ void nx_job_take_joiner(struct nx_job *j, struct nx_client *cl, struct nx_comm *
             j->njoiners--;
             break;
         }
-    cl->world_rank = j->nranks;
-    j->ranks = nx_xrealloc(j->ranks, (j->nranks + 1) * sizeof(*j->ranks));
-    j->ranks[j->nranks++] = cl;
+    nx_job_reserve_ranks(j, world_rank + 1);
+    cl->world_rank = world_rank;
+    j->ranks[world_rank] = cl;
     j->joined++;
-    hand_over(cl, j, c->id, rank, c->size, 1, c->size, rank);
+    hand_over(cl, j, c->id, rank, nx_comm_span_size(c), nodes, local_size, local_rank);
 }
 
 void nx_job_refuse_joiner(struct nx_client *cl, uint32_t status, const char *msg)

@@ -65,10 +65,13 @@ extern struct nx_job_list nx_jobs;
 /* Handles a JOIN from conn: replies (now or at formation) or fails the connection. */
 void nx_job_join(struct nx_conn *conn, const struct Nexar__JoinRequest *req);
 
-/* A communicator grew to take joiner cl as its rank `rank` (grow.h): cl gets the next world
- * rank of j and its JoinReply, with c as its world. */
+/* A communicator grew to take joiner cl as its rank `rank` (grow.h): cl becomes world rank
+ * world_rank of j and gets its JoinReply, with c as its world. */
 void nx_job_take_joiner(struct nx_job *j, struct nx_client *cl, struct nx_comm *c,
-                        uint32_t rank);
+                        uint32_t rank, uint32_t world_rank, uint32_t nodes, uint32_t local_size,
+                        uint32_t local_rank);
+/* j's rank table reaches n entries (the new ones empty: joiners of other nodes). */
+void nx_job_reserve_ranks(struct nx_job *j, uint32_t n);
 /* Joiner cl is not taken: its JoinReply says why, and it is dropped. */
 void nx_job_refuse_joiner(struct nx_client *cl, uint32_t status, const char *msg);
 

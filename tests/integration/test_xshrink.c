@@ -3,6 +3,9 @@
  * loopback with QUIC and real certificates (cluster_util.c; peer_idle_timeout_ms=2000,
  * keepalive_ms=500), ranks of xshrink_rank.c looping all_reduces.
  *
+ *  0. grow across nodes: 3 ranks (0, 1 at A; 2 at B) grow by 2 joiners (NEXAR_JOIN=1), one
+ *     started at A and one at B: A's becomes rank 3, B's rank 4 (node order); the 5 run
+ *     exact all_reduces and a broadcast from rank 4, rank 4 dies, the 4 shrink, exact.
  *  1. 2 nodes x 2 ranks (0, 1 at A; 2, 3 at B): rank 3 SIGKILLs itself.
  *  2. 3 nodes x 1 rank: rank 1 (at B) SIGKILLs itself; A and C shrink to 2 ranks.
  *  3. 3 nodes x 1 rank: C's nexard gets SIGKILL; the ranks at A and B shrink to 2.
@@ -117,6 +120,46 @@ reap:
     }
 }
 
+static void grow_across(void)
+{
+    static const int node[] = {0, 0, 1};
+    char job[64];
+    pid_t pid[5];
+    clear_out();
+    tl_log("0. grow across nodes: ranks 0, 1 at A and 2 at B grow by 2 joiners (A and B)");
+    hx_job_name(job, sizeof(job), "xgrow");
+    const char *argv[] = {getenv("XSHRINK_RANK"), NULL};
+    const char *members[] = {"XS_MODE=grow", NULL};
+    const char *joiners[] = {"XS_MODE=joiner", "NEXAR_JOIN=1", NULL};
+    for (int r = 0; r < 3; r++)
+        pid[r] = cu_rank_exec(nd[node[r]].d.sock, nd[0].addr, job, r, 3, 20, argv, members,
+                              NULL);
+    for (int r = 0; r < 3; r++)
+        if (read_time("formed", r, 20) < 0)
+            EXPECT_TRUE(fails, 0, "member %d never formed", r);
+    double t0 = tl_now();
+    pid[3] = cu_rank_exec(nd[0].d.sock, nd[0].addr, job, 0, 1, 20, argv, joiners, NULL);
+    usleep(100 * 1000); /* A's joiner first: the order within a node is arrival order */
+    pid[4] = cu_rank_exec(nd[1].d.sock, nd[0].addr, job, 0, 1, 20, argv, joiners, NULL);
+    for (int r = 0; r < 5; r++) {
+        char buf[2048] = "";
+        if (r != 4 && (cu_wait_file("end", r, 30) || cu_read("end", r, buf, sizeof(buf)) ||
+                       strncmp(buf, "OK", 2)))
+            EXPECT_TRUE(fails, 0, "rank %d of the grown communicator: %s", r, buf);
+    }
+    double tg = read_time("grown", 3, 1);
+    tl_log("   the 5 ran, rank 4 died, the 4 shrank: %s (grown %.1f ms after the joiners "
+           "started)", fails ? "FAILED" : "ok", (tg - t0) * 1e3);
+    char who[16] = "";
+    cu_read("kill", 4, who, sizeof(who));
+    for (int i = 0; i < 5; i++) {
+        int code = cu_wait_exit(pid[i], 30);
+        /* pid[4] is B's joiner: rank 4 of the grown communicator, killed */
+        EXPECT_TRUE(fails, i == 4 ? code == 128 + SIGKILL : code == 0, "process %d exited %d",
+                    i, code);
+    }
+}
+
 /* A node lost while the others agree: rank 1 (B) dies; `held`'s rank waits, the other
  * survivor (at node `victim_node`) is in its shrink when its nexard is killed; then the
  * held one shrinks alone. */
@@ -187,6 +230,7 @@ int main(void)
     tl_log("shrink across nodes: A %s (coordinator), B %s, C %s", nd[0].addr, nd[1].addr,
            nd[2].addr);
     static const int two_by_two[] = {0, 0, 1, 1}, three[] = {0, 1, 2};
+    grow_across();
     scenario("1. 2 nodes x 2 ranks: rank 3 (node B) killed", 4, two_by_two, 3, -1, "3", 1.0);
     scenario("2. 3 nodes x 1 rank: rank 1 (node B) killed", 3, three, 1, -1, "1", 1.0);
     scenario("3. 3 nodes x 1 rank: node C's nexard killed", 3, three, -1, 2, "2", 3.0);

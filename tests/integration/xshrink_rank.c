@@ -8,7 +8,10 @@
  *     $XS_DEAD    the ranks that will have failed, ascending ("3", "2,3")
  *     $XS_HOLD    the rank that waits for $HX_OUT/go0 before it shrinks (-1: none), so
  *                 that the test can kill a node while the others are in the agreement
- * Every rank loops all_reduces of rank + k (i64 sum, exact) and writes ready<rank> after
+ *     $XS_MODE    grow: the members (3) grow by 2 and write formed<rank> after nexar_init;
+ *                 joiner: a process started with NEXAR_JOIN=1.  Both then check the 5,
+ *                 rank 4 dies, and the other 4 shrink (grown<rank of 5>, end<rank of 5>).
+ * Otherwise every rank loops all_reduces of rank + k (i64 sum, exact) and writes ready<rank> after
  * the first.  At the first error a survivor writes lost<rank> ("STATUS T TEXT"), checks
  * nexar_comm_failed_ranks against $XS_DEAD, shrinks, checks its rank and size, writes
  * shrunk<rank> (T after the first all_reduce on the shrunk communicator), then runs 100
@@ -159,6 +162,45 @@ static int survive(nexar_comm_t *w, int me, int size)
     return 0;
 }
 
+/* grow / joiner: the 5 of the grown communicator g. */
+static int grown(nexar_comm_t *g)
+{
+    int rank = nexar_comm_rank(g), size = nexar_comm_size(g);
+    g_rank = rank;
+    if (size != 5)
+        BAD("grown communicator of %d ranks, expected 5\n", size);
+    put("grown", "%.6f %d\n", tl_now(), rank);
+    if (reduces(g, 20, 10, "grown"))
+        return 1;
+    int64_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = rank == 4 ? 500 + i : 0;
+    nexar_status_t s = nexar_broadcast(g, b, 8, NEXAR_I64, 4);
+    for (int i = 0; i < 8 && s == NEXAR_OK; i++)
+        if (b[i] != 500 + i)
+            BAD("broadcast from rank 4: element %d is %lld\n", i, (long long)b[i]);
+    if (s != NEXAR_OK)
+        BAD("broadcast on the grown communicator: %s\n", nexar_last_error());
+    if (rank == 4) {
+        put("kill", "%.6f\n", tl_now());
+        raise(SIGKILL);
+    }
+    int64_t v = rank;
+    s = nexar_all_reduce(g, &v, 1, NEXAR_I64, NEXAR_SUM);
+    if (s != NEXAR_ERR_PEER_LOST)
+        BAD("all_reduce after rank 4 died: %s\n", nexar_strerror(s));
+    nexar_comm_t *sc = NULL;
+    if ((s = nexar_comm_shrink(g, &sc)) != NEXAR_OK || nexar_comm_size(sc) != 4 ||
+        nexar_comm_rank(sc) != rank)
+        BAD("shrink of the grown communicator: %s: %s\n", nexar_strerror(s),
+            nexar_last_error());
+    if (reduces(sc, 20, 6, "grown, then shrunk"))
+        return 1;
+    nexar_comm_free(sc);
+    put("end", "OK\n");
+    return 0;
+}
+
 int main(void)
 {
     const char *out = getenv("HX_OUT");
@@ -167,6 +209,23 @@ int main(void)
     if (hx_init(&w) != NEXAR_OK)
         return 1;
     g_rank = nexar_comm_rank(w);
+    const char *mode = getenv("XS_MODE");
+    if (mode && !strcmp(mode, "joiner")) {
+        int rv = grown(w);
+        return nexar_finalize() == NEXAR_OK ? rv : 1;
+    }
+    if (mode && !strcmp(mode, "grow")) {
+        put("formed", "1\n");
+        nexar_comm_t *g = NULL;
+        nexar_status_t s = nexar_comm_grow(w, 2, &g);
+        if (s != NEXAR_OK)
+            BAD("grow by 2: %s: %s\n", nexar_strerror(s), nexar_last_error());
+        if (nexar_comm_rank(g) != g_rank)
+            BAD("a member's rank changed in the grow: %d\n", nexar_comm_rank(g));
+        int rv = grown(g);
+        nexar_comm_free(g);
+        return nexar_finalize() == NEXAR_OK ? rv : 1;
+    }
     int size = nexar_comm_size(w);
     const char *v = getenv("XS_VICTIM");
     int victim = v ? atoi(v) : -1;
