@@ -73,7 +73,29 @@ static void promises(const Nexar__PeerMsg *m)
         check_text(m->abort->job, NX_PEER_MAX_JOB);
         check_text(m->abort->reason, NX_PEER_MAX_TEXT);
         CHECK(m->abort->status >= 1 && m->abort->status <= 255);
+        CHECK(m->abort->n_failed_ranks == 0 || m->abort->comm != 0);
+        for (size_t i = 1; i < m->abort->n_failed_ranks; i++)
+            CHECK(m->abort->failed_ranks[i] > m->abort->failed_ranks[i - 1]);
         break;
+    case NEXAR__PEER_MSG__BODY_SHRINK:
+        check_text(m->shrink->job, NX_PEER_MAX_JOB);
+        CHECK(m->shrink->comm && m->shrink->key && m->shrink->node < NX_PEER_MAX_NODES);
+        CHECK(m->shrink->decide == (m->shrink->new_key != 0));
+        for (size_t i = 0; i < m->shrink->n_failed_ranks; i++)
+            CHECK(m->shrink->failed_ranks[i] < NX_PEER_MAX_WORLD &&
+                  (!i || m->shrink->failed_ranks[i] > m->shrink->failed_ranks[i - 1]));
+        break;
+    case NEXAR__PEER_MSG__BODY_GROW: {
+        const Nexar__PeerGrow *g = m->grow;
+        check_text(g->job, NX_PEER_MAX_JOB);
+        check_text(g->error, NX_PEER_MAX_TEXT);
+        CHECK(g->comm && g->key && g->node < NX_PEER_MAX_NODES);
+        CHECK(g->n_take <= NX_PEER_MAX_NODES && g->add <= NX_PEER_MAX_WORLD);
+        CHECK(g->status == 0 || (g->status >= 1 && g->status <= 255));
+        if (g->decide && g->status == 0)
+            CHECK(g->new_key != 0 && g->n_take > 0);
+        break;
+    }
     case NEXAR__PEER_MSG__BODY_HELLO:
         CHECK(nx_addr_valid(m->hello->addr));
         break;

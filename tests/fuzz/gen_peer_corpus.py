@@ -73,9 +73,26 @@ def rank_table(job="j", key=7, job_key=99, nodes=("127.0.0.1:7000", "[::1]:7001"
     return msg(4, b)
 
 
-def abort(job="j", key=99, status=6, reason="node 127.0.0.1:7001 was lost", comm=0):
+def abort(job="j", key=99, status=6, reason="node 127.0.0.1:7001 was lost", comm=0,
+          failed=()):
     return msg(5, f_bytes(1, job) + f_varint(2, key) + f_varint(3, status) +
-               f_bytes(4, reason) + (f_varint(5, comm) if comm else b""))
+               f_bytes(4, reason) + (f_varint(5, comm) if comm else b"") +
+               (f_packed(8, failed) if failed else b""))
+
+
+def shrink(job="j", key=99, comm=1, node=1, decide=False, failed=(3,), new_key=0, rnd=0):
+    return msg(11, f_bytes(1, job) + f_varint(2, key) + f_varint(3, comm) + f_varint(4, node) +
+               f_varint(5, int(decide)) + f_packed(6, failed) + f_varint(7, new_key) +
+               f_varint(8, rnd))
+
+
+def grow(job="j", key=99, comm=1, node=1, rnd=0, decide=False, add=2, joiners=1, nranks=3,
+         new_key=0, first=0, take=(), status=0, error=""):
+    return msg(12, f_bytes(1, job) + f_varint(2, key) + f_varint(3, comm) + f_varint(4, node) +
+               f_varint(5, rnd) + f_varint(6, int(decide)) + f_varint(7, add) +
+               f_varint(8, joiners) + f_varint(9, nranks) + f_varint(10, new_key) +
+               f_varint(11, first) + (f_packed(12, take) if take else b"") +
+               f_varint(13, status) + f_bytes(14, error))
 
 
 def hello(addr="127.0.0.1:7002"):
@@ -132,6 +149,14 @@ SEEDS = {
     "split_counts_differ": env(split(colors=(1,))),
     "split_derived_comm": env(split(comm=0x9E3779B97F4A7C15)),
     "split_comm_zero": env(split(comm=0)),
+    "abort_failed_ranks": env(abort(comm=0x1234, failed=(1, 3))),
+    "abort_failed_unsorted": env(abort(comm=0x1234, failed=(3, 1))),
+    "shrink_ready": env(shrink()),
+    "shrink_decide": env(shrink(decide=True, failed=(1, 2), new_key=0xABCDEF)),
+    "shrink_decide_no_key": env(shrink(decide=True)),
+    "grow_ready": env(grow()),
+    "grow_decide": env(grow(decide=True, new_key=0x55AA, first=3, take=(1, 1))),
+    "grow_mismatch": env(grow(decide=True, status=3, error="node A asked 2, node B 3")),
     "no_body": env(f_varint(1, 1)),
     "empty_ctl": env(b""),
     "data_envelope": env(b"\0" * 48, mtype=2),
