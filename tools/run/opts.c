@@ -168,6 +168,7 @@ void run_opts_parse(struct run_opts *o, int argc, char **argv)
     if (o->join && o->job && strcmp(o->join, o->job))
         bad("--join names the job; --job must be the same or absent", NULL);
     if (o->join && o->nodes > 1)
-        bad("--join with --nodes: joining a job across nodes is not available yet", NULL);
+        bad("--join with --nodes: joiners join at a daemon that runs the job; give that "
+            "node's --socket (nexar-run --nodes --keep-daemon prints them)", NULL);
     o->argv = argv + optind;
 }
