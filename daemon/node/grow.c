@@ -171,9 +171,9 @@ void nx_grow_decide(struct nx_comm *c, uint64_t key, uint32_t base, const uint32
             off += take[cn];
         n += take[cn];
     }
-    uint32_t here = take[me];
-    if (here > j->njoiners) /* the counts crossed a joiner that died: cannot happen twice */
-        here = j->njoiners;
+    /* A joiner that died since this node counted it leaves a rank nobody holds: the grown
+     * communicator fails at once below, naming it, instead of waiting for it. */
+    uint32_t here = take[me] < j->njoiners ? take[me] : j->njoiners;
     uint32_t cap = c->size + here, k = 0;
     struct nx_client **cls = nx_xcalloc(cap, sizeof(*cls));
     uint32_t *wr = nx_xcalloc(cap, sizeof(*wr)), *span = nx_xcalloc(cap, sizeof(*span));
@@ -204,6 +204,12 @@ void nx_grow_decide(struct nx_comm *c, uint64_t key, uint32_t base, const uint32
         if (c->ranks[r].client && g->in[r])
             nx_client_finish(c->ranks[r].client, g->ud[r], NEXAR_OK, NULL, nc->id, span[m++], n);
     grow_free(g);
+    for (uint32_t i = here; i < take[me]; i++)
+        nx_comm_mark_failed(nc, S + off + i);
+    if (here < take[me])
+        nx_comm_fail(nc, NEXAR_ERR_PEER_LOST, "communicator %u: %u joiner(s) at this node "
+                     "left before communicator %u grew to take them", c->id, take[me] - here,
+                     nc->id);
     /* The world ranks the other nodes' joiners take, so that every node numbers alike. */
     nx_job_reserve_ranks(j, base + n - S);
     for (uint32_t i = 0; i < here; i++)
