@@ -8,6 +8,7 @@
 #include "cluster_ops.h"
 #include "comm.h"
 #include "job.h"
+#include "rdv_join.h"
 #include "rendezvous.h"
 #include "xcoll.h"
 #include "xcomm.h"
@@ -80,6 +81,7 @@ static const struct nx_cluster_ops ops = {
     .shrink_attach = nx_xshrink_attach,
     .grow_ready = nx_xgrow_ready,
     .grow_attach = nx_xgrow_attach,
+    .joiner_came = nx_rdvj_joiner_came,
 };
 
 void nx_cluster_node_ops_install(void)

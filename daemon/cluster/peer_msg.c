@@ -247,6 +247,9 @@ static const ProtobufCMessage *body_of(const Nexar__PeerMsg *m)
     case NEXAR__PEER_MSG__BODY_SPLIT: return (const ProtobufCMessage *)m->split;
     case NEXAR__PEER_MSG__BODY_SHRINK: return (const ProtobufCMessage *)m->shrink;
     case NEXAR__PEER_MSG__BODY_GROW: return (const ProtobufCMessage *)m->grow;
+    case NEXAR__PEER_MSG__BODY_JOINER: return (const ProtobufCMessage *)m->joiner;
+    case NEXAR__PEER_MSG__BODY_JOINER_TABLE: return (const ProtobufCMessage *)m->joiner_table;
+    case NEXAR__PEER_MSG__BODY_JOINER_NOTE: return (const ProtobufCMessage *)m->joiner_note;
     default: return NULL;
     }
 }
@@ -299,18 +302,56 @@ static bool check_grow(const Nexar__PeerGrow *x, const char **why)
     if (x->add > NX_PEER_MAX_WORLD || x->joiners > NX_PEER_MAX_WORLD ||
         x->nranks > 2 * NX_PEER_MAX_WORLD || x->first_rank > 2 * NX_PEER_MAX_WORLD)
         REJECT("grow: a count out of range");
-    if (x->n_take > NX_PEER_MAX_NODES)
-        REJECT("grow: too many nodes");
-    uint64_t sum = 0;
-    for (size_t i = 0; i < x->n_take; i++)
-        sum += x->take[i];
-    if (x->decide && x->status == 0 && (x->new_key == 0 || x->n_take == 0 || sum == 0 ||
-                                         sum > NX_PEER_MAX_WORLD))
-        REJECT("grow: a decision without a key or joiners");
+    if (x->n_job_node > 2 * NX_PEER_MAX_WORLD)
+        REJECT("grow: too many ranks");
+    for (size_t i = 0; i < x->n_job_node; i++)
+        if (x->job_node[i] >= NX_PEER_MAX_NODES)
+            REJECT("grow: a node id out of range");
+    if (x->decide && x->status == 0 &&
+        (x->new_key == 0 || x->members == 0 || x->n_job_node <= x->members))
+        REJECT("grow: a decision without a key, members or joiners");
     if (x->status && !status_ok(x->status))
         REJECT("grow: status not a nexar error");
     if (!text_ok(x->error, NX_PEER_MAX_TEXT))
         REJECT("grow: error too long or not printable");
+    return true;
+}
+
+static bool check_joiner(const Nexar__PeerJoiner *x, const char **why)
+{
+    if (!job_ok(x->job) || x->key == 0)
+        REJECT("joiner: job name not 1-255 printable characters, or key 0");
+    if (!nx_addr_valid(x->addr))
+        REJECT("joiner: address is not host:port");
+    if (x->version == 0 || x->version > NX_PEER_VERSION)
+        REJECT("joiner: unsupported peer protocol version");
+    if (x->joiners > NX_PEER_MAX_WORLD)
+        REJECT("joiner: too many joiners");
+    return true;
+}
+
+static bool check_joiner_table(const Nexar__PeerJoinerTable *t, const char **why)
+{
+    if (!job_ok(t->job) || t->key == 0 || t->job_key == 0)
+        REJECT("joiner table: job name not 1-255 printable characters, or key 0");
+    if (t->n_nodes == 0 || t->n_nodes > NX_PEER_MAX_NODES || t->node >= t->n_nodes)
+        REJECT("joiner table: node count or index out of range");
+    for (size_t i = 0; i < t->n_nodes; i++)
+        if (!nx_addr_valid(t->nodes[i]))
+            REJECT("joiner table: a node address is not host:port");
+    if (!text_ok(t->algo, NX_PEER_MAX_ALGO))
+        REJECT("joiner table: algorithm choices too long or not printable");
+    return true;
+}
+
+static bool check_joiner_note(const Nexar__PeerJoinerNote *x, const char **why)
+{
+    if (!job_ok(x->job) || x->key == 0)
+        REJECT("joiner note: job name not 1-255 printable characters, or key 0");
+    if (x->node >= NX_PEER_MAX_NODES || !nx_addr_valid(x->addr))
+        REJECT("joiner note: node id out of range, or address not host:port");
+    if (x->joiners > NX_PEER_MAX_WORLD)
+        REJECT("joiner note: too many joiners");
     return true;
 }
 
@@ -333,6 +374,9 @@ static bool check(const Nexar__PeerMsg *m, const char **why)
     case NEXAR__PEER_MSG__BODY_SPLIT: return check_split(m->split, why);
     case NEXAR__PEER_MSG__BODY_SHRINK: return check_shrink(m->shrink, why);
     case NEXAR__PEER_MSG__BODY_GROW: return check_grow(m->grow, why);
+    case NEXAR__PEER_MSG__BODY_JOINER: return check_joiner(m->joiner, why);
+    case NEXAR__PEER_MSG__BODY_JOINER_TABLE: return check_joiner_table(m->joiner_table, why);
+    case NEXAR__PEER_MSG__BODY_JOINER_NOTE: return check_joiner_note(m->joiner_note, why);
     default: REJECT("no message body");
     }
 }

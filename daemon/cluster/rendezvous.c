@@ -19,6 +19,7 @@
 #include "peer_msg.h"
 #include "rdv_int.h"
 #include "xcomm.h"
+#include "rdv_join.h"
 #include "xgrow.h"
 #include "xshrink.h"
 #include "xsplit.h"
@@ -139,6 +140,7 @@ void nx_rdv_job_fini(struct nx_job *j)
         return;
     free(j->net->nodes);
     free(j->net->rank_node);
+    free(j->net->joiners_at);
     free(j->net);
     j->net = NULL;
 }
@@ -435,6 +437,12 @@ const char *nx_rdv_on_msg(struct nx_tpeer *p, const Nexar__PeerMsg *m)
         return nx_xshrink_on_msg(p, m->shrink);
     case NEXAR__PEER_MSG__BODY_GROW:
         return nx_xgrow_on_msg(p, m->grow);
+    case NEXAR__PEER_MSG__BODY_JOINER:
+        return nx_rdvj_on_joiner(p, m->joiner);
+    case NEXAR__PEER_MSG__BODY_JOINER_TABLE:
+        return nx_rdvj_on_table(p, m->joiner_table);
+    case NEXAR__PEER_MSG__BODY_JOINER_NOTE:
+        return nx_rdvj_on_note(p, m->joiner_note);
     default:
         return "unexpected control message";
     }

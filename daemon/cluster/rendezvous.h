@@ -53,6 +53,9 @@ struct nx_jobnet {
     char (*nodes)[NX_ADDR_MAX];
     uint32_t *rank_node;     /* world rank -> node id */
     uint32_t node;           /* ours */
+    uint32_t *joiners_at;    /* by node: joiners waiting there, as the coordinator told
+                              * (PeerJoinerNote; rdv_join.c); NULL until a note came */
+    bool joiner_node;        /* we hold no rank of the job: joiners made us its node */
 };
 
 /*

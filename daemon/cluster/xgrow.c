@@ -95,6 +95,14 @@ static uint64_t mix64(uint64_t v)
     return v;
 }
 
+static bool is_comm_node(const struct nx_comm *c, uint32_t jn)
+{
+    for (uint32_t cn = 0; cn < c->x->nnodes; cn++)
+        if (c->x->node_job[cn] == jn)
+            return true;
+    return false;
+}
+
 /* Comm node 0 decides once every node is ready and enough joiners wait. */
 static void try_decide(struct xg *x)
 {
@@ -128,29 +136,56 @@ static void try_decide(struct xg *x)
         nx_grow_decide(c, 0, 0, NULL, 0, 0, NEXAR_ERR_MISMATCH, text);
         return;
     }
+    /* Then the joiners of the job's other nodes (replacements) that the coordinator told
+     * us of. */
+    struct nx_jobnet *net = c->job->net;
+    for (uint32_t jn = 0; jn < net->nnodes; jn++)
+        if (!is_comm_node(c, jn) && net->joiners_at)
+            avail += net->joiners_at[jn];
     if (avail < add)
         return; /* more joiners may come: each node says so again */
-    uint32_t *take = nx_xcalloc(nn, sizeof(*take)), left = add;
-    for (uint32_t cn = 0; cn < nn && left; cn++) {
-        uint32_t have = x->joiners[c->x->node_job[cn]];
-        take[cn] = have < left ? have : left;
-        left -= take[cn];
+    uint32_t S = nx_comm_span_size(c), n = S + add, k = S, left = add;
+    uint32_t *job_node = nx_xcalloc(n, sizeof(*job_node));
+    for (uint32_t r = 0; r < S; r++)
+        job_node[r] = c->x->node_job[c->x->rank_node[r]];
+    for (uint32_t cn = 0; cn < nn && left; cn++)
+        for (uint32_t i = 0; i < x->joiners[c->x->node_job[cn]] && left; i++, left--)
+            job_node[k++] = c->x->node_job[cn];
+    for (uint32_t jn = 0; jn < net->nnodes && left; jn++) {
+        if (is_comm_node(c, jn) || !net->joiners_at)
+            continue;
+        uint32_t t = 0;
+        for (; t < net->joiners_at[jn] && left; t++, left--)
+            job_node[k++] = jn;
+        net->joiners_at[jn] -= t; /* taken: until that node says otherwise */
     }
     uint64_t key = mix64(x->comm_key ^ mix64(0x67726f77ull + x->round));
-    key = mix64(key ^ mix64(((uint64_t)c->job->net->node << 32) ^ ++decisions));
+    key = mix64(key ^ mix64(((uint64_t)net->node << 32) ^ ++decisions));
     if (key <= NX_XCOMM_WORLD)
         key += 2;
     g.new_key = key;
     g.first_rank = x->nranks;
-    g.take = take;
-    g.n_take = nn;
+    g.job_node = job_node;
+    g.n_job_node = n;
+    g.members = S;
     send_all(c, &g);
-    uint32_t base = x->nranks;
+    /* Replacement nodes with joiners taken hear it too: they have no part of c. */
+    Nexar__PeerMsg m = NEXAR__PEER_MSG__INIT;
+    m.body_case = NEXAR__PEER_MSG__BODY_GROW;
+    m.grow = &g;
+    for (uint32_t jn = 0; jn < net->nnodes; jn++) {
+        bool gives = false;
+        for (uint32_t p = S; p < n && !gives; p++)
+            gives = job_node[p] == jn;
+        if (gives && !is_comm_node(c, jn))
+            nx_cluster_send_addr(net->nodes[jn], &m);
+    }
+    uint32_t first = x->nranks;
     xg_free(x);
     NX_DEBUG("xgrow", "communicator %u: decided, %u joiner(s), new key %016" PRIx64, c->id,
              add, key);
-    nx_grow_decide(c, key, base, take, nn, c->x->me, 0, NULL);
-    free(take);
+    nx_grow_decide(c, key, first, job_node, n, net->node, 0, NULL);
+    free(job_node);
 }
 
 void nx_xgrow_ready(struct nx_comm *c, uint32_t add)
@@ -174,20 +209,19 @@ void nx_xgrow_ready(struct nx_comm *c, uint32_t add)
     try_decide(x);
 }
 
-void nx_xgrow_attach(struct nx_comm *nc, struct nx_comm *c, const uint32_t *take,
-                     uint32_t ntake, uint64_t key)
+void nx_xgrow_attach(struct nx_comm *nc, uint64_t key, const uint32_t *job_node)
 {
-    uint32_t S = nx_comm_span_size(c), n = S;
-    for (uint32_t cn = 0; cn < ntake; cn++)
-        n += take[cn];
-    uint32_t *job_node = nx_xcalloc(n, sizeof(*job_node)), k = S;
-    for (uint32_t r = 0; r < S; r++)
-        job_node[r] = c->x->node_job[c->x->rank_node[r]];
-    for (uint32_t cn = 0; cn < ntake; cn++)
-        for (uint32_t i = 0; i < take[cn]; i++)
-            job_node[k++] = c->x->node_job[cn];
     nx_xcomm_attach(nc, key, job_node);
-    free(job_node);
+}
+
+void nx_xgrow_joiners_noted(struct nx_job *j)
+{
+    struct xg *x, *tmp;
+    for (x = LIST_FIRST(&all); x; x = tmp) {
+        tmp = LIST_NEXT(x, link);
+        if (j->net && x->job_key == j->net->key)
+            try_decide(x);
+    }
 }
 
 void nx_xgrow_comm_gone(struct nx_comm *c)
@@ -226,12 +260,23 @@ const char *nx_xgrow_on_msg(struct nx_tpeer *p, const Nexar__PeerGrow *m)
     struct xg *x = get(net->key, m->comm, m->round, net->nnodes, false);
     if (x)
         xg_free(x);
-    if (!c)
+    for (size_t i = 0; i < m->n_job_node; i++)
+        if (m->job_node[i] >= net->nnodes)
+            return "grow: a decision naming a node the job does not have";
+    if (!c) {
+        /* A node with joiners and no rank of the communicator: a replacement. */
+        bool mine = false;
+        for (size_t i = m->members; i < m->n_job_node && !mine; i++)
+            mine = m->job_node[i] == net->node;
+        if (mine && m->status == 0)
+            nx_grow_take_remote(j, m->new_key, m->first_rank, m->job_node,
+                                (uint32_t)m->n_job_node, m->members, net->node);
         return NULL;
-    if (m->status == 0 && m->n_take != c->x->nnodes)
-        return "grow: a decision that does not name every node of the communicator";
-    nx_grow_decide(c, m->new_key, m->first_rank, m->take, m->n_take, c->x->me, m->status,
-                   m->error);
+    }
+    if (m->status == 0 && m->members != nx_comm_span_size(c))
+        return "grow: a decision for a communicator of another size";
+    nx_grow_decide(c, m->new_key, m->first_rank, m->job_node, (uint32_t)m->n_job_node,
+                   net->node, m->status, m->error);
     return NULL;
 }
 

@@ -18,15 +18,16 @@
 #include "peer.pb-c.h"
 
 struct nx_comm;
+struct nx_job;
 struct nx_tpeer;
 
 /* cluster_ops.grow_ready: every member of c here called grow with add. */
 void nx_xgrow_ready(struct nx_comm *c, uint32_t add);
-/* cluster_ops.grow_attach: nc is this node's part of the grown communicator; take[cn]
- * joiners came from each node of c. */
-void nx_xgrow_attach(struct nx_comm *nc, struct nx_comm *c, const uint32_t *take,
-                     uint32_t ntake, uint64_t key);
+/* cluster_ops.grow_attach: nc is this node's part of the grown communicator. */
+void nx_xgrow_attach(struct nx_comm *nc, uint64_t key, const uint32_t *job_node);
 void nx_xgrow_comm_gone(struct nx_comm *c);
+/* The coordinator told of joiners somewhere in j: a grow waiting for them may go on. */
+void nx_xgrow_joiners_noted(struct nx_job *j);
 /* A PeerGrow from p: NULL, or why p is dropped. */
 const char *nx_xgrow_on_msg(struct nx_tpeer *p, const Nexar__PeerGrow *m);
 void nx_xgrow_tick(double now);

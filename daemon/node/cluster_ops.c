@@ -109,10 +109,14 @@ static void local_grow_ready(struct nx_comm *c, uint32_t add)
     (void)c, (void)add;
 }
 
-static void local_grow_attach(struct nx_comm *nc, struct nx_comm *c, const uint32_t *take,
-                              uint32_t ntake, uint64_t key)
+static void local_grow_attach(struct nx_comm *nc, uint64_t key, const uint32_t *job_node)
 {
-    (void)nc, (void)c, (void)take, (void)ntake, (void)key;
+    (void)nc, (void)key, (void)job_node;
+}
+
+static void local_joiner_came(struct nx_job *j, uid_t uid)
+{
+    (void)j, (void)uid;
 }
 
 static void local_shrink_attach(struct nx_comm *nc, struct nx_comm *c, const uint32_t *surv,
@@ -147,6 +151,7 @@ const struct nx_cluster_ops nx_cluster_ops_local = {
     .shrink_attach = local_shrink_attach,
     .grow_ready = local_grow_ready,
     .grow_attach = local_grow_attach,
+    .joiner_came = local_joiner_came,
 };
 
 const struct nx_cluster_ops *nx_cluster_ops = &nx_cluster_ops_local;

@@ -107,9 +107,11 @@ struct nx_cluster_ops {
      * (again when more joiners come) ... */
     void (*grow_ready)(struct nx_comm *c, uint32_t add);
     /* ... and after the decision (nx_grow_decide), nc is this node's part of the grown
-     * communicator: c's ranks, then take[cn] joiners from each node cn of c. */
-    void (*grow_attach)(struct nx_comm *nc, struct nx_comm *c, const uint32_t *take,
-                        uint32_t ntake, uint64_t key);
+     * communicator, whose ranks live at job_node[0..span size). */
+    void (*grow_attach)(struct nx_comm *nc, uint64_t key, const uint32_t *job_node);
+    /* A joiner came to a node whose job is not here yet (a replacement node, NEXAR_JOIN=1
+     * with NEXAR_COORD): the coordinator is asked to make it a node of the job. */
+    void (*joiner_came)(struct nx_job *j, uid_t uid);
 };
 
 /* The installed table; never NULL. */

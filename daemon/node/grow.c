@@ -153,8 +153,67 @@ void nx_grow_submit(struct nx_comm *c, uint32_t r, struct nx_client *cl, uint64_
     check(g);
 }
 
-void nx_grow_decide(struct nx_comm *c, uint64_t key, uint32_t base, const uint32_t *take,
-                    uint32_t ntake, uint32_t me, uint32_t status, const char *text)
+/* The grown communicator's part at this node (job node me): c's members here (when c is
+ * here) and this node's joiners at the positions of table job_node[S..n) that name me, in
+ * the order they came.  Returns the part (its callers not completed yet). */
+static struct nx_comm *make_part(struct nx_job *j, struct nx_comm *c, struct nx_grow *g,
+                                 uint64_t key, uint32_t first_rank, const uint32_t *job_node,
+                                 uint32_t n, uint32_t S, uint32_t me, uint32_t timeout_ms)
+{
+    uint32_t want = 0;
+    for (uint32_t p = S; p < n; p++)
+        want += job_node[p] == me;
+    /* A joiner that left since this node was counted leaves a rank nobody holds: the
+     * grown communicator fails at once below, naming it, instead of waiting for it. */
+    uint32_t here = want < j->njoiners ? want : j->njoiners;
+    uint32_t cap = (c ? c->size : 0) + here, k = 0;
+    struct nx_client **cls = nx_xcalloc(cap ? cap : 1, sizeof(*cls));
+    uint32_t *wr = nx_xcalloc(cap ? cap : 1, sizeof(*wr));
+    uint32_t *span = nx_xcalloc(cap ? cap : 1, sizeof(*span));
+    for (uint32_t r = 0; c && r < c->size; r++)
+        if (c->ranks[r].client && g->in[r]) {
+            cls[k] = c->ranks[r].client;
+            wr[k] = c->ranks[r].world_rank;
+            span[k++] = nx_comm_span_rank(c, r);
+        }
+    uint32_t members = k;
+    struct nx_client **joiners = nx_xcalloc(here ? here : 1, sizeof(*joiners));
+    memcpy(joiners, j->joiners, here * sizeof(*joiners));
+    uint32_t *pos = nx_xcalloc(want ? want : 1, sizeof(*pos)), np = 0;
+    for (uint32_t p = S; p < n; p++)
+        if (job_node[p] == me)
+            pos[np++] = p;
+    for (uint32_t i = 0; i < here; i++) {
+        cls[k] = joiners[i];
+        wr[k] = first_rank + pos[i] - S;
+        span[k++] = pos[i];
+    }
+    struct nx_comm *nc = nx_comm_new(j, k, cls, wr, timeout_ms);
+    if (c)
+        nc->grown_from = c->id;
+    nx_comm_span(nc, 0, n, span);
+    nx_cluster_ops->grow_attach(nc, key, job_node);
+    for (uint32_t i = here; i < want; i++)
+        nx_comm_mark_failed(nc, pos[i]);
+    if (here < want)
+        nx_comm_fail(nc, NEXAR_ERR_PEER_LOST, "%u joiner(s) at this node left before "
+                     "communicator %u grew to take them", want - here, nc->id);
+    /* The world ranks the other nodes' joiners take, so that every node numbers alike. */
+    nx_job_reserve_ranks(j, first_rank + n - S);
+    for (uint32_t i = 0; i < here; i++)
+        nx_job_take_joiner(j, joiners[i], nc, pos[i], first_rank + pos[i] - S, nc->nodes, k,
+                           members + i);
+    free(pos);
+    free(joiners);
+    free(cls);
+    free(wr);
+    free(span);
+    return nc;
+}
+
+void nx_grow_decide(struct nx_comm *c, uint64_t key, uint32_t first_rank,
+                    const uint32_t *job_node, uint32_t n, uint32_t me, uint32_t status,
+                    const char *text)
 {
     struct nx_grow *g = find(c);
     if (!g) {
@@ -164,61 +223,34 @@ void nx_grow_decide(struct nx_comm *c, uint64_t key, uint32_t base, const uint32
     }
     if (status)
         return fail_all(g, status, text ? text : "nexar_comm_grow failed at another node");
-    struct nx_job *j = c->job;
-    uint32_t S = nx_comm_span_size(c), n = S, off = 0;
-    for (uint32_t cn = 0; cn < ntake; cn++) {
-        if (cn < me)
-            off += take[cn];
-        n += take[cn];
-    }
-    /* A joiner that died since this node counted it leaves a rank nobody holds: the grown
-     * communicator fails at once below, naming it, instead of waiting for it. */
-    uint32_t here = take[me] < j->njoiners ? take[me] : j->njoiners;
-    uint32_t cap = c->size + here, k = 0;
-    struct nx_client **cls = nx_xcalloc(cap, sizeof(*cls));
-    uint32_t *wr = nx_xcalloc(cap, sizeof(*wr)), *span = nx_xcalloc(cap, sizeof(*span));
-    for (uint32_t r = 0; r < c->size; r++)
-        if (c->ranks[r].client && g->in[r]) {
-            cls[k] = c->ranks[r].client;
-            wr[k] = c->ranks[r].world_rank;
-            span[k++] = nx_comm_span_rank(c, r);
-        }
-    uint32_t members = k;
-    struct nx_client **joiners = nx_xcalloc(here ? here : 1, sizeof(*joiners));
-    memcpy(joiners, j->joiners, here * sizeof(*joiners));
-    for (uint32_t i = 0; i < here; i++) {
-        cls[k] = joiners[i];
-        wr[k] = base + off + i;
-        span[k++] = S + off + i;
-    }
-    struct nx_comm *nc = nx_comm_new(j, k, cls, wr, c->timeout_ms);
-    nc->grown_from = c->id;
+    uint32_t S = nx_comm_span_size(c);
+    /* The members' completions first: the joiners' replies name the same communicator. */
+    struct nx_grow keep = *g;
+    LIST_REMOVE(g, link);
+    struct nx_comm *nc = make_part(c->job, c, &keep, key, first_rank, job_node, n, S, me,
+                                   c->timeout_ms);
     c->grows++;
-    nx_comm_span(nc, 0, n, span);
-    nx_cluster_ops->grow_attach(nc, c, take, ntake, key);
     NX_INFO("comm", "communicator %u of job \"%s\" grew to communicator %u: %u ranks across "
-            "nodes (%u joiner(s), %u here), agreed in %.3f s", c->id, j->name, nc->id, n,
-            n - S, here, nx_now() - g->started);
+            "nodes (%u joiner(s)), agreed in %.3f s", c->id, c->job->name, nc->id, n, n - S,
+            nx_now() - keep.started);
     nxd.stats.recoveries++;
-    for (uint32_t r = 0, m = 0; r < c->size; r++)
-        if (c->ranks[r].client && g->in[r])
-            nx_client_finish(c->ranks[r].client, g->ud[r], NEXAR_OK, NULL, nc->id, span[m++], n);
-    grow_free(g);
-    for (uint32_t i = here; i < take[me]; i++)
-        nx_comm_mark_failed(nc, S + off + i);
-    if (here < take[me])
-        nx_comm_fail(nc, NEXAR_ERR_PEER_LOST, "communicator %u: %u joiner(s) at this node "
-                     "left before communicator %u grew to take them", c->id, take[me] - here,
-                     nc->id);
-    /* The world ranks the other nodes' joiners take, so that every node numbers alike. */
-    nx_job_reserve_ranks(j, base + n - S);
-    for (uint32_t i = 0; i < here; i++)
-        nx_job_take_joiner(j, joiners[i], nc, S + off + i, base + off + i, nc->nodes, k,
-                           members + i);
-    free(joiners);
-    free(cls);
-    free(wr);
-    free(span);
+    for (uint32_t r = 0; r < c->size; r++)
+        if (c->ranks[r].client && keep.in[r])
+            nx_client_finish(c->ranks[r].client, keep.ud[r], NEXAR_OK, NULL, nc->id,
+                             nx_comm_span_rank(c, r), n);
+    free(keep.in);
+    free(keep.ud);
+    free(keep.add);
+    free(g);
+}
+
+void nx_grow_take_remote(struct nx_job *j, uint64_t key, uint32_t first_rank,
+                         const uint32_t *job_node, uint32_t n, uint32_t S, uint32_t me)
+{
+    struct nx_comm *nc = make_part(j, NULL, NULL, key, first_rank, job_node, n, S, me,
+                                   j->timeout_ms);
+    NX_INFO("comm", "job \"%s\": joiners here became ranks of communicator %u (%u ranks "
+            "across nodes)", j->name, nc->id, n);
 }
 
 void nx_grow_comm_failed(struct nx_comm *c)

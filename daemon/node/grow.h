@@ -23,12 +23,18 @@ struct nx_job;
 /* Local rank r of c (client cl) calls grow by add; user_data is its descriptor's. */
 void nx_grow_submit(struct nx_comm *c, uint32_t r, struct nx_client *cl, uint64_t user_data,
                     uint32_t add);
-/* Across nodes, once node 0 of c decided (cluster/xgrow.c): take[cn] joiners from each of
- * c's nodes (this one is node me), their world ranks from base on, key the new
- * communicator's; or status and text, which fail every caller.  Makes this node's part and
- * completes its callers. */
-void nx_grow_decide(struct nx_comm *c, uint64_t key, uint32_t base, const uint32_t *take,
-                    uint32_t ntake, uint32_t me, uint32_t status, const char *text);
+/* Across nodes, once node 0 of c decided (cluster/xgrow.c): job_node[0..n) is the job node
+ * of each rank of the grown communicator (c's S ranks, then the joiners, each node's in the
+ * order they came), key its key, first_rank the world rank of its first joiner; this node
+ * is job node me.  Or status and text, which fail every caller.  Makes this node's part
+ * and completes its callers. */
+void nx_grow_decide(struct nx_comm *c, uint64_t key, uint32_t first_rank,
+                    const uint32_t *job_node, uint32_t n, uint32_t me, uint32_t status,
+                    const char *text);
+/* The same at a node of j without a rank of the communicator that grew (a replacement
+ * node): only its joiners. */
+void nx_grow_take_remote(struct nx_job *j, uint64_t key, uint32_t first_rank,
+                         const uint32_t *job_node, uint32_t n, uint32_t S, uint32_t me);
 /* c failed: a grow in progress fails with it. */
 void nx_grow_comm_failed(struct nx_comm *c);
 /* A joiner of j came: a grow waiting for one may complete. */

@@ -185,10 +185,37 @@ static struct nx_client *new_client(struct nx_conn *conn)
 static void join_running(struct nx_conn *conn, const Nexar__JoinRequest *req)
 {
     struct nx_job *j = nx_job_find(req->job);
-    if (!j || j->state != NX_JOB_RUNNING)
+    char coord[NX_ADDR_MAX], msg[512];
+    uint32_t st = nx_cluster_ops->check_coord(req->coord, req->coord_guessed, coord,
+                                              sizeof(coord), msg, sizeof(msg));
+    if (st)
+        return refuse(conn, st, "%s", msg);
+    /* A joiner-only job here (world_size 0) is forming while the coordinator answers. */
+    bool joiner_job = j && j->world_size == 0;
+    if (!j && coord[0]) {
+        /* A node without a rank of the job (a replacement): its coordinator makes this
+         * daemon a node of it (rdv_join.h). */
+        j = nx_xcalloc(1, sizeof(*j));
+        j->name = nx_xstrdup(req->job);
+        j->owner = conn->uid;
+        j->state = NX_JOB_FORMING;
+        j->algo = nx_xstrdup(req->algo ? req->algo : "");
+        nx_algo_pref_parse(NULL, j->algo_pref, msg, sizeof(msg));
+        uint32_t asked = req->timeout_ms;
+        if (asked > nxd.cfg.max_timeout_s * 1000u)
+            asked = nxd.cfg.max_timeout_s * 1000u;
+        j->timeout_ms = asked ? asked : nxd.cfg.op_timeout_s * 1000u;
+        snprintf(j->coord, sizeof(j->coord), "%s", coord);
+        nx_cluster_ops->job_init(j);
+        j->formation_ms = nx_cluster_ops->formation_ms(asked);
+        j->deadline = nx_now() + j->formation_ms / 1000.0;
+        LIST_INSERT_HEAD(&nx_jobs, j, link);
+        joiner_job = true;
+    }
+    if (!j || (j->state != NX_JOB_RUNNING && !(joiner_job && j->state == NX_JOB_FORMING)))
         return refuse(conn, NEXAR_ERR_INVALID,
                       "NEXAR_JOIN=1: job \"%s\" is %s at this nexard; a joiner joins a running "
-                      "job on a node where it has ranks", req->job,
+                      "job at a node of it, or with NEXAR_COORD, its coordinator", req->job,
                       j ? nx_job_state_name(j->state) : "not running");
     if (uid_refused(conn, j, ""))
         return;
@@ -208,6 +235,8 @@ static void join_running(struct nx_conn *conn, const Nexar__JoinRequest *req)
     j->live++;
     NX_INFO("job", "a joiner of job \"%s\" waits for a communicator to grow (pid %d, %u "
             "waiting)", j->name, (int)conn->pid, j->njoiners);
+    if (j->net)
+        nx_cluster_ops->joiner_came(j, conn->uid);
     nx_grow_joiner_came(j);
 }
 
@@ -349,6 +378,9 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
 static void fail_forming(struct nx_job *j, uint32_t status, const char *msg, const char *why)
 {
     j->state = NX_JOB_FAILED;
+    /* Joiners waiting for a node's place in the job (rdv_join.h) hear it too. */
+    for (uint32_t left = j->njoiners; j->njoiners && left; left--)
+        nx_job_refuse_joiner(j->joiners[0], status, msg); /* drops it: out of the list */
     for (uint32_t r = 0; r < j->world_size; r++) {
         struct nx_client *cl = j->ranks[r];
         if (!cl || !cl->conn || cl->dead)

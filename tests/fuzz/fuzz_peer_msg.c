@@ -90,10 +90,12 @@ static void promises(const Nexar__PeerMsg *m)
         check_text(g->job, NX_PEER_MAX_JOB);
         check_text(g->error, NX_PEER_MAX_TEXT);
         CHECK(g->comm && g->key && g->node < NX_PEER_MAX_NODES);
-        CHECK(g->n_take <= NX_PEER_MAX_NODES && g->add <= NX_PEER_MAX_WORLD);
+        CHECK(g->add <= NX_PEER_MAX_WORLD);
+        for (size_t i = 0; i < g->n_job_node; i++)
+            CHECK(g->job_node[i] < NX_PEER_MAX_NODES);
         CHECK(g->status == 0 || (g->status >= 1 && g->status <= 255));
         if (g->decide && g->status == 0)
-            CHECK(g->new_key != 0 && g->n_take > 0);
+            CHECK(g->new_key != 0 && g->members > 0 && g->n_job_node > g->members);
         break;
     }
     case NEXAR__PEER_MSG__BODY_HELLO:
@@ -115,6 +117,20 @@ static void promises(const Nexar__PeerMsg *m)
         CHECK(m->split->n_ranks == m->split->n_colors && m->split->n_ranks == m->split->n_keys);
         check_ranks(m->split->ranks, m->split->n_ranks, NX_PEER_MAX_WORLD);
         CHECK(m->split->node < NX_PEER_MAX_NODES && m->split->comm != 0);
+        break;
+    case NEXAR__PEER_MSG__BODY_JOINER:
+        check_text(m->joiner->job, NX_PEER_MAX_JOB);
+        CHECK(nx_addr_valid(m->joiner->addr) && m->joiner->key);
+        break;
+    case NEXAR__PEER_MSG__BODY_JOINER_TABLE:
+        check_text(m->joiner_table->job, NX_PEER_MAX_JOB);
+        CHECK(m->joiner_table->node < m->joiner_table->n_nodes);
+        for (size_t i = 0; i < m->joiner_table->n_nodes; i++)
+            CHECK(nx_addr_valid(m->joiner_table->nodes[i]));
+        break;
+    case NEXAR__PEER_MSG__BODY_JOINER_NOTE:
+        check_text(m->joiner_note->job, NX_PEER_MAX_JOB);
+        CHECK(nx_addr_valid(m->joiner_note->addr));
         break;
     default:
         CHECK(!"accepted a message without a body");

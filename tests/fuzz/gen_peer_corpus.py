@@ -87,12 +87,29 @@ def shrink(job="j", key=99, comm=1, node=1, decide=False, failed=(3,), new_key=0
 
 
 def grow(job="j", key=99, comm=1, node=1, rnd=0, decide=False, add=2, joiners=1, nranks=3,
-         new_key=0, first=0, take=(), status=0, error=""):
+         new_key=0, first=0, job_node=(), status=0, error="", members=0):
     return msg(12, f_bytes(1, job) + f_varint(2, key) + f_varint(3, comm) + f_varint(4, node) +
                f_varint(5, rnd) + f_varint(6, int(decide)) + f_varint(7, add) +
                f_varint(8, joiners) + f_varint(9, nranks) + f_varint(10, new_key) +
-               f_varint(11, first) + (f_packed(12, take) if take else b"") +
-               f_varint(13, status) + f_bytes(14, error))
+               f_varint(11, first) + (f_packed(12, job_node) if job_node else b"") +
+               f_varint(13, status) + f_bytes(14, error) + f_varint(15, members))
+
+
+def joiner(job="j", key=77, uid=1000, addr="127.0.0.1:7009", joiners=2):
+    return msg(13, f_bytes(1, job) + f_varint(2, key) + f_varint(3, uid) + f_bytes(4, addr) +
+               f_varint(5, joiners) + f_varint(6, 1) + f_varint(7, 4 << 20))
+
+
+def joiner_table(job="j", key=77, job_key=99, nodes=("127.0.0.1:7000", "127.0.0.1:7009"),
+                 node=1):
+    return msg(14, f_bytes(1, job) + f_varint(2, key) + f_varint(3, job_key) +
+               b"".join(f_bytes(4, n) for n in nodes) + f_varint(5, node) +
+               f_varint(6, 30000) + f_varint(7, 4 << 20))
+
+
+def joiner_note(job="j", key=99, node=2, addr="127.0.0.1:7009", joiners=2):
+    return msg(15, f_bytes(1, job) + f_varint(2, key) + f_varint(3, node) + f_bytes(4, addr) +
+               f_varint(5, joiners))
 
 
 def hello(addr="127.0.0.1:7002"):
@@ -155,7 +172,13 @@ SEEDS = {
     "shrink_decide": env(shrink(decide=True, failed=(1, 2), new_key=0xABCDEF)),
     "shrink_decide_no_key": env(shrink(decide=True)),
     "grow_ready": env(grow()),
-    "grow_decide": env(grow(decide=True, new_key=0x55AA, first=3, take=(1, 1))),
+    "grow_decide": env(grow(decide=True, new_key=0x55AA, first=3, job_node=(0, 0, 1, 0, 2),
+                            members=3)),
+    "joiner": env(joiner()),
+    "joiner_bad_addr": env(joiner(addr="nohost")),
+    "joiner_table": env(joiner_table()),
+    "joiner_table_node_oob": env(joiner_table(node=2)),
+    "joiner_note": env(joiner_note()),
     "grow_mismatch": env(grow(decide=True, status=3, error="node A asked 2, node B 3")),
     "no_body": env(f_varint(1, 1)),
     "empty_ctl": env(b""),

@@ -9,6 +9,10 @@
  *  1. 2 nodes x 2 ranks (0, 1 at A; 2, 3 at B): rank 3 SIGKILLs itself.
  *  2. 3 nodes x 1 rank: rank 1 (at B) SIGKILLs itself; A and C shrink to 2 ranks.
  *  3. 3 nodes x 1 rank: C's nexard gets SIGKILL; the ranks at A and B shrink to 2.
+ *  6. a replacement node: 3 x 1, C's nexard killed, A and B shrink to 2 and call
+ *     nexar_comm_grow(1); C is restarted (a new port) and a process started there with
+ *     NEXAR_JOIN=1 and NEXAR_COORD=A joins: C's daemon, which never knew the job, becomes
+ *     its node through the coordinator, and the 3 run exact all_reduces.
  *  4. a node lost during the agreement: 3 x 1, rank 1 (B) killed; C's rank calls shrink,
  *     A's holds back; C's nexard gets SIGKILL; then A's rank calls shrink.  A, the leader,
  *     has C's READY and decides at once with C in; the shrunk communicator's first op
@@ -160,6 +164,59 @@ static void grow_across(void)
     }
 }
 
+static void replacement(const char *const *certs, const char *const *quick)
+{
+    static const int node[] = {0, 1, 2};
+    char job[64];
+    pid_t pid[3], jp;
+    clear_out();
+    tl_log("6. a replacement node: C's nexard killed, A and B shrink, a joiner at a restarted "
+           "C makes them 3 again");
+    hx_job_name(job, sizeof(job), "xreplace");
+    const char *argv[] = {getenv("XSHRINK_RANK"), NULL};
+    const char *env[] = {"XS_MODE=replace", "XS_DEAD=2", NULL};
+    const char *jenv[] = {"XS_MODE=replacement", "NEXAR_JOIN=1", NULL};
+    for (int r = 0; r < 3; r++)
+        pid[r] = cu_rank_exec(nd[node[r]].d.sock, nd[0].addr, job, r, 3, 20, argv, env, NULL);
+    for (int r = 0; r < 3; r++)
+        if (read_time("ready", r, 20) < 0) {
+            EXPECT_TRUE(fails, 0, "rank %d never completed an all_reduce", r);
+            return;
+        }
+    hx_daemon_kill(&nd[2].d);
+    if (read_time("shrunk", 0, 20) < 0 || read_time("shrunk", 1, 20) < 0) {
+        EXPECT_TRUE(fails, 0, "A and B did not shrink");
+        return;
+    }
+    if (cu_node_start(&nd[2], certs[2], "ca", quick)) {
+        EXPECT_TRUE(fails, 0, "node C did not restart");
+        return;
+    }
+    double t0 = tl_now();
+    jp = cu_rank_exec(nd[2].d.sock, nd[0].addr, job, 0, 1, 20, argv, jenv, NULL);
+    char buf[2048] = "";
+    for (int r = 0; r < 2; r++) {
+        buf[0] = '\0';
+        cu_wait_file("end", r, 30);
+        cu_read("end", r, buf, sizeof(buf));
+        EXPECT_TRUE(fails, !strncmp(buf, "OK", 2), "rank %d: %s", r, buf);
+    }
+    buf[0] = '\0';
+    cu_wait_file("jend", 2, 30);
+    cu_read("jend", 2, buf, sizeof(buf));
+    double tg = read_time("grown", 0, 1);
+    tl_log("   the joiner at the restarted C (%s) is rank 2 of 3, %.0f ms after it started: %s",
+           nd[2].addr, (tg - t0) * 1e3, buf);
+    EXPECT_TRUE(fails, !strncmp(buf, "OK", 2), "the replacement: %s", buf);
+    for (int r = 0; r < 3; r++) {
+        int code = cu_wait_exit(pid[r], 30);
+        EXPECT_TRUE(fails, code == 0, "rank %d exited %d", r, code);
+    }
+    EXPECT_TRUE(fails, cu_wait_exit(jp, 30) == 0, "the replacement did not exit 0");
+    if (hx_daemon_stop(&nd[2].d))
+        fails++;
+}
+
 /* A node lost while the others agree: rank 1 (B) dies; `held`'s rank waits, the other
  * survivor (at node `victim_node`) is in its shrink when its nexard is killed; then the
  * held one shrinks alone. */
@@ -234,6 +291,10 @@ int main(void)
     scenario("1. 2 nodes x 2 ranks: rank 3 (node B) killed", 4, two_by_two, 3, -1, "3", 1.0);
     scenario("2. 3 nodes x 1 rank: rank 1 (node B) killed", 3, three, 1, -1, "1", 1.0);
     scenario("3. 3 nodes x 1 rank: node C's nexard killed", 3, three, -1, 2, "2", 3.0);
+    if (cu_node_start(&nd[2], certs[2], "ca", quick) == 0)
+        replacement(certs, quick);
+    else
+        EXPECT_TRUE(fails, 0, "node C did not restart");
     if (cu_node_start(&nd[2], certs[2], "ca", quick) == 0) {
         tl_log("node C restarted at %s", nd[2].addr);
         agreement_loss("4. node C lost while rank 2 (C) is in the agreement and rank 0 (A) "

@@ -8,7 +8,10 @@
  *     $XS_DEAD    the ranks that will have failed, ascending ("3", "2,3")
  *     $XS_HOLD    the rank that waits for $HX_OUT/go0 before it shrinks (-1: none), so
  *                 that the test can kill a node while the others are in the agreement
- *     $XS_MODE    grow: the members (3) grow by 2 and write formed<rank> after nexar_init;
+ *     $XS_MODE    replace: the loop below; after the shrink, grow by 1 (a replacement at a
+ *                 restarted node) and check the 3 (end<rank>);
+ *                 replacement: the joiner of that grow (jend<rank>, rank 2 of 3);
+ *                 grow: the members (3) grow by 2 and write formed<rank> after nexar_init;
  *                 joiner: a process started with NEXAR_JOIN=1.  Both then check the 5,
  *                 rank 4 dies, and the other 4 shrink (grown<rank of 5>, end<rank of 5>).
  * Otherwise every rank loops all_reduces of rank + k (i64 sum, exact) and writes ready<rank> after
@@ -131,6 +134,24 @@ static int survive(nexar_comm_t *w, int me, int size)
     if (nexar_comm_rank(sc) != want_rank || nexar_comm_size(sc) != want_size)
         BAD("shrunk: rank %d of %d, expected %d of %d\n", nexar_comm_rank(sc),
             nexar_comm_size(sc), want_rank, want_size);
+    const char *mode = getenv("XS_MODE");
+    if (mode && !strcmp(mode, "replace")) {
+        /* The lost node's replacement joins: back to the old size. */
+        put("shrunk", "%.6f\n", tl_now());
+        nexar_comm_t *g = NULL;
+        if ((s = nexar_comm_grow(sc, (uint32_t)ndead, &g)) != NEXAR_OK)
+            BAD("grow by %d after the shrink: %s: %s\n", ndead, nexar_strerror(s),
+                nexar_last_error());
+        if (nexar_comm_size(g) != size || nexar_comm_rank(g) != want_rank)
+            BAD("grown back: rank %d of %d\n", nexar_comm_rank(g), nexar_comm_size(g));
+        if (reduces(g, 20, (int64_t)size * (size - 1) / 2, "grown back"))
+            return 1;
+        put("grown", "%.6f\n", tl_now());
+        nexar_comm_free(g);
+        nexar_comm_free(sc);
+        put("end", "OK\n");
+        return 0;
+    }
     int64_t sum = (int64_t)want_size * (want_size - 1) / 2;
     if (reduces(sc, 1, sum, "first shrunk"))
         return 1;
@@ -210,6 +231,13 @@ int main(void)
         return 1;
     g_rank = nexar_comm_rank(w);
     const char *mode = getenv("XS_MODE");
+    if (mode && !strcmp(mode, "replacement")) {
+        int r = nexar_comm_rank(w), n = nexar_comm_size(w);
+        put("jgot", "%d %d\n", r, n);
+        int rv = n == 3 && r == 2 ? reduces(w, 20, 3, "replaced") : 1;
+        put("jend", rv ? "rank %d of %d, or a wrong all_reduce\n" : "OK\n", r, n);
+        return nexar_finalize() == NEXAR_OK ? rv : 1;
+    }
     if (mode && !strcmp(mode, "joiner")) {
         int rv = grown(w);
         return nexar_finalize() == NEXAR_OK ? rv : 1;
