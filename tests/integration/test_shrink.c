@@ -14,6 +14,8 @@
  *    communicators go on working; nexar_comm_failed_ranks says 0.
  *  - absent: a survivor that never calls shrink: the others get NEXAR_ERR_TIMEOUT naming
  *    it within the job's deadline (NEXAR_TIMEOUT=2) plus 2 s.
+ *  - splits: 4 ranks split into {0, 1} and {2, 3}; rank 3 dies: the world and {2, 3} fail
+ *    for rank 2 (PEER_LOST), {0, 1} goes on with 50 exact all_reduces.
  *  - grow: 3 ranks call nexar_comm_grow(w, 2) (add = 0 is INVALID first); 2 processes of
  *    the same job started with NEXAR_JOIN=1 get the grown communicator from nexar_init as
  *    ranks 3 and 4.  All 5 run exact all_reduces and a broadcast; then the joiner with
@@ -216,6 +218,31 @@ static int absent_rank(struct hx_rank *r)
     return nexar_finalize() == NEXAR_OK ? 0 : 1;
 }
 
+static int split_rank(struct hx_rank *r)
+{
+    nexar_comm_t *w, *half = NULL;
+    if (hx_init(&w) != NEXAR_OK)
+        return 1;
+    nexar_status_t s = nexar_comm_split(w, (uint32_t)(r->rank / 2), (uint32_t)r->rank, &half);
+    if (s != NEXAR_OK)
+        RFAIL(r->rank, "split: %s", nexar_last_error());
+    if (reduces(half, 5, 1, r->rank, "half before"))
+        return 1;
+    nexar_barrier(w);
+    if (r->rank == 3)
+        raise(SIGKILL);
+    if (r->rank == 2) {
+        int64_t v = 1;
+        s = nexar_all_reduce(half, &v, 1, NEXAR_I64, NEXAR_SUM);
+        if (s != NEXAR_ERR_PEER_LOST)
+            RFAIL(r->rank, "the half with the dead rank: %s", nexar_strerror(s));
+    } else if (reduces(half, 50, 1, r->rank, "the half without the dead rank")) {
+        return 1;
+    }
+    nexar_comm_free(half);
+    return nexar_finalize() == NEXAR_OK ? 0 : 1;
+}
+
 /* After the grow: 20 all_reduces and a broadcast on g (5 ranks), then rank 4 dies and the
  * rest shrink to 4 and check 20 more. */
 static int grown(nexar_comm_t *g, int me_slot)
@@ -379,10 +406,11 @@ int main(void)
         tl_log("FAIL timing above 1 s");
         fails++;
     }
-    static const int k23[] = {2, 3};
+    static const int k23[] = {2, 3}, k3[] = {3};
     fails += run(&d, "rank 2 dies while the others shrink", during_rank, 4, k23, 2, 60);
     fails += run(&d, "shrink with nothing failed", healthy_rank, 3, NULL, 0, 60);
     fails += run(&d, "a survivor that never shrinks", absent_rank, 3, NULL, 0, 2);
+    fails += run(&d, "a split without the dead rank goes on", split_rank, 4, k3, 1, 60);
     fails += run_grow(&d);
     if (hx_daemon_stop(&d))
         fails++;

@@ -6,6 +6,9 @@
  *  0. grow across nodes: 3 ranks (0, 1 at A; 2 at B) grow by 2 joiners (NEXAR_JOIN=1), one
  *     started at A and one at B: A's becomes rank 3, B's rank 4 (node order); the 5 run
  *     exact all_reduces and a broadcast from rank 4, rank 4 dies, the 4 shrink, exact.
+ *  7. splits across nodes: 2 x 2 split by parity, rank 3 (B) dies: {1, 3} fails for rank 1,
+ *     {0, 2} (across A and B) goes on with 50 exact all_reduces: only communicators with
+ *     the lost rank fail, not the job.
  *  1. 2 nodes x 2 ranks (0, 1 at A; 2, 3 at B): rank 3 SIGKILLs itself.
  *  2. 3 nodes x 1 rank: rank 1 (at B) SIGKILLs itself; A and C shrink to 2 ranks.
  *  3. 3 nodes x 1 rank: C's nexard gets SIGKILL; the ranks at A and B shrink to 2.
@@ -122,6 +125,32 @@ reap:
         EXPECT_TRUE(fails, killed ? code == 128 + SIGKILL : code == 0,
                     "rank %d exited %d", r, code);
     }
+}
+
+static void split_across(void)
+{
+    static const int node[] = {0, 0, 1, 1};
+    char job[64];
+    pid_t pid[4];
+    clear_out();
+    tl_log("7. splits across nodes: rank 3 dies; the half without it goes on");
+    hx_job_name(job, sizeof(job), "xsplit-loss");
+    const char *argv[] = {getenv("XSHRINK_RANK"), NULL};
+    const char *env[] = {"XS_MODE=split", NULL};
+    for (int r = 0; r < 4; r++)
+        pid[r] = cu_rank_exec(nd[node[r]].d.sock, nd[0].addr, job, r, 4, 20, argv, env, NULL);
+    for (int r = 0; r < 3; r++) {
+        char buf[2048] = "";
+        cu_wait_file("end", r, 30);
+        cu_read("end", r, buf, sizeof(buf));
+        EXPECT_TRUE(fails, !strncmp(buf, "OK", 2), "rank %d: %s", r, buf);
+    }
+    for (int r = 0; r < 4; r++) {
+        int code = cu_wait_exit(pid[r], 30);
+        EXPECT_TRUE(fails, r == 3 ? code == 128 + SIGKILL : code == 0, "rank %d exited %d", r,
+                    code);
+    }
+    tl_log("   %s", fails ? "FAILED" : "ok: {0, 2} went on, {1, 3} failed for rank 1");
 }
 
 static void grow_across(void)
@@ -288,6 +317,7 @@ int main(void)
            nd[2].addr);
     static const int two_by_two[] = {0, 0, 1, 1}, three[] = {0, 1, 2};
     grow_across();
+    split_across();
     scenario("1. 2 nodes x 2 ranks: rank 3 (node B) killed", 4, two_by_two, 3, -1, "3", 1.0);
     scenario("2. 3 nodes x 1 rank: rank 1 (node B) killed", 3, three, 1, -1, "1", 1.0);
     scenario("3. 3 nodes x 1 rank: node C's nexard killed", 3, three, -1, 2, "2", 3.0);

@@ -8,7 +8,9 @@
  *     $XS_DEAD    the ranks that will have failed, ascending ("3", "2,3")
  *     $XS_HOLD    the rank that waits for $HX_OUT/go0 before it shrinks (-1: none), so
  *                 that the test can kill a node while the others are in the agreement
- *     $XS_MODE    replace: the loop below; after the shrink, grow by 1 (a replacement at a
+ *     $XS_MODE    split: 4 ranks split by parity ({0, 2}, {1, 3}, both across the nodes);
+ *                 rank 3 dies: rank 1's half fails, the other half goes on (end<rank>);
+ *                 replace: the loop below; after the shrink, grow by 1 (a replacement at a
  *                 restarted node) and check the 3 (end<rank>);
  *                 replacement: the joiner of that grow (jend<rank>, rank 2 of 3);
  *                 grow: the members (3) grow by 2 and write formed<rank> after nexar_init;
@@ -231,6 +233,28 @@ int main(void)
         return 1;
     g_rank = nexar_comm_rank(w);
     const char *mode = getenv("XS_MODE");
+    if (mode && !strcmp(mode, "split")) {
+        nexar_comm_t *half = NULL;
+        nexar_status_t s = nexar_comm_split(w, (uint32_t)(g_rank % 2), (uint32_t)g_rank, &half);
+        if (s != NEXAR_OK)
+            BAD("split: %s\n", nexar_last_error());
+        if (reduces(half, 5, 1, "half before"))
+            return 1;
+        nexar_barrier(w);
+        if (g_rank == 3)
+            raise(SIGKILL);
+        if (g_rank == 1) {
+            int64_t v = 1;
+            s = nexar_all_reduce(half, &v, 1, NEXAR_I64, NEXAR_SUM);
+            if (s != NEXAR_ERR_PEER_LOST)
+                BAD("the half with the dead rank: %s\n", nexar_strerror(s));
+        } else if (reduces(half, 50, 1, "the half without the dead rank")) {
+            return 1;
+        }
+        put("end", "OK\n");
+        nexar_comm_free(half);
+        return nexar_finalize() == NEXAR_OK ? 0 : 1;
+    }
     if (mode && !strcmp(mode, "replacement")) {
         int r = nexar_comm_rank(w), n = nexar_comm_size(w);
         put("jgot", "%d %d\n", r, n);
