@@ -81,7 +81,7 @@ static const struct nx_cluster_ops ops = {
     .shrink_attach = nx_xshrink_attach,
     .grow_ready = nx_xgrow_ready,
     .grow_attach = nx_xgrow_attach,
-    .joiner_came = nx_rdvj_joiner_came,
+    .joiners_changed = nx_rdvj_joiners_changed,
 };
 
 void nx_cluster_node_ops_install(void)

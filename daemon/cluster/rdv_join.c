@@ -18,7 +18,7 @@
 #include "rendezvous.h"
 #include "xgrow.h"
 
-void nx_rdvj_joiner_came(struct nx_job *j, uid_t uid)
+void nx_rdvj_joiners_changed(struct nx_job *j, uid_t uid)
 {
     if (!j->net)
         return;

@@ -23,8 +23,8 @@
 struct nx_job;
 struct nx_tpeer;
 
-/* cluster_ops.joiner_came: j's joiners here changed (one came); tell the coordinator. */
-void nx_rdvj_joiner_came(struct nx_job *j, uid_t uid);
+/* cluster_ops.joiners_changed: j's joiners here changed; tell the coordinator. */
+void nx_rdvj_joiners_changed(struct nx_job *j, uid_t uid);
 /* The coordinator's side of a PeerJoiner (p NULL: from this daemon itself). */
 const char *nx_rdvj_on_joiner(struct nx_tpeer *p, const Nexar__PeerJoiner *m);
 /* A joiner node's table from the coordinator. */

@@ -114,7 +114,7 @@ static void local_grow_attach(struct nx_comm *nc, uint64_t key, const uint32_t *
     (void)nc, (void)key, (void)job_node;
 }
 
-static void local_joiner_came(struct nx_job *j, uid_t uid)
+static void local_joiners_changed(struct nx_job *j, uid_t uid)
 {
     (void)j, (void)uid;
 }
@@ -151,7 +151,7 @@ const struct nx_cluster_ops nx_cluster_ops_local = {
     .shrink_attach = local_shrink_attach,
     .grow_ready = local_grow_ready,
     .grow_attach = local_grow_attach,
-    .joiner_came = local_joiner_came,
+    .joiners_changed = local_joiners_changed,
 };
 
 const struct nx_cluster_ops *nx_cluster_ops = &nx_cluster_ops_local;

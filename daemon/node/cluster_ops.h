@@ -109,9 +109,10 @@ struct nx_cluster_ops {
     /* ... and after the decision (nx_grow_decide), nc is this node's part of the grown
      * communicator, whose ranks live at job_node[0..span size). */
     void (*grow_attach)(struct nx_comm *nc, uint64_t key, const uint32_t *job_node);
-    /* A joiner came to a node whose job is not here yet (a replacement node, NEXAR_JOIN=1
-     * with NEXAR_COORD): the coordinator is asked to make it a node of the job. */
-    void (*joiner_came)(struct nx_job *j, uid_t uid);
+    /* The joiners of j here changed (one came, left or was taken): the coordinator hears
+     * the count, and for a job not here yet (a replacement node, NEXAR_JOIN=1 with
+     * NEXAR_COORD) makes this daemon a node of it (cluster/rdv_join.h). */
+    void (*joiners_changed)(struct nx_job *j, uid_t uid);
 };
 
 /* The installed table; never NULL. */

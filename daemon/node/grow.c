@@ -203,6 +203,9 @@ static struct nx_comm *make_part(struct nx_job *j, struct nx_comm *c, struct nx_
     for (uint32_t i = 0; i < here; i++)
         nx_job_take_joiner(j, joiners[i], nc, pos[i], first_rank + pos[i] - S, nc->nodes, k,
                            members + i);
+    /* The coordinator's count of the joiners here is smaller now (rdv_join.h). */
+    if (here && j->net)
+        nx_cluster_ops->joiners_changed(j, j->owner);
     free(pos);
     free(joiners);
     free(cls);

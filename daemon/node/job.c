@@ -236,7 +236,7 @@ static void join_running(struct nx_conn *conn, const Nexar__JoinRequest *req)
     NX_INFO("job", "a joiner of job \"%s\" waits for a communicator to grow (pid %d, %u "
             "waiting)", j->name, (int)conn->pid, j->njoiners);
     if (j->net)
-        nx_cluster_ops->joiner_came(j, conn->uid);
+        nx_cluster_ops->joiners_changed(j, conn->uid);
     nx_grow_joiner_came(j);
 }
 
@@ -438,6 +438,8 @@ void nx_job_client_gone(struct nx_client *cl, bool lost)
                 j->njoiners--;
                 break;
             }
+        if (j->net && j->state == NX_JOB_RUNNING)
+            nx_cluster_ops->joiners_changed(j, j->owner); /* the coordinator's count */
     } else if (j->ranks[cl->world_rank] == cl) {
         j->ranks[cl->world_rank] = NULL;
     }
