@@ -249,6 +249,8 @@ const char *nx_xgrow_on_msg(struct nx_tpeer *p, const Nexar__PeerGrow *m)
         return NULL;
     if (!m->decide) {
         struct xg *x = get(net->key, m->comm, m->round, net->nnodes, true);
+        if (m->node >= x->nnodes)
+            return NULL; /* a node added since this grow began: not one of its nodes */
         x->ready[m->node] = 1;
         x->add[m->node] = m->add;
         x->joiners[m->node] = m->joiners;

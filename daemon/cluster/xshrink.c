@@ -258,6 +258,8 @@ const char *nx_xshrink_on_msg(struct nx_tpeer *p, const Nexar__PeerShrink *m)
         return NULL; /* an earlier round's, late */
     struct xsh *x = get(net->key, m->comm, m->round, net->nnodes, true);
     if (!m->decide) {
+        if (m->node >= x->nnodes)
+            return NULL; /* a node added since this shrink began: not one of its nodes */
         for (size_t i = 0; i < m->n_failed_ranks; i++)
             add_failed(x, m->failed_ranks[i]);
         x->ready[m->node] = 1;
