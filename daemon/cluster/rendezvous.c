@@ -284,7 +284,7 @@ static uint32_t check_table(struct nx_job *j, const Nexar__PeerRankTable *t, cha
         return NEXAR_ERR_INTERNAL;
     }
     for (uint32_t r = 0; r < j->world_size; r++) {
-        bool here = t->rank_node[r] == t->node, have = j->ranks[r] != NULL;
+        bool here = t->rank_node[r] == t->node, have = nx_job_rank(j, r) != NULL;
         if (here && !have) {
             snprintf(why, len, "rank %u of job \"%s\" left node %s before the job formed", r,
                      j->name, nx_cluster_addr());

@@ -119,9 +119,10 @@ static void fill_jobs(struct arena *a, Nexar__CtlReply *rep)
         ji->state = (char *)nx_job_state_name(j->state);
         ji->uid = (uint32_t)j->owner;
         ji->joiners_waiting = j->njoiners;
-        ji->ranks = alloc(a, j->nranks, sizeof(*ji->ranks));
-        for (uint32_t r = 0; r < j->nranks; r++) {
-            const struct nx_client *cl = j->ranks[r];
+        uint32_t nr = j->ranks ? j->nranks : j->world_size;
+        ji->ranks = alloc(a, nr, sizeof(*ji->ranks));
+        for (uint32_t r = 0; r < nr; r++) {
+            const struct nx_client *cl = nx_job_rank(j, r);
             ji->ranks[ji->n_ranks++] =
                 rank_info(a, r, r, cl, cl ? cl->ops_submitted : 0, cl ? cl->ops_completed : 0);
             if (cl)

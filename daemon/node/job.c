@@ -57,10 +57,57 @@ static void job_free(struct nx_job *j)
     LIST_REMOVE(j, link);
     nx_cluster_ops->job_fini(j);
     free(j->ranks);
+    free(j->pending);
     free(j->joiners);
     free(j->name);
     free(j->algo);
     free(j);
+}
+
+/* The pending rank with world rank r: its index, or where it would go. */
+static uint32_t pending_at(const struct nx_job *j, uint32_t r)
+{
+    uint32_t lo = 0, hi = j->npending;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (j->pending[mid]->world_rank < r)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+struct nx_client *nx_job_rank(const struct nx_job *j, uint32_t r)
+{
+    if (j->ranks)
+        return r < j->nranks ? j->ranks[r] : NULL;
+    uint32_t i = pending_at(j, r);
+    return i < j->npending && j->pending[i]->world_rank == r ? j->pending[i] : NULL;
+}
+
+/* World rank r of j is cl now (NULL: gone), in whichever form the table has. */
+static void set_rank(struct nx_job *j, uint32_t r, struct nx_client *cl)
+{
+    if (j->ranks) {
+        if (r < j->nranks)
+            j->ranks[r] = cl;
+        return;
+    }
+    uint32_t i = pending_at(j, r);
+    bool have = i < j->npending && j->pending[i]->world_rank == r;
+    if (cl && !have) {
+        j->pending = nx_xrealloc(j->pending, (j->npending + 1) * sizeof(*j->pending));
+        memmove(j->pending + i + 1, j->pending + i, (j->npending - i) * sizeof(*j->pending));
+        j->pending[i] = cl;
+        j->npending++;
+    } else if (cl) {
+        j->pending[i] = cl;
+    } else if (have) {
+        memmove(j->pending + i, j->pending + i + 1,
+                (j->npending - i - 1) * sizeof(*j->pending));
+        j->npending--;
+    }
 }
 
 /* Appends "a, b, c" of the ranks whose presence equals want (at most ~30 named). */
@@ -70,7 +117,7 @@ static void list_ranks(const struct nx_job *j, bool want, char *buf, size_t len)
     unsigned shown = 0, total = 0;
     buf[0] = '\0';
     for (uint32_t r = 0; r < j->world_size; r++) {
-        if ((j->ranks[r] != NULL) != want)
+        if ((nx_job_rank(j, r) != NULL) != want)
             continue;
         total++;
         if (shown < 30 && off < len) {
@@ -115,14 +162,20 @@ static bool hand_over(struct nx_client *cl, const struct nx_job *j, uint32_t com
 void nx_job_form(struct nx_job *j)
 {
     /* This node's ranks, in world order; on one node that is every rank. */
-    struct nx_client **cls = nx_xcalloc(j->joined, sizeof(*cls));
-    uint32_t *wr = nx_xcalloc(j->joined, sizeof(*wr));
-    uint32_t n = 0;
-    for (uint32_t r = 0; r < j->world_size && n < j->joined; r++)
-        if (j->ranks[r]) {
-            cls[n] = j->ranks[r];
-            wr[n++] = r;
-        }
+    uint32_t n = j->npending;
+    struct nx_client **cls = nx_xcalloc(n ? n : 1, sizeof(*cls));
+    uint32_t *wr = nx_xcalloc(n ? n : 1, sizeof(*wr));
+    /* The dense table by world rank from here on. */
+    j->ranks = nx_xcalloc(j->world_size, sizeof(*j->ranks));
+    j->nranks = j->world_size;
+    for (uint32_t i = 0; i < n; i++) {
+        cls[i] = j->pending[i];
+        wr[i] = cls[i]->world_rank;
+        j->ranks[wr[i]] = cls[i];
+    }
+    free(j->pending);
+    j->pending = NULL;
+    j->npending = 0;
     j->world = nx_comm_new(j, n, cls, wr, j->timeout_ms);
     uint32_t nodes = nx_cluster_ops->world_formed(j, wr);
     j->state = NX_JOB_RUNNING;
@@ -262,7 +315,7 @@ void nx_job_take_joiner(struct nx_job *j, struct nx_client *cl, struct nx_comm *
         }
     nx_job_reserve_ranks(j, world_rank + 1);
     cl->world_rank = world_rank;
-    j->ranks[world_rank] = cl;
+    set_rank(j, world_rank, cl);
     j->joined++;
     hand_over(cl, j, c->id, rank, nx_comm_span_size(c), nodes, local_size, local_rank);
 }
@@ -331,9 +384,9 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
                           j->algo);
         if (uid_refused(conn, j, ": choose another NEXAR_JOB"))
             return;
-        if (j->ranks[req->rank])
+        if (nx_job_rank(j, req->rank))
             return refuse(conn, NEXAR_ERR_INVALID, "rank %u of job \"%s\" already joined (pid %d)",
-                          req->rank, j->name, (int)j->ranks[req->rank]->pid);
+                          req->rank, j->name, (int)nx_job_rank(j, req->rank)->pid);
     }
     struct nx_client *cl = new_client(conn);
     if (!cl)
@@ -344,8 +397,7 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
         j->world_size = req->world_size;
         j->owner = conn->uid;
         j->state = NX_JOB_FORMING;
-        j->ranks = nx_xcalloc(req->world_size, sizeof(*j->ranks));
-        j->nranks = req->world_size;
+        /* No table yet: the pending list grows with the ranks that join (set_rank). */
         j->algo = nx_xstrdup(algo ? algo : "");
         memcpy(j->algo_pref, pref, sizeof(pref));
         j->timeout_ms = asked_ms ? asked_ms : nxd.cfg.op_timeout_s * 1000u;
@@ -363,7 +415,7 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
     conn->client = cl;
     cl->job = j;
     cl->world_rank = req->rank;
-    j->ranks[req->rank] = cl;
+    set_rank(j, req->rank, cl);
     j->joined++;
     j->live++;
     NX_DEBUG("job", "rank %u of job \"%s\" joined (pid %d, %u/%u)", req->rank, j->name,
@@ -381,9 +433,13 @@ static void fail_forming(struct nx_job *j, uint32_t status, const char *msg, con
     /* Joiners waiting for a node's place in the job (rdv_join.h) hear it too. */
     for (uint32_t left = j->njoiners; j->njoiners && left; left--)
         nx_job_refuse_joiner(j->joiners[0], status, msg); /* drops it: out of the list */
-    for (uint32_t r = 0; r < j->world_size; r++) {
-        struct nx_client *cl = j->ranks[r];
-        if (!cl || !cl->conn || cl->dead)
+    /* A copy: each drop takes its rank out of the pending list. */
+    uint32_t n = j->npending;
+    struct nx_client **cls = nx_xcalloc(n ? n : 1, sizeof(*cls));
+    memcpy(cls, j->pending, n * sizeof(*cls));
+    for (uint32_t i = 0; i < n; i++) {
+        struct nx_client *cl = cls[i];
+        if (!cl->conn || cl->dead)
             continue;
         Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
         rep.status = status;
@@ -391,6 +447,7 @@ static void fail_forming(struct nx_job *j, uint32_t status, const char *msg, con
         nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, NULL, 0);
         nx_client_drop(cl, why);
     }
+    free(cls);
 }
 
 void nx_job_fail(struct nx_job *j, uint32_t status, const char *msg)
@@ -410,7 +467,7 @@ void nx_job_fail(struct nx_job *j, uint32_t status, const char *msg)
 
 void nx_job_refuse_rank(struct nx_job *j, uint32_t rank, uint32_t status, const char *msg)
 {
-    struct nx_client *cl = j->ranks[rank];
+    struct nx_client *cl = nx_job_rank(j, rank);
     if (j->state != NX_JOB_FORMING || !cl || !cl->conn || cl->dead)
         return;
     Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
@@ -440,8 +497,8 @@ void nx_job_client_gone(struct nx_client *cl, bool lost)
             }
         if (j->net && j->state == NX_JOB_RUNNING)
             nx_cluster_ops->joiners_changed(j, j->owner); /* the coordinator's count */
-    } else if (j->ranks[cl->world_rank] == cl) {
-        j->ranks[cl->world_rank] = NULL;
+    } else if (nx_job_rank(j, cl->world_rank) == cl) {
+        set_rank(j, cl->world_rank, NULL);
     }
     /* A running job stays running when a rank leaves or dies: its communicators with that
      * rank fail, the others go on, and the survivors may shrink (shrink.h). */

@@ -40,8 +40,14 @@ struct nx_job {
     enum nx_job_state state;
     uint32_t joined; /* ranks attached */
     uint32_t live;   /* clients still alive */
-    struct nx_client **ranks; /* by world rank: world_size, then the joiners taken */
+    /* By world rank once formed (world_size, then the joiners taken; NULL before):
+     * nx_job_rank() reads either form. */
+    struct nx_client **ranks;
     uint32_t nranks;          /* entries of ranks */
+    /* While forming: the ranks that joined, by world rank ascending, so that a pending JOIN
+     * costs what joined rather than the world size it claims. */
+    struct nx_client **pending;
+    uint32_t npending;
     /* NEXAR_JOIN=1 processes waiting for a communicator to grow (grow.h), in join order. */
     struct nx_client **joiners;
     uint32_t njoiners;
@@ -61,6 +67,9 @@ struct nx_job {
 
 LIST_HEAD(nx_job_list, nx_job);
 extern struct nx_job_list nx_jobs;
+
+/* World rank r of j at this daemon, or NULL (not joined, not here, gone). */
+struct nx_client *nx_job_rank(const struct nx_job *j, uint32_t r);
 
 /* Handles a JOIN from conn: replies (now or at formation) or fails the connection. */
 void nx_job_join(struct nx_conn *conn, const struct Nexar__JoinRequest *req);

@@ -7,6 +7,9 @@
  *  - 100 connections each JOIN a world of 1,048,576: every one is refused
  *    (NEXAR_ERR_INVALID naming max_world_size) and the daemon grows by less than 64 MB;
  *  - a JOIN of a world of max_world_size (65536 by default) is accepted and waits;
+ *  - 100 such JOINs, each of its own job, all waiting at once, grow the daemon's private
+ *    memory (VmData, touched or not) by less than 16 MB: a pending job holds the ranks that
+ *    joined, not a table of its world (that was 512 KiB each, 51 MB for the 100);
  *  - a JOIN asking for a deadline of 0xffffffff ms is answered NEXAR_ERR_TIMEOUT within
  *    max_timeout_s plus 2 s.
  */
@@ -23,15 +26,22 @@
 
 static int fails;
 
-static long rss_kb(pid_t pid)
+/* A field of /proc/PID/status in kB: VmRSS (what is touched) or VmData (what is
+ * allocated privately, touched or not: a table calloc'd and never written shows here). */
+static long status_kb(pid_t pid, const char *field)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
     char *s = tl_read_file(path);
-    const char *v = s ? strstr(s, "VmRSS:") : NULL;
-    long kb = v ? atol(v + 6) : -1;
+    const char *v = s ? strstr(s, field) : NULL;
+    long kb = v ? atol(v + strlen(field)) : -1;
     free(s);
     return kb;
+}
+
+static long rss_kb(pid_t pid)
+{
+    return status_kb(pid, "VmRSS:");
 }
 
 /* HELLO, then JOIN; the connection (or -1). */
@@ -116,6 +126,29 @@ int main(void)
     } else {
         tl_log("ok: a JOIN of 65536 ranks (max_world_size) waits for its ranks");
     }
+
+    /* Pending jobs cost what joined, not their world size. */
+    int pend[100], held = 0;
+    before = status_kb(d.pid, "VmData:");
+    for (int i = 0; i < 100; i++) {
+        char job[32];
+        snprintf(job, sizeof(job), "wide-%d", i);
+        pend[i] = join(d.sock, job, 65535, 65536, 60000);
+        held += pend[i] >= 0;
+    }
+    usleep(300 * 1000); /* the daemon has read every JOIN */
+    after = status_kb(d.pid, "VmData:");
+    if (held != 100 || after - before > 16 * 1024) {
+        tl_log("FAIL 100 pending JOINs of 65536-rank jobs: %d held, the daemon's VmData grew "
+               "by %ld KiB", held, after - before);
+        fails++;
+    } else {
+        tl_log("ok: 100 pending JOINs of 65536-rank jobs (rank 65535 each): the daemon's VmData "
+               "grew by %ld KiB", after - before);
+    }
+    for (int i = 0; i < 100; i++)
+        if (pend[i] >= 0)
+            close(pend[i]);
 
     /* A deadline of 0xffffffff ms is cut to max_timeout_s. */
     double t0 = tl_now();
