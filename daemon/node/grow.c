@@ -178,7 +178,8 @@ static struct nx_comm *make_part(struct nx_job *j, struct nx_comm *c, struct nx_
         }
     uint32_t members = k;
     struct nx_client **joiners = nx_xcalloc(here ? here : 1, sizeof(*joiners));
-    memcpy(joiners, j->joiners, here * sizeof(*joiners));
+    if (here)
+        memcpy(joiners, j->joiners, here * sizeof(*joiners));
     uint32_t *pos = nx_xcalloc(want ? want : 1, sizeof(*pos)), np = 0;
     for (uint32_t p = S; p < n; p++)
         if (job_node[p] == me)

@@ -436,7 +436,8 @@ static void fail_forming(struct nx_job *j, uint32_t status, const char *msg, con
     /* A copy: each drop takes its rank out of the pending list. */
     uint32_t n = j->npending;
     struct nx_client **cls = nx_xcalloc(n ? n : 1, sizeof(*cls));
-    memcpy(cls, j->pending, n * sizeof(*cls));
+    if (n)
+        memcpy(cls, j->pending, n * sizeof(*cls));
     for (uint32_t i = 0; i < n; i++) {
         struct nx_client *cl = cls[i];
         if (!cl->conn || cl->dead)
