@@ -169,6 +169,6 @@ void run_opts_parse(struct run_opts *o, int argc, char **argv)
         bad("--join names the job; --job must be the same or absent", NULL);
     if (o->join && o->nodes > 1)
         bad("--join with --nodes: joiners join at a daemon that runs the job; give that "
-            "node's --socket (nexar-run --nodes --keep-daemon prints them)", NULL);
+            "node's --socket (nexar-run --nodes --verbose prints them)", NULL);
     o->argv = argv + optind;
 }
