@@ -10,6 +10,7 @@ pkgs=(
   openmpi-bin libopenmpi-dev
   iproute2 nftables procps python3
   libseccomp-dev systemd
+  python3-numpy python3-pytest
 )
 missing=()
 for p in "${pkgs[@]}"; do
