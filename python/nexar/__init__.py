@@ -111,6 +111,10 @@ class _Buf:
             self.ptr = ctypes.cast(self._keep, _P)
 
 
+class _Iov(ctypes.Structure):
+    _fields_ = [("ptr", ctypes.c_void_p), ("count", ctypes.c_size_t)]
+
+
 def _op(op):
     if op not in OPS:
         raise Error(1, "unknown op %r (one of %s)" % (op, ", ".join(OPS)))
@@ -192,10 +196,17 @@ class Comm:
         return self._start(_lib.nexar_ibroadcast, (b.ptr, _sz(b.count), b.dtype, root), b,
                            False)
 
-    def reduce(self, send, recv, op="sum", root=0, dtype=None):
-        s, r = _Buf(send, dtype, False), _Buf(recv, dtype, True)
-        self._start(_lib.nexar_reduce, (s.ptr, r.ptr, _sz(s.count), s.dtype, _op(op), root),
-                    (s, r), True)
+    def reduce(self, send, recv, op="sum", root=0, dtype=None, _blocking=True):
+        s = _Buf(send, dtype, False)
+        r = _Buf(recv, dtype, True) if recv is not None else None
+        if self.rank == root:
+            self._need(r is not None and r.count == s.count, "recv at the root must hold count")
+        return self._start(_lib.nexar_ireduce if not _blocking else _lib.nexar_reduce,
+                           (s.ptr, r.ptr if r else None, _sz(s.count), s.dtype, _op(op), root),
+                           (s, r), _blocking)
+
+    def ireduce(self, send, recv, op="sum", root=0, dtype=None):
+        return self.reduce(send, recv, op, root, dtype, _blocking=False)
 
     def all_gather(self, send, recv, dtype=None):
         s, r = _Buf(send, dtype, False), _Buf(recv, dtype, True)
@@ -209,44 +220,81 @@ class Comm:
         return self._start(_lib.nexar_iall_gather, (s.ptr, r.ptr, _sz(s.count), s.dtype),
                            (s, r), False)
 
-    def reduce_scatter(self, send, recv, op="sum", dtype=None):
+    def reduce_scatter(self, send, recv, op="sum", dtype=None, _blocking=True):
         s, r = _Buf(send, dtype, False), _Buf(recv, dtype, True)
         self._need(s.count == r.count * self.size, "send must hold size x recv")
-        self._start(_lib.nexar_reduce_scatter, (s.ptr, r.ptr, _sz(r.count), r.dtype, _op(op)),
-                    (s, r), True)
+        fn = _lib.nexar_reduce_scatter if _blocking else _lib.nexar_ireduce_scatter
+        return self._start(fn, (s.ptr, r.ptr, _sz(r.count), r.dtype, _op(op)), (s, r),
+                           _blocking)
 
-    def gather(self, send, recv, root=0, dtype=None):
+    def ireduce_scatter(self, send, recv, op="sum", dtype=None):
+        return self.reduce_scatter(send, recv, op, dtype, _blocking=False)
+
+    def gather(self, send, recv, root=0, dtype=None, _blocking=True):
         s = _Buf(send, dtype, False)
         r = _Buf(recv, dtype, True) if recv is not None else None
         if self.rank == root:
             self._need(r is not None and r.count == s.count * self.size,
                        "recv at the root must hold size x send")
-        self._start(_lib.nexar_gather, (s.ptr, r.ptr if r else None, _sz(s.count), s.dtype,
-                                        root), (s, r), True)
+        fn = _lib.nexar_gather if _blocking else _lib.nexar_igather
+        return self._start(fn, (s.ptr, r.ptr if r else None, _sz(s.count), s.dtype, root),
+                           (s, r), _blocking)
 
-    def scatter(self, send, recv, root=0, dtype=None):
+    def igather(self, send, recv, root=0, dtype=None):
+        return self.gather(send, recv, root, dtype, _blocking=False)
+
+    def scatter(self, send, recv, root=0, dtype=None, _blocking=True):
         r = _Buf(recv, dtype, True)
         s = _Buf(send, dtype, False) if send is not None else None
         if self.rank == root:
             self._need(s is not None and s.count == r.count * self.size,
                        "send at the root must hold size x recv")
-        self._start(_lib.nexar_scatter, (s.ptr if s else None, r.ptr, _sz(r.count), r.dtype,
-                                         root), (s, r), True)
+        fn = _lib.nexar_scatter if _blocking else _lib.nexar_iscatter
+        return self._start(fn, (s.ptr if s else None, r.ptr, _sz(r.count), r.dtype, root),
+                           (s, r), _blocking)
 
-    def all_to_all(self, send, recv, dtype=None):
+    def iscatter(self, send, recv, root=0, dtype=None):
+        return self.scatter(send, recv, root, dtype, _blocking=False)
+
+    def all_to_all(self, send, recv, dtype=None, _blocking=True):
         s, r = _Buf(send, dtype, False), _Buf(recv, dtype, True)
         self._need(s.count == r.count and s.count % self.size == 0,
                    "send and recv must both hold size x count")
-        self._start(_lib.nexar_all_to_all, (s.ptr, r.ptr, _sz(s.count // self.size),
-                                            s.dtype), (s, r), True)
+        fn = _lib.nexar_all_to_all if _blocking else _lib.nexar_iall_to_all
+        return self._start(fn, (s.ptr, r.ptr, _sz(s.count // self.size), s.dtype), (s, r),
+                           _blocking)
 
-    def scan(self, buf, op="sum", dtype=None):
-        b = _Buf(buf, dtype, True)
-        self._start(_lib.nexar_scan, (b.ptr, _sz(b.count), b.dtype, _op(op)), b, True)
+    def iall_to_all(self, send, recv, dtype=None):
+        return self.all_to_all(send, recv, dtype, _blocking=False)
 
-    def exscan(self, buf, op="sum", dtype=None):
+    def scan(self, buf, op="sum", dtype=None, _blocking=True):
         b = _Buf(buf, dtype, True)
-        self._start(_lib.nexar_exscan, (b.ptr, _sz(b.count), b.dtype, _op(op)), b, True)
+        fn = _lib.nexar_scan if _blocking else _lib.nexar_iscan
+        return self._start(fn, (b.ptr, _sz(b.count), b.dtype, _op(op)), b, _blocking)
+
+    def iscan(self, buf, op="sum", dtype=None):
+        return self.scan(buf, op, dtype, _blocking=False)
+
+    def exscan(self, buf, op="sum", dtype=None, _blocking=True):
+        b = _Buf(buf, dtype, True)
+        fn = _lib.nexar_exscan if _blocking else _lib.nexar_iexscan
+        return self._start(fn, (b.ptr, _sz(b.count), b.dtype, _op(op)), b, _blocking)
+
+    def iexscan(self, buf, op="sum", dtype=None):
+        return self.exscan(buf, op, dtype, _blocking=False)
+
+    def all_reduce_bucketed(self, bufs, op="sum", dtype=None, _blocking=True):
+        """One all_reduce over the concatenation of bufs (one dtype), each in place."""
+        bs = [_Buf(b, dtype, True) for b in bufs]
+        self._need(len(bs) > 0, "no buffers")
+        self._need(all(b.dtype == bs[0].dtype for b in bs), "the buffers' dtypes differ")
+        iov = (_Iov * len(bs))(*[_Iov(b.ptr, b.count) for b in bs])
+        fn = _lib.nexar_all_reduce_bucketed if _blocking else _lib.nexar_iall_reduce_bucketed
+        return self._start(fn, (iov, _sz(len(bs)), bs[0].dtype, _op(op)), (bs, iov),
+                           _blocking)
+
+    def iall_reduce_bucketed(self, bufs, op="sum", dtype=None):
+        return self.all_reduce_bucketed(bufs, op, dtype, _blocking=False)
 
     def barrier(self):
         _check(_lib.nexar_barrier(self._h))

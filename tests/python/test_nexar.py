@@ -98,6 +98,52 @@ def test_gathers_and_scatters(world):
     np.testing.assert_array_equal(a2a_recv, [100 * r + world.rank for r in range(s)])
 
 
+def test_nonblocking_forms(world):
+    n, s, r = 3, world.size, world.rank
+    reqs, outs = [], {}
+    outs["red"] = np.zeros(n, dtype=np.int64)
+    reqs.append(world.ireduce(np.full(n, r + 1, dtype=np.int64), outs["red"], root=0))
+    outs["rs"] = np.zeros(n, dtype=np.int32)
+    reqs.append(world.ireduce_scatter(np.ones(n * s, dtype=np.int32), outs["rs"]))
+    outs["g"] = np.zeros(n * s, dtype=np.int32) if r == 0 else None
+    reqs.append(world.igather(np.full(n, r, dtype=np.int32), outs["g"], root=0))
+    outs["sc"] = np.zeros(n, dtype=np.int32)
+    src = np.repeat(np.arange(s, dtype=np.int32), n) if r == 0 else None
+    reqs.append(world.iscatter(src, outs["sc"], root=0))
+    outs["a2a"] = np.zeros(s, dtype=np.int64)
+    reqs.append(world.iall_to_all(np.arange(s, dtype=np.int64) + 10 * r, outs["a2a"]))
+    outs["scan"] = np.full(n, r + 1, dtype=np.int64)
+    reqs.append(world.iscan(outs["scan"]))
+    outs["ex"] = np.full(n, r + 1, dtype=np.int64)
+    reqs.append(world.iexscan(outs["ex"]))
+    reqs.append(world.ibarrier())
+    for q in reqs:
+        q.wait()
+    if r == 0:
+        np.testing.assert_array_equal(outs["red"], s * (s + 1) // 2)
+        np.testing.assert_array_equal(outs["g"], np.repeat(np.arange(s), n))
+    np.testing.assert_array_equal(outs["rs"], s)
+    np.testing.assert_array_equal(outs["sc"], r)
+    np.testing.assert_array_equal(outs["a2a"], [10 * q + r for q in range(s)])
+    np.testing.assert_array_equal(outs["scan"], (r + 1) * (r + 2) // 2)
+    if r > 0:
+        np.testing.assert_array_equal(outs["ex"], r * (r + 1) // 2)
+
+
+def test_bucketed(world):
+    a = np.full(5, world.rank, dtype=np.float32)
+    b = np.full(1000, 2 * world.rank, dtype=np.float32)
+    world.all_reduce_bucketed([a, b], op="sum")
+    total = sum(range(world.size))
+    np.testing.assert_array_equal(a, total)
+    np.testing.assert_array_equal(b, 2 * total)
+    c = np.full(7, world.rank + 1, dtype=np.int64)
+    world.iall_reduce_bucketed([c], op="max").wait()
+    np.testing.assert_array_equal(c, world.size)
+    with pytest.raises(nexar.Error):
+        world.all_reduce_bucketed([np.ones(2, np.float32), np.ones(2, np.int32)])
+
+
 def test_scans(world):
     x = np.full(3, world.rank + 1, dtype=np.int64)
     world.scan(x, op="sum")
