@@ -293,6 +293,18 @@ static void join_running(struct nx_conn *conn, const Nexar__JoinRequest *req)
     nx_grow_joiner_came(j);
 }
 
+/* Joiner cl waits no more (taken, or gone). */
+static void unlist_joiner(struct nx_job *j, struct nx_client *cl)
+{
+    for (uint32_t i = 0; i < j->njoiners; i++)
+        if (j->joiners[i] == cl) {
+            memmove(j->joiners + i, j->joiners + i + 1,
+                    (j->njoiners - i - 1) * sizeof(*j->joiners));
+            j->njoiners--;
+            return;
+        }
+}
+
 void nx_job_reserve_ranks(struct nx_job *j, uint32_t n)
 {
     if (n <= j->nranks)
@@ -306,13 +318,7 @@ void nx_job_take_joiner(struct nx_job *j, struct nx_client *cl, struct nx_comm *
                         uint32_t rank, uint32_t world_rank, uint32_t nodes, uint32_t local_size,
                         uint32_t local_rank)
 {
-    for (uint32_t i = 0; i < j->njoiners; i++)
-        if (j->joiners[i] == cl) {
-            memmove(j->joiners + i, j->joiners + i + 1,
-                    (j->njoiners - i - 1) * sizeof(*j->joiners));
-            j->njoiners--;
-            break;
-        }
+    unlist_joiner(j, cl);
     nx_job_reserve_ranks(j, world_rank + 1);
     cl->world_rank = world_rank;
     set_rank(j, world_rank, cl);
@@ -489,13 +495,7 @@ void nx_job_client_gone(struct nx_client *cl, bool lost)
     }
     cl->job = NULL;
     if (cl->world_rank == UINT32_MAX) { /* a joiner no communicator took */
-        for (uint32_t i = 0; i < j->njoiners; i++)
-            if (j->joiners[i] == cl) {
-                memmove(j->joiners + i, j->joiners + i + 1,
-                        (j->njoiners - i - 1) * sizeof(*j->joiners));
-                j->njoiners--;
-                break;
-            }
+        unlist_joiner(j, cl);
         if (j->net && j->state == NX_JOB_RUNNING)
             nx_cluster_ops->joiners_changed(j, j->owner); /* the coordinator's count */
     } else if (nx_job_rank(j, cl->world_rank) == cl) {
