@@ -197,16 +197,7 @@ const char *nx_rdvj_on_table(struct nx_tpeer *p, const Nexar__PeerJoinerTable *t
     j->state = NX_JOB_RUNNING;
     NX_INFO("rdv", "job \"%s\": this daemon is its node %u for %u joiner(s)", j->name, n->node,
             j->njoiners);
-    /* Connections to every node, whose keep-alive notices a loss either way. */
-    Nexar__PeerHello h = NEXAR__PEER_HELLO__INIT;
-    h.version = NX_PEER_VERSION;
-    h.addr = (char *)nx_cluster_addr();
-    Nexar__PeerMsg pm = NEXAR__PEER_MSG__INIT;
-    pm.body_case = NEXAR__PEER_MSG__BODY_HELLO;
-    pm.hello = &h;
-    for (uint32_t i = 0; i < n->nnodes; i++)
-        if (i != n->node)
-            nx_cluster_send_addr(n->nodes[i], &pm);
+    nx_rdv_hello_all(j);
     return NULL;
 }
 

@@ -299,7 +299,12 @@ static uint32_t check_table(struct nx_job *j, const Nexar__PeerRankTable *t, cha
     return 0;
 }
 
-static void hello_all(struct nx_job *j)
+bool nx_rdv_from_node(const struct nx_jobnet *net, uint32_t node, const struct nx_tpeer *p)
+{
+    return node < net->nnodes && node != net->node && !strcmp(net->nodes[node], p->addr);
+}
+
+void nx_rdv_hello_all(struct nx_job *j)
 {
     Nexar__PeerHello h = NEXAR__PEER_HELLO__INIT;
     h.version = NX_PEER_VERSION;
@@ -358,7 +363,7 @@ void nx_rdv_member_table(struct nx_tpeer *from, const Nexar__PeerRankTable *t)
     if (t->timeout_ms && t->timeout_ms < j->timeout_ms)
         j->timeout_ms = t->timeout_ms;
     nx_job_form(j);
-    hello_all(j);
+    nx_rdv_hello_all(j);
     struct tomb *tb = tomb_find(j->name, n->key);
     if (tb) {
         nx_job_fail(j, tb->status, tb->reason);

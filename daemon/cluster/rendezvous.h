@@ -85,6 +85,14 @@ void nx_rdv_rank_left(struct nx_job *j, uint32_t rank, bool lost, const char *wh
 /* Number of nodes of j (1 for a local job). */
 uint32_t nx_rdv_nodes(const struct nx_job *j);
 
+/* Whether p is node `node` of the formed job net, and not this daemon: a peer message
+ * that names its sender's node is believed only then. */
+bool nx_rdv_from_node(const struct nx_jobnet *net, uint32_t node, const struct nx_tpeer *p);
+
+/* A PeerHello to every node of j but ours and the coordinator's (already connected), so
+ * that each pair of its daemons holds a connection whose keep-alive notices a loss. */
+void nx_rdv_hello_all(struct nx_job *j);
+
 /* The formed multi-node job whose job key is key, or NULL. */
 struct nx_job *nx_rdv_job_by_key(uint64_t key);
 

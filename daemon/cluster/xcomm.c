@@ -83,7 +83,7 @@ static void apply_early_abort(struct nx_comm *c, uint64_t job_key)
     }
 }
 
-static uint64_t mix64(uint64_t x)
+uint64_t nx_xcomm_mix64(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -93,13 +93,13 @@ static uint64_t mix64(uint64_t x)
 
 uint64_t nx_xcomm_split_key(uint64_t parent, uint64_t seq, uint32_t color)
 {
-    uint64_t k = mix64(mix64(mix64(parent) ^ seq) ^ color);
+    uint64_t k = nx_xcomm_mix64(nx_xcomm_mix64(nx_xcomm_mix64(parent) ^ seq) ^ color);
     return k > NX_XCOMM_WORLD ? k : k + 2; /* 0 is nothing, 1 the world */
 }
 
 static uint64_t coll_channel(uint64_t job_key, uint64_t key)
 {
-    return NX_CHAN_COLL(mix64(job_key ^ mix64(key)));
+    return NX_CHAN_COLL(nx_xcomm_mix64(job_key ^ nx_xcomm_mix64(key)));
 }
 
 struct nx_comm *nx_xcomm_find(uint64_t job_key, uint64_t comm_key)
@@ -301,7 +301,7 @@ int nx_xcomm_route(struct nx_tpeer *p, uint64_t channel, const struct nx_wire_ms
 
 uint64_t nx_xcomm_p2p_channel(const struct nx_comm *c, uint32_t tag)
 {
-    return NX_CHAN_P2P(mix64(c->x->channel ^ mix64(tag)));
+    return NX_CHAN_P2P(nx_xcomm_mix64(c->x->channel ^ nx_xcomm_mix64(tag)));
 }
 
 int nx_xcomm_send(struct nx_comm *c, uint32_t node, uint64_t channel, const struct iovec *iov,

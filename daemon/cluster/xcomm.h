@@ -72,6 +72,10 @@ void nx_xcomm_attach(struct nx_comm *c, uint64_t key, const uint32_t *job_node);
 /* Frees c->x (with anything held for it). */
 void nx_xcomm_detach(struct nx_comm *c);
 
+/* A 64-bit mixing function (splitmix64's finalizer): communicator keys and channels
+ * derived from other numbers. */
+uint64_t nx_xcomm_mix64(uint64_t x);
+
 /* The key of the communicator made by split seq of parent for color. */
 uint64_t nx_xcomm_split_key(uint64_t parent, uint64_t seq, uint32_t color);
 

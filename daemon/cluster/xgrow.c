@@ -85,16 +85,6 @@ static void send_all(struct nx_comm *c, Nexar__PeerGrow *g)
     nx_xcomm_send_ctl(c, &m);
 }
 
-static uint64_t mix64(uint64_t v)
-{
-    v ^= v >> 33;
-    v *= 0xff51afd7ed558ccdull;
-    v ^= v >> 33;
-    v *= 0xc4ceb9fe1a85ec53ull;
-    v ^= v >> 33;
-    return v;
-}
-
 static bool is_comm_node(const struct nx_comm *c, uint32_t jn)
 {
     for (uint32_t cn = 0; cn < c->x->nnodes; cn++)
@@ -159,8 +149,8 @@ static void try_decide(struct xg *x)
             job_node[k++] = jn;
         net->joiners_at[jn] -= t; /* taken: until that node says otherwise */
     }
-    uint64_t key = mix64(x->comm_key ^ mix64(0x67726f77ull + x->round));
-    key = mix64(key ^ mix64(((uint64_t)net->node << 32) ^ ++decisions));
+    uint64_t key = nx_xcomm_mix64(x->comm_key ^ nx_xcomm_mix64(0x67726f77ull + x->round));
+    key = nx_xcomm_mix64(key ^ nx_xcomm_mix64(((uint64_t)net->node << 32) ^ ++decisions));
     if (key <= NX_XCOMM_WORLD)
         key += 2;
     g.new_key = key;
@@ -242,7 +232,7 @@ const char *nx_xgrow_on_msg(struct nx_tpeer *p, const Nexar__PeerGrow *m)
     if (!j || !j->net || !j->net->formed || j->net->key != m->key)
         return NULL;
     const struct nx_jobnet *net = j->net;
-    if (m->node >= net->nnodes || m->node == net->node || strcmp(net->nodes[m->node], p->addr))
+    if (!nx_rdv_from_node(net, m->node, p))
         return "grow: the sender is not that node of the job";
     struct nx_comm *c = nx_xcomm_find(net->key, m->comm);
     if (c && m->round < c->grows)

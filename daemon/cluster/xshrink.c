@@ -144,16 +144,6 @@ static void send_ready(struct nx_comm *c, struct xsh *x)
     free(live);
 }
 
-static uint64_t mix64(uint64_t v)
-{
-    v ^= v >> 33;
-    v *= 0xff51afd7ed558ccdull;
-    v ^= v >> 33;
-    v *= 0xc4ceb9fe1a85ec53ull;
-    v ^= v >> 33;
-    return v;
-}
-
 /* The leader decides once every node with a survivor is ready. */
 static void try_decide(struct xsh *x)
 {
@@ -176,8 +166,9 @@ static void try_decide(struct xsh *x)
     }
     uint64_t key = x->comm_key;
     for (size_t i = 0; i < x->nfailed; i++)
-        key = mix64(key ^ (x->failed[i] + 1));
-    key = mix64(key ^ mix64(((uint64_t)c->job->net->node << 32) ^ ++decisions));
+        key = nx_xcomm_mix64(key ^ (x->failed[i] + 1));
+    uint64_t who = (uint64_t)c->job->net->node << 32;
+    key = nx_xcomm_mix64(key ^ nx_xcomm_mix64(who ^ ++decisions));
     if (key <= NX_XCOMM_WORLD)
         key += 2;
     Nexar__PeerShrink s = NEXAR__PEER_SHRINK__INIT;
@@ -251,7 +242,7 @@ const char *nx_xshrink_on_msg(struct nx_tpeer *p, const Nexar__PeerShrink *m)
     if (!j || !j->net || !j->net->formed || j->net->key != m->key)
         return NULL; /* a job that ended here, or another incarnation of the name */
     const struct nx_jobnet *net = j->net;
-    if (m->node >= net->nnodes || m->node == net->node || strcmp(net->nodes[m->node], p->addr))
+    if (!nx_rdv_from_node(net, m->node, p))
         return "shrink: the sender is not that node of the job";
     struct nx_comm *c = nx_xcomm_find(net->key, m->comm);
     if (c && m->round < c->shrinks)

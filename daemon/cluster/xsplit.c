@@ -312,7 +312,7 @@ const char *nx_xsplit_on_msg(struct nx_tpeer *p, const Nexar__PeerSplit *m)
     if (j->net->key != m->key)
         return NULL; /* another incarnation of the name */
     const struct nx_jobnet *net = j->net;
-    if (m->node >= net->nnodes || m->node == net->node || strcmp(net->nodes[m->node], p->addr))
+    if (!nx_rdv_from_node(net, m->node, p))
         return "split: the sender is not that node of the job";
     struct nx_comm *c = nx_xcomm_find(net->key, m->comm);
     if (!c) {
