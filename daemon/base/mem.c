@@ -68,3 +68,16 @@ void nx_grow(void **arr, size_t *cap, size_t need, size_t elem)
     *arr = nx_xrealloc(*arr, ncap * elem);
     *cap = ncap;
 }
+
+void nx_u32_set_add(uint32_t **v, uint32_t *n, uint32_t x)
+{
+    uint32_t i = 0;
+    while (i < *n && (*v)[i] < x)
+        i++;
+    if (i < *n && (*v)[i] == x)
+        return;
+    *v = nx_xrealloc(*v, (*n + 1) * sizeof(**v));
+    memmove(*v + i + 1, *v + i, (*n - i) * sizeof(**v));
+    (*v)[i] = x;
+    (*n)++;
+}

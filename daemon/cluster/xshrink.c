@@ -27,7 +27,7 @@ struct xsh {
     uint32_t nnodes;     /* job nodes */
     uint8_t *ready;      /* by job node: it said READY for this round */
     uint32_t *failed;    /* the union of what every node said, ascending */
-    size_t nfailed;
+    uint32_t nfailed;
     bool local_ready;
     double expires;
     LIST_ENTRY(xsh) link;
@@ -81,15 +81,7 @@ static bool in_set(const uint32_t *v, size_t n, uint32_t r)
 
 static void add_failed(struct xsh *x, uint32_t r)
 {
-    size_t i = 0;
-    while (i < x->nfailed && x->failed[i] < r)
-        i++;
-    if (i < x->nfailed && x->failed[i] == r)
-        return;
-    x->failed = nx_xrealloc(x->failed, (x->nfailed + 1) * sizeof(*x->failed));
-    memmove(x->failed + i + 1, x->failed + i, (x->nfailed - i) * sizeof(*x->failed));
-    x->failed[i] = r;
-    x->nfailed++;
+    nx_u32_set_add(&x->failed, &x->nfailed, r);
 }
 
 /* The agreement's failed set and c's, both ways: each knows all from now on. */
@@ -182,7 +174,7 @@ static void try_decide(struct xsh *x)
         if (cn != c->x->me && live[cn])
             send_to(c, cn, &m);
     free(live);
-    NX_DEBUG("xshrink", "communicator %u: decided, %zu rank(s) failed, new key %016" PRIx64,
+    NX_DEBUG("xshrink", "communicator %u: decided, %u rank(s) failed, new key %016" PRIx64,
              c->id, x->nfailed, key);
     uint32_t *failed = x->failed;
     size_t nfailed = x->nfailed;

@@ -102,15 +102,7 @@ void nx_comm_fail(struct nx_comm *c, uint32_t status, const char *fmt, ...)
 
 void nx_comm_mark_failed(struct nx_comm *c, uint32_t rank)
 {
-    uint32_t i = 0;
-    while (i < c->nfailed && c->failed[i] < rank)
-        i++;
-    if (i < c->nfailed && c->failed[i] == rank)
-        return;
-    c->failed = nx_xrealloc(c->failed, (c->nfailed + 1) * sizeof(*c->failed));
-    memmove(c->failed + i + 1, c->failed + i, (c->nfailed - i) * sizeof(*c->failed));
-    c->failed[i] = rank;
-    c->nfailed++;
+    nx_u32_set_add(&c->failed, &c->nfailed, rank);
 }
 
 void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)
