@@ -36,13 +36,18 @@ static struct nx_grow *find(const struct nx_comm *c)
     return NULL;
 }
 
-static void grow_free(struct nx_grow *g)
+static void grow_release(struct nx_grow *g)
 {
-    LIST_REMOVE(g, link);
     free(g->in);
     free(g->ud);
     free(g->add);
     free(g);
+}
+
+static void grow_free(struct nx_grow *g)
+{
+    LIST_REMOVE(g, link);
+    grow_release(g);
 }
 
 static void fail_all(struct nx_grow *g, uint32_t status, const char *text)
@@ -228,24 +233,21 @@ void nx_grow_decide(struct nx_comm *c, uint64_t key, uint32_t first_rank,
     if (status)
         return fail_all(g, status, text ? text : "nexar_comm_grow failed at another node");
     uint32_t S = nx_comm_span_size(c);
-    /* The members' completions first: the joiners' replies name the same communicator. */
-    struct nx_grow keep = *g;
+    /* Out of the list before make_part: a joiner dropped while it is handed over must not
+     * bring check() back to this grow. */
     LIST_REMOVE(g, link);
-    struct nx_comm *nc = make_part(c->job, c, &keep, key, first_rank, job_node, n, S, me,
+    struct nx_comm *nc = make_part(c->job, c, g, key, first_rank, job_node, n, S, me,
                                    c->timeout_ms);
     c->grows++;
     NX_INFO("comm", "communicator %u of job \"%s\" grew to communicator %u: %u ranks across "
             "nodes (%u joiner(s)), agreed in %.3f s", c->id, c->job->name, nc->id, n, n - S,
-            nx_now() - keep.started);
+            nx_now() - g->started);
     nxd.stats.recoveries++;
     for (uint32_t r = 0; r < c->size; r++)
-        if (c->ranks[r].client && keep.in[r])
-            nx_client_finish(c->ranks[r].client, keep.ud[r], NEXAR_OK, NULL, nc->id,
+        if (c->ranks[r].client && g->in[r])
+            nx_client_finish(c->ranks[r].client, g->ud[r], NEXAR_OK, NULL, nc->id,
                              nx_comm_span_rank(c, r), n);
-    free(keep.in);
-    free(keep.ud);
-    free(keep.add);
-    free(g);
+    grow_release(g);
 }
 
 void nx_grow_take_remote(struct nx_job *j, uint64_t key, uint32_t first_rank,
