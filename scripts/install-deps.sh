@@ -11,6 +11,8 @@ pkgs=(
   iproute2 nftables procps python3
   libseccomp-dev systemd
   python3-numpy python3-pytest
+  python3-torch libtorch-dev python3-pybind11
+  scdoc man-db
 )
 missing=()
 for p in "${pkgs[@]}"; do
