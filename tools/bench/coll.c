@@ -10,21 +10,26 @@
 
 #include "bench.h"
 
+/* out/in: the out-of-place and in-place forms nexar.h gives each call.  The one-buffer
+ * calls (all_reduce, broadcast, scan, exscan, all_reduce_bucketed) have no
+ * out-of-place form; of the two-buffer ones only nexar_reduce allows recv == send, so
+ * all_gather, reduce_scatter, gather, scatter, all_to_all and send/recv (two requests
+ * in flight on one buffer) have no in-place form.  barrier has no buffers: one form. */
 const struct nxb_coll_desc nxb_colls[NXB_COLL_COUNT] = {
-    /*                          name, op, root, inpl, total, data */
-    [NXB_ALL_REDUCE] = {"all_reduce", true, false, true, false, true},
-    [NXB_BROADCAST] = {"broadcast", false, true, true, false, true},
-    [NXB_REDUCE] = {"reduce", true, true, false, false, true},
-    [NXB_ALL_GATHER] = {"all_gather", false, false, false, true, true},
-    [NXB_REDUCE_SCATTER] = {"reduce_scatter", true, false, false, true, true},
-    [NXB_GATHER] = {"gather", false, true, false, true, true},
-    [NXB_SCATTER] = {"scatter", false, true, false, true, true},
-    [NXB_ALL_TO_ALL] = {"all_to_all", false, false, false, true, true},
-    [NXB_SCAN] = {"scan", true, false, true, false, true},
-    [NXB_EXSCAN] = {"exscan", true, false, true, false, true},
-    [NXB_ALL_REDUCE_BUCKETED] = {"all_reduce_bucketed", true, false, true, false, true},
-    [NXB_BARRIER] = {"barrier", false, false, true, false, false},
-    [NXB_SENDRECV] = {"sendrecv", false, false, false, false, true},
+    /*                          name, op, root, out, in, total, data */
+    [NXB_ALL_REDUCE] = {"all_reduce", true, false, false, true, false, true},
+    [NXB_BROADCAST] = {"broadcast", false, true, false, true, false, true},
+    [NXB_REDUCE] = {"reduce", true, true, true, true, false, true},
+    [NXB_ALL_GATHER] = {"all_gather", false, false, true, false, true, true},
+    [NXB_REDUCE_SCATTER] = {"reduce_scatter", true, false, true, false, true, true},
+    [NXB_GATHER] = {"gather", false, true, true, false, true, true},
+    [NXB_SCATTER] = {"scatter", false, true, true, false, true, true},
+    [NXB_ALL_TO_ALL] = {"all_to_all", false, false, true, false, true, true},
+    [NXB_SCAN] = {"scan", true, false, false, true, false, true},
+    [NXB_EXSCAN] = {"exscan", true, false, false, true, false, true},
+    [NXB_ALL_REDUCE_BUCKETED] = {"all_reduce_bucketed", true, false, false, true, false, true},
+    [NXB_BARRIER] = {"barrier", false, false, true, false, false, false},
+    [NXB_SENDRECV] = {"sendrecv", false, false, true, false, false, true},
 };
 
 /* Compares ignoring '_' so that "allreduce" (mpi_bench, nccl-tests) works too. */
@@ -103,7 +108,7 @@ void nxb_coll_extent(enum nxb_coll c, int n, int rank, int root, size_t count,
     case NXB_BARRIER:
         r = 0;
         break;
-    default: /* in place */
+    default: /* one buffer */
         break;
     }
     *send_elems = s;

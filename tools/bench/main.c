@@ -1,10 +1,11 @@
 /*
  * main.c - nexar-bench: the sweep over collectives, dtypes, ops and sizes.
  *
- * For every row: warm-up calls, a barrier, `iters` timed calls, then the
- * per-rank mean time is reduced with MAX (the slowest rank decides, as in
- * nccl-tests).  In check mode one more call runs on the deterministic pattern of
- * pattern.c and every rank counts its wrong elements; the counts are summed.
+ * For every row and each form of the call nexar has (out-of-place, in-place; see
+ * nxb_colls): warm-up calls, a barrier, `iters` timed calls, then the per-rank mean
+ * time is reduced with MAX (the slowest rank decides, as in nccl-tests).  In check
+ * mode one more call of that form runs on the deterministic pattern of pattern.c and
+ * every rank counts its wrong elements; the counts are summed.
  *
  * Any failed call ends the program at once with that call's status: the
  * communicator is failed anyway (nexar.h), and the other ranks learn it through
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "util.h"
@@ -37,37 +39,47 @@ static void __attribute__((noreturn)) fail(struct bench *b, const char *what,
     exit(s);
 }
 
-/* A short description of a call, for error messages. */
-static const char *call_name(enum nxb_coll c, size_t count, nexar_dtype_t d, nexar_op_t op)
+/* A short description of a call, for error messages; in place: the in-place form of a
+ * call that has both. */
+static const char *call_name(enum nxb_coll c, enum nxb_place p, size_t count,
+                             nexar_dtype_t d, nexar_op_t op)
 {
     static char buf[128];
-    snprintf(buf, sizeof(buf), "%s(count=%zu, %s%s%s)", nxb_colls[c].name, count,
-             nxb_dtype_name(d), nxb_colls[c].has_op ? ", " : "",
-             nxb_colls[c].has_op ? nxb_op_name(op) : "");
+    const struct nxb_coll_desc *cd = &nxb_colls[c];
+    snprintf(buf, sizeof(buf), "%s(count=%zu, %s%s%s%s)", cd->name, count, nxb_dtype_name(d),
+             cd->has_op ? ", " : "", cd->has_op ? nxb_op_name(op) : "",
+             p == NXB_INPL && cd->out_of_place ? ", in place" : "");
     return buf;
 }
 
-static void run_checked(struct bench *b, enum nxb_coll c, size_t count, nexar_dtype_t d,
-                        nexar_op_t op)
+/* The buffers of form p: in place, the receive buffer is the send buffer too. */
+static void *send_buf(struct bench *b, enum nxb_place p)
 {
-    nexar_status_t s = nxb_coll_run(b->comm, c, b->send, b->recv, count, d, op, b->o.root);
+    return p == NXB_INPL ? b->recv : b->send;
+}
+
+static void run_checked(struct bench *b, enum nxb_coll c, enum nxb_place p, size_t count,
+                        nexar_dtype_t d, nexar_op_t op)
+{
+    nexar_status_t s =
+        nxb_coll_run(b->comm, c, send_buf(b, p), b->recv, count, d, op, b->o.root);
     if (s != NEXAR_OK)
-        fail(b, call_name(c, count, d, op), s);
+        fail(b, call_name(c, p, count, d, op), s);
 }
 
 /* Mean seconds per call of the slowest rank; *algo: what carried the calls between nodes
  * (nexar_comm_algorithm, read before the timing's own all_reduce). */
-static double time_row(struct bench *b, enum nxb_coll c, size_t count, nexar_dtype_t d,
-                       nexar_op_t op, const char **algo)
+static double time_row(struct bench *b, enum nxb_coll c, enum nxb_place p, size_t count,
+                       nexar_dtype_t d, nexar_op_t op, const char **algo)
 {
     for (long i = 0; i < b->o.warmup; i++)
-        run_checked(b, c, count, d, op);
+        run_checked(b, c, p, count, d, op);
     nexar_status_t s = nexar_barrier(b->comm);
     if (s != NEXAR_OK)
         fail(b, "barrier before the timed loop", s);
     double t0 = nxt_now();
     for (long i = 0; i < b->o.iters; i++)
-        run_checked(b, c, count, d, op);
+        run_checked(b, c, p, count, d, op);
     double dt = (nxt_now() - t0) / (double)b->o.iters;
     /* sendrecv is no collective: the communicator's last one is the barrier above. */
     *algo = c == NXB_SENDRECV ? NULL : nexar_comm_algorithm(b->comm);
@@ -77,12 +89,12 @@ static double time_row(struct bench *b, enum nxb_coll c, size_t count, nexar_dty
     return dt;
 }
 
-/* Wrong elements over all ranks for one checked call. */
-static int64_t check_row(struct bench *b, enum nxb_coll c, size_t count, nexar_dtype_t d,
-                         nexar_op_t op)
+/* Wrong elements over all ranks for one checked call of form p. */
+static int64_t check_row(struct bench *b, enum nxb_coll c, enum nxb_place p, size_t count,
+                         nexar_dtype_t d, nexar_op_t op)
 {
-    nxb_pattern_fill(c, b->n, b->rank, b->o.root, count, d, op, b->send, b->recv);
-    run_checked(b, c, count, d, op);
+    nxb_pattern_fill(c, b->n, b->rank, b->o.root, count, d, op, send_buf(b, p), b->recv);
+    run_checked(b, c, p, count, d, op);
     uint64_t wrong = nxb_pattern_check(c, b->n, b->rank, b->o.root, count, d, op, b->recv);
     nexar_status_t s = nexar_all_reduce(b->comm, &wrong, 1, NEXAR_U64, NEXAR_SUM);
     if (s != NEXAR_OK)
@@ -107,18 +119,26 @@ static void one_row(struct bench *b, enum nxb_coll c, uint64_t bytes, size_t cou
     if (b->o.progress && b->rank == 0)
         fprintf(stderr, "nexar-bench: [%llu/%llu] %s %llu B\n",
                 (unsigned long long)b->rows_done, (unsigned long long)b->rows_total,
-                call_name(c, count, d, op), (unsigned long long)bytes);
+                call_name(c, NXB_OOP, count, d, op), (unsigned long long)bytes);
 
+    const struct nxb_coll_desc *cd = &nxb_colls[c];
     struct nxb_row r = {
         .coll = c, .ranks = b->n, .bytes = bytes, .count = count, .dtype = d, .op = op,
-        .root = nxb_colls[c].has_root ? b->o.root : -1, .wrong = -1,
+        .root = cd->has_root ? b->o.root : -1,
     };
-    double t = time_row(b, c, count, d, op, &r.algo);
-    r.time_us = t * 1e6;
-    r.algbw = t > 0 ? (double)bytes / t / 1e9 : 0;
-    r.busbw = r.algbw * nxb_busbw_factor(c, b->n);
-    if (b->o.check)
-        r.wrong = check_row(b, c, count, d, op);
+    for (int p = 0; p < NXB_PLACES; p++) {
+        struct nxb_result *g = &r.res[p];
+        g->wrong = -1;
+        g->ran = p == NXB_INPL ? cd->in_place : cd->out_of_place;
+        if (!g->ran)
+            continue;
+        double t = time_row(b, c, (enum nxb_place)p, count, d, op, &g->algo);
+        g->time_us = t * 1e6;
+        g->algbw = t > 0 ? (double)bytes / t / 1e9 : 0;
+        g->busbw = g->algbw * nxb_busbw_factor(c, b->n);
+        if (b->o.check)
+            g->wrong = check_row(b, c, (enum nxb_place)p, count, d, op);
+    }
     if (b->rank == 0)
         nxb_report_row(&b->o, &r);
 }
@@ -154,20 +174,22 @@ static void sweep(struct bench *b)
         if (!cd->has_data) {
             one_row(b, (enum nxb_coll)c, 0, 0, NEXAR_F32, NEXAR_SUM);
         } else {
-            for (int d = 0; d < NEXAR_DTYPE_COUNT; d++) {
+            for (int i = 0; i < NEXAR_DTYPE_COUNT; i++) {
+                nexar_dtype_t d = nxb_dtype_order[i];
                 if (!b->o.dtype[d])
                     continue;
-                for (int op = 0; op < NEXAR_OP_COUNT; op++) {
+                for (int k = 0; k < NEXAR_OP_COUNT; k++) {
+                    nexar_op_t op = nxb_op_order[k];
                     if (!b->o.op[op])
                         continue;
-                    size_sweep(b, (enum nxb_coll)c, (nexar_dtype_t)d, (nexar_op_t)op);
+                    size_sweep(b, (enum nxb_coll)c, d, op);
                     if (!cd->has_op)
                         break; /* the first selected op stands for all */
                 }
             }
         }
         if (!b->dry && b->rank == 0)
-            nxb_report_table_end((enum nxb_coll)c);
+            nxb_report_table_end(&b->o, (enum nxb_coll)c);
     }
 }
 
@@ -198,6 +220,40 @@ static void alloc_buffers(struct bench *b)
     /* Touch every page now, so no timed call pays for first-touch faults. */
     memset(b->send, 0, b->buf_bytes);
     memset(b->recv, 0, b->buf_bytes);
+}
+
+/* Rank 0 opens the -m destination; every rank learns whether it could, so that all of
+ * them stop together when it could not. */
+static void open_machine_output(struct bench *b)
+{
+    int32_t err = b->rank == 0 ? -nxb_report_open(&b->o) : 0; /* an errno, or 0 */
+    nexar_status_t s = nexar_all_reduce(b->comm, &err, 1, NEXAR_I32, NEXAR_MAX);
+    if (s != NEXAR_OK)
+        fail(b, "all_reduce of the -m FILE check", s);
+    if (err == 0)
+        return;
+    if (b->rank == 0)
+        fprintf(stderr, "nexar-bench: -m %s: %s\n", b->o.machine, strerror(err));
+    nexar_finalize();
+    exit(NXB_EXIT_CANTCREAT);
+}
+
+/* Every rank's pid and host name, for the "# Using devices" lines.  Each rank fills
+ * its own record of a zeroed array and a SUM all_reduce of the bytes (the other
+ * records are 0 there) gives rank 0 all of them: all_reduce is the one collective the
+ * sweep itself needs, so this works wherever the bench does.  The caller frees it. */
+static struct nxb_rank_info *rank_infos(struct bench *b)
+{
+    struct nxb_rank_info *all = nxt_xcalloc((size_t)b->n, sizeof(*all));
+    struct nxb_rank_info *me = &all[b->rank];
+    me->pid = (int32_t)getpid();
+    if (gethostname(me->host, sizeof(me->host) - 1) != 0) /* the last byte stays NUL */
+        snprintf(me->host, sizeof(me->host), "?");
+    nexar_status_t s =
+        nexar_all_reduce(b->comm, all, (size_t)b->n * sizeof(*all), NEXAR_U8, NEXAR_SUM);
+    if (s != NEXAR_OK)
+        fail(b, "all_reduce of the ranks' pids and hosts", s);
+    return all;
 }
 
 static void free_buffers(struct bench *b)
@@ -241,11 +297,15 @@ int main(int argc, char **argv)
     b.rows_done = 0;
     b.dry = false;
 
+    if (b.o.machine)
+        open_machine_output(&b);
+    struct nxb_rank_info *info = rank_infos(&b);
     alloc_buffers(&b);
     if (b.rank == 0)
-        nxb_report_preamble(&b.o, b.n);
+        nxb_report_preamble(&b.o, b.n, info);
+    free(info);
     sweep(&b);
-    uint64_t wrong = b.rank == 0 ? nxb_report_finish(&b.o) : 0;
+    uint64_t wrong = b.rank == 0 ? nxb_report_finish() : 0;
     /* Every rank must agree on the exit status, not only rank 0. */
     s = nexar_all_reduce(b.comm, &wrong, 1, NEXAR_U64, NEXAR_MAX);
     if (s != NEXAR_OK)

@@ -11,25 +11,35 @@
 #include "bench.h"
 #include "util.h"
 
+/* nccl-tests' names: what the table prints. */
 static const char *const dtype_names[NEXAR_DTYPE_COUNT] = {
-    [NEXAR_F32] = "f32", [NEXAR_F64] = "f64", [NEXAR_F16] = "f16", [NEXAR_BF16] = "bf16",
-    [NEXAR_I8] = "i8",   [NEXAR_U8] = "u8",   [NEXAR_I32] = "i32", [NEXAR_U32] = "u32",
-    [NEXAR_I64] = "i64", [NEXAR_U64] = "u64",
+    [NEXAR_F32] = "float", [NEXAR_F64] = "double", [NEXAR_F16] = "half",
+    [NEXAR_BF16] = "bfloat16", [NEXAR_I8] = "int8", [NEXAR_U8] = "uint8",
+    [NEXAR_I32] = "int32", [NEXAR_U32] = "uint32", [NEXAR_I64] = "int64",
+    [NEXAR_U64] = "uint64",
 };
 
-/* nccl-tests' and MPI-ish spellings, so that command lines carry over. */
+/* nexar's short names (what the table printed before) and MPI-ish spellings, so
+ * that command lines carry over. */
 static const struct {
     const char *alias;
     nexar_dtype_t d;
 } dtype_aliases[] = {
-    {"float", NEXAR_F32},   {"float32", NEXAR_F32}, {"double", NEXAR_F64},
-    {"float64", NEXAR_F64}, {"half", NEXAR_F16},    {"float16", NEXAR_F16},
-    {"bfloat16", NEXAR_BF16}, {"int8", NEXAR_I8},   {"char", NEXAR_I8},
-    {"uint8", NEXAR_U8},    {"int32", NEXAR_I32},   {"int", NEXAR_I32},
-    {"uint32", NEXAR_U32},  {"int64", NEXAR_I64},   {"uint64", NEXAR_U64},
+    {"f32", NEXAR_F32},  {"float32", NEXAR_F32}, {"f64", NEXAR_F64}, {"float64", NEXAR_F64},
+    {"f16", NEXAR_F16},  {"float16", NEXAR_F16}, {"bf16", NEXAR_BF16}, {"i8", NEXAR_I8},
+    {"char", NEXAR_I8},  {"u8", NEXAR_U8},       {"i32", NEXAR_I32}, {"int", NEXAR_I32},
+    {"u32", NEXAR_U32},  {"i64", NEXAR_I64},     {"u64", NEXAR_U64},
 };
 
-static const char *const op_names[NEXAR_OP_COUNT] = {"sum", "prod", "min", "max"};
+static const char *const op_names[NEXAR_OP_COUNT] = {
+    [NEXAR_SUM] = "sum", [NEXAR_PROD] = "prod", [NEXAR_MIN] = "min", [NEXAR_MAX] = "max",
+};
+
+const nexar_dtype_t nxb_dtype_order[NEXAR_DTYPE_COUNT] = {
+    NEXAR_I8,  NEXAR_U8,  NEXAR_I32, NEXAR_U32, NEXAR_I64,
+    NEXAR_U64, NEXAR_F16, NEXAR_F32, NEXAR_F64, NEXAR_BF16,
+};
+const nexar_op_t nxb_op_order[NEXAR_OP_COUNT] = {NEXAR_SUM, NEXAR_PROD, NEXAR_MAX, NEXAR_MIN};
 
 const char *nxb_dtype_name(nexar_dtype_t d)
 {
@@ -53,24 +63,30 @@ static void usage(FILE *f)
 "  -n ITERS   timed iterations per size (default 20)\n"
 "  -w ITERS   untimed warm-up iterations per size (default 5)\n"
 "  -c 0|1     check every size against an independent reference (default 1)\n"
-"  -d TYPE    f32 f64 f16 bf16 i8 u8 i32 u32 i64 u64, a comma list, or all (default f32)\n"
-"  -o OP      sum prod min max, a comma list, or all (default sum)\n"
+"  -d TYPE    int8 uint8 int32 uint32 int64 uint64 half float double bfloat16,\n"
+"             a comma list, or all (default float); also f32 f64 f16 bf16 i8 u8 i32\n"
+"             u32 i64 u64\n"
+"  -o OP      sum prod max min, a comma list, or all (default sum)\n"
 "  -r ROOT    root of broadcast, reduce, gather and scatter (default 0)\n"
 "  -t COLLS   comma list or all (default all_reduce): all_reduce broadcast reduce\n"
 "             all_gather reduce_scatter gather scatter all_to_all scan exscan\n"
 "             all_reduce_bucketed barrier sendrecv\n"
 "  -a         use buffers from nexar_alloc (the zero-copy direct path)\n"
-"  -m         machine-readable: also print one JSON object per row\n"
+"  -m FILE    machine-readable: one JSON object per measurement into FILE, or\n"
+"             onto stderr for -m - (never onto stdout, which has the table)\n"
 "  -p         progress on stderr\n"
 "  -h, --help this text\n"
 "\n"
+"Each row has nccl-tests' two groups: out-of-place (separate send and receive\n"
+"buffers) and in-place (one buffer); N/A where nexar.h has no such form of the call.\n"
 "\"size\" is the per-rank vector for all_reduce, broadcast, reduce, scan, exscan,\n"
 "sendrecv and the total buffer for all_gather, reduce_scatter, gather, scatter and\n"
 "all_to_all.  time is the slowest rank's mean; algbw = size / time;\n"
 "busbw = algbw * 2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter,\n"
 "all_to_all, gather, scatter), 1 (broadcast, reduce, scan, exscan, sendrecv).\n"
 "\n"
-"Exit status: 0; 1-10 the nexar_status_t of a failed call; 64 usage; 65 #wrong > 0.\n");
+"Exit status: 0; 1-10 the nexar_status_t of a failed call; 64 usage; 65 #wrong > 0;\n"
+"73 the -m FILE cannot be opened.\n");
 }
 
 /* Every rank parses the same command line: only one of them reports its errors. */
@@ -172,7 +188,7 @@ void nxb_opts_parse(struct nxb_opts *o, int argc, char **argv)
     };
     opterr = 0; /* our own messages, printed by one rank */
     int ch;
-    while ((ch = getopt_long(argc, argv, ":b:e:f:n:w:c:d:o:r:t:amph", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":b:e:f:n:w:c:d:o:r:t:am:ph", longopts, NULL)) != -1) {
         switch (ch) {
         case 'b': o->min_bytes = size_arg("-b", optarg); break;
         case 'e': o->max_bytes = size_arg("-e", optarg); break;
@@ -191,7 +207,12 @@ void nxb_opts_parse(struct nxb_opts *o, int argc, char **argv)
         case 'r': o->root = (int)long_arg("-r", optarg, 0, 1 << 30); break;
         case 't': parse_list("collective", optarg, o->coll, NXB_COLL_COUNT, nxb_coll_lookup); break;
         case 'a': o->arena = true; break;
-        case 'm': o->machine = true; break;
+        case 'm':
+            /* "-m -b 8" (the old -m took no argument) must not write a file "-b". */
+            if (optarg[0] == '-' && optarg[1])
+                bad("-m needs a file name, or - for stderr; got '%s'", optarg);
+            o->machine = optarg;
+            break;
         case 'p': o->progress = true; break;
         case 'h': usage(stdout); exit(0);
         case ':': bad("option -%c needs an argument", optopt);

@@ -102,7 +102,8 @@ void nxb_pattern_fill(enum nxb_coll c, int n, int rank, int root, size_t count,
         break;
     case NXB_REDUCE:
         fill_red(n, rank, count, d, op, send);
-        poison(count, d, recv);
+        if (recv != send) /* in place (send == recv): the input is the buffer */
+            poison(count, d, recv);
         break;
     case NXB_REDUCE_SCATTER:
         fill_red(n, rank, all, d, op, send);
