@@ -12,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,9 +57,45 @@ static void set_env_int(const char *name, long v)
     setenv(name, buf, 1);
 }
 
+/* The first rank of node k: the smallest i with i * nodes / nranks == k. */
+static int node_first(const struct run_opts *o, int node)
+{
+    return (int)(((long long)node * o->nranks + o->nodes - 1) / o->nodes);
+}
+
+/* A port of 127.0.0.1 that was free a moment ago, for torch's rendezvous store; 0 when
+ * none could be had (the ranks then need MASTER_PORT from the caller). */
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* torchrun's variables, so that torch.distributed's env:// rendezvous (which every
+ * backend goes through, nexar's too) works under nexar-run unchanged.  MASTER_ADDR and
+ * MASTER_PORT are left alone when the caller set them. */
+static void set_torch_env(const struct run_opts *o, const struct run_rank *r, int port)
+{
+    set_env_int("RANK", r->rank);
+    set_env_int("WORLD_SIZE", o->nranks);
+    set_env_int("LOCAL_RANK", r->local_rank);
+    set_env_int("LOCAL_WORLD_SIZE", node_first(o, r->node + 1) - node_first(o, r->node));
+    setenv("MASTER_ADDR", "127.0.0.1", 0);
+    if (port > 0 && !getenv("MASTER_PORT"))
+        set_env_int("MASTER_PORT", port);
+}
+
 /* In the child: environment, signals, stdin, then exec.  Never returns. */
 static void exec_rank(const struct run_opts *o, const char *job, const struct run_daemon *d,
-                      const char *coord, const struct run_rank *r, pid_t parent)
+                      const char *coord, const struct run_rank *r, pid_t parent, int port)
 {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent)
@@ -75,6 +114,8 @@ static void exec_rank(const struct run_opts *o, const char *job, const struct ru
         setenv("NEXAR_TIMEOUT", o->timeout, 1);
     if (o->join)
         setenv("NEXAR_JOIN", "1", 1);
+    else
+        set_torch_env(o, r, port);
 
     /* As mpirun does: only rank 0 reads the terminal; the others would race it. */
     if (r->rank != 0) {
@@ -95,17 +136,16 @@ int run_ranks_start(const struct run_opts *o, const char *job, const struct run_
                     struct run_rank *ranks)
 {
     pid_t parent = getpid();
+    int port = o->join || getenv("MASTER_PORT") ? 0 : free_port();
     fflush(NULL); /* nothing buffered may be written twice */
     for (int i = 0; i < o->nranks; i++) {
         struct run_rank *r = &ranks[i];
         r->rank = i;
         r->node = (int)((long long)i * o->nodes / o->nranks);
-        /* The first rank of node k is the smallest i with i * nodes / nranks == k. */
-        int first = (int)(((long long)r->node * o->nranks + o->nodes - 1) / o->nodes);
-        r->local_rank = i - first;
+        r->local_rank = i - node_first(o, r->node);
         pid_t pid = fork();
         if (pid == 0)
-            exec_rank(o, job, &d[r->node], d[0].addr, r, parent);
+            exec_rank(o, job, &d[r->node], d[0].addr, r, parent, port);
         if (pid < 0) {
             nxt_warn("fork for rank %d: %s", i, strerror(errno));
             for (int k = 0; k < i; k++)
