@@ -12,6 +12,7 @@ static const struct nx_inspect_route routes[] = {
     {"/v1/ops", "ops", NEXAR__CTL_COMMAND__CTL_OPS},
     {"/v1/stats", "stats", NEXAR__CTL_COMMAND__CTL_STATS},
     {"/v1/peers", "peers", NEXAR__CTL_COMMAND__CTL_PEERS},
+    {"/v1/config", "config", NEXAR__CTL_COMMAND__CTL_CONFIG},
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 

@@ -14,6 +14,7 @@
 #include "coll_local.h"
 #include "comm.h"
 #include "context.h"
+#include "ctl_config.h"
 #include "ctl_peers.h"
 #include "ctlsrv.h"
 #include "job.h"
@@ -257,6 +258,7 @@ int nx_ctl_report(int command, nx_ctl_emit emit, void *arg)
     case NEXAR__CTL_COMMAND__CTL_OPS: fill_ops(&a, &rep); break;
     case NEXAR__CTL_COMMAND__CTL_STATS: fill_stats(&a, &rep); break;
     case NEXAR__CTL_COMMAND__CTL_PEERS: nx_ctl_peers_report(emit, arg); return 0;
+    case NEXAR__CTL_COMMAND__CTL_CONFIG: nx_ctl_config_report(emit, arg); return 0;
     default: return -EINVAL;
     }
     emit(arg, &rep);

@@ -1,7 +1,8 @@
 /*
  * h3_routes.h - nexard's side of the remote inspection endpoint (HTTP/3 on the QUIC
- * port): the answers to GET /v1/status, /v1/jobs, /v1/comms, /v1/ops, /v1/stats and
- * /v1/peers, built by ctl_info.c exactly as for nexarctl on the Unix socket.
+ * port): the answers to GET /v1/status, /v1/jobs, /v1/comms, /v1/ops, /v1/stats,
+ * /v1/peers and /v1/config, built by ctl_info.c exactly as for nexarctl on the Unix
+ * socket, as protobuf or, when asked, as nexarctl's JSON.
  */
 #ifndef NX_H3_ROUTES_H
 #define NX_H3_ROUTES_H

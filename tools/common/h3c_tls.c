@@ -61,10 +61,13 @@ static int verify_cb(gnutls_session_t s)
 
 static int load_file_err(const char *what, const char *path, int rv, char *err, size_t errlen)
 {
-    /* GnuTLS folds every open error into FILE_ERROR: ask the file system which. */
-    int perm = access(path, R_OK) != 0 && (errno == EACCES || errno == EPERM);
+    /* GnuTLS folds every open error into FILE_ERROR ("Error while reading file."): ask
+     * the file system which, and say it as errno does ("No such file or directory"). */
+    int e = access(path, R_OK) != 0 ? errno : 0;
+    int perm = e == EACCES || e == EPERM;
     snprintf(err, errlen, "%s %s: %s", what, path,
-             perm ? "permission denied" : rv == 0 ? "no certificate in the file"
+             perm ? "permission denied" : e ? strerror(e)
+                                        : rv == 0 ? "no certificate in the file"
                                                   : gnutls_strerror(rv));
     return perm ? -NEXAR_ERR_PERMISSION : -NEXAR_ERR_INVALID;
 }

@@ -8,7 +8,10 @@
  *   jobs.c    jobs, comms (with their ranks)
  *   ops.c     ops in flight and the ranks each one waits for
  *   peers.c   peers (other daemons) and peer-test
+ *   config.c  the settings in effect and where each came from
  *   remote.c  --remote: the same CtlReply from another node, over HTTP/3
+ * The JSON of every report is proto/ctl_json.c's, which nexard's inspection endpoint
+ * also writes when asked for JSON.
  */
 #ifndef NXC_CTL_H
 #define NXC_CTL_H
@@ -16,33 +19,27 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "json.h"
+#include "ctl_json.h"
 #include "nexar.pb-c.h"
 
 struct nxc_command {
     const char *name;
     Nexar__CtlCommand command;
     const char *help;
-    void (*human)(FILE *f, const Nexar__CtlReply *r);
-    void (*json)(struct nxc_json *j, const Nexar__CtlReply *r);
+    void (*human)(FILE *f, const Nexar__CtlReply *r); /* the JSON: ctl_json.h */
 };
 
 /* Escapes every string of m, at any depth, in place (escape.c): for the tables. */
 void nxc_escape_message(ProtobufCMessage *m);
 
 void nxc_status_human(FILE *f, const Nexar__CtlReply *r);
-void nxc_status_json(struct nxc_json *j, const Nexar__CtlReply *r);
 void nxc_stats_human(FILE *f, const Nexar__CtlReply *r);
-void nxc_stats_json(struct nxc_json *j, const Nexar__CtlReply *r);
 void nxc_jobs_human(FILE *f, const Nexar__CtlReply *r);
-void nxc_jobs_json(struct nxc_json *j, const Nexar__CtlReply *r);
 void nxc_comms_human(FILE *f, const Nexar__CtlReply *r);
-void nxc_comms_json(struct nxc_json *j, const Nexar__CtlReply *r);
 void nxc_ops_human(FILE *f, const Nexar__CtlReply *r);
-void nxc_ops_json(struct nxc_json *j, const Nexar__CtlReply *r);
+void nxc_config_human(FILE *f, const Nexar__CtlReply *r);
 
 void nxc_peers_human(FILE *f, const Nexar__CtlReply *r);
-void nxc_peers_json(struct nxc_json *j, const Nexar__CtlReply *r);
 /* peer-test parses its own command line (it has options of its own): main() hands it
  * argv when the command is peer-test, and exits with what it returns. */
 bool nxc_is_peer_test(int argc, char **argv);
@@ -57,9 +54,6 @@ struct nxc_remote {
  * nexar__ctl_reply__free_unpacked), or a nexar_status_t with a reason in err. */
 int nxc_remote_query(const struct nxc_remote *r, Nexar__CtlCommand command, int timeout_ms,
                      Nexar__CtlReply **out, char *err, size_t errlen);
-
-/* Shared by jobs.c and ops.c: a RankInfo as JSON members of an open object. */
-void nxc_rank_json(struct nxc_json *j, const Nexar__RankInfo *ri);
 
 /* ---- aligned text tables (table.c) ---------------------------------------- */
 

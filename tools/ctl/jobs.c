@@ -11,29 +11,6 @@ static const char *str(const char *s)
     return s && *s ? s : "-";
 }
 
-void nxc_rank_json(struct nxc_json *j, const Nexar__RankInfo *ri)
-{
-    nxc_json_u64(j, "rank", ri->rank);
-    nxc_json_u64(j, "world_rank", ri->world_rank);
-    nxc_json_u64(j, "pid", ri->pid);
-    nxc_json_u64(j, "uid", ri->uid);
-    nxc_json_str(j, "state", ri->state);
-    nxc_json_u64(j, "ops_submitted", ri->ops_submitted);
-    nxc_json_u64(j, "ops_completed", ri->ops_completed);
-    nxc_json_u64(j, "bytes_in", ri->bytes_in);
-}
-
-static void ranks_json(struct nxc_json *j, Nexar__RankInfo *const *v, size_t n)
-{
-    nxc_json_arr_begin(j, "ranks");
-    for (size_t i = 0; i < n; i++) {
-        nxc_json_obj_begin(j, NULL);
-        nxc_rank_json(j, v[i]);
-        nxc_json_obj_end(j);
-    }
-    nxc_json_arr_end(j);
-}
-
 /* The ranks of a job or communicator, indented under its line. */
 static void ranks_human(FILE *f, Nexar__RankInfo *const *v, size_t n, bool comm)
 {
@@ -97,37 +74,6 @@ void nxc_jobs_human(FILE *f, const Nexar__CtlReply *r)
     }
 }
 
-void nxc_jobs_json(struct nxc_json *j, const Nexar__CtlReply *r)
-{
-    nxc_json_arr_begin(j, "jobs");
-    for (size_t i = 0; i < r->n_jobs; i++) {
-        const Nexar__JobInfo *job = r->jobs[i];
-        nxc_json_obj_begin(j, NULL);
-        nxc_json_str(j, "job", job->job);
-        nxc_json_str(j, "state", job->state);
-        nxc_json_u64(j, "world_size", job->world_size);
-        nxc_json_u64(j, "joined", job->joined);
-        nxc_json_u64(j, "uid", job->uid);
-        nxc_json_u64(j, "joiners_waiting", job->joiners_waiting);
-        nxc_json_str(j, "coord", job->coord && *job->coord ? job->coord : NULL);
-        nxc_json_arr_begin(j, "nodes");
-        for (size_t k = 0; k < job->n_nodes; k++)
-            nxc_json_str(j, NULL, job->nodes[k]);
-        nxc_json_arr_end(j);
-        nxc_json_arr_begin(j, "rank_node");
-        for (size_t k = 0; k < job->n_rank_node; k++)
-            nxc_json_u64(j, NULL, job->rank_node[k]);
-        nxc_json_arr_end(j);
-        if (job->n_nodes) {
-            nxc_json_u64(j, "node", job->node);
-            nxc_json_str(j, "algo", job->algo);
-        }
-        ranks_json(j, job->ranks, job->n_ranks);
-        nxc_json_obj_end(j);
-    }
-    nxc_json_arr_end(j);
-}
-
 void nxc_comms_human(FILE *f, const Nexar__CtlReply *r)
 {
     if (r->n_comms == 0) {
@@ -152,25 +98,3 @@ void nxc_comms_human(FILE *f, const Nexar__CtlReply *r)
     }
 }
 
-void nxc_comms_json(struct nxc_json *j, const Nexar__CtlReply *r)
-{
-    nxc_json_arr_begin(j, "comms");
-    for (size_t i = 0; i < r->n_comms; i++) {
-        const Nexar__CommInfo *c = r->comms[i];
-        nxc_json_obj_begin(j, NULL);
-        nxc_json_u64(j, "id", c->id);
-        nxc_json_str(j, "job", c->job);
-        nxc_json_u64(j, "size", c->size);
-        nxc_json_str(j, "state", c->state);
-        nxc_json_u64(j, "next_seq", c->next_seq);
-        nxc_json_arr_begin(j, "failed_ranks");
-        for (size_t k = 0; k < c->n_failed_ranks; k++)
-            nxc_json_u64(j, NULL, c->failed_ranks[k]);
-        nxc_json_arr_end(j);
-        nxc_json_u64(j, "shrunk_from", c->shrunk_from);
-        nxc_json_u64(j, "grown_from", c->grown_from);
-        ranks_json(j, c->ranks, c->n_ranks);
-        nxc_json_obj_end(j);
-    }
-    nxc_json_arr_end(j);
-}

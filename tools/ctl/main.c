@@ -4,6 +4,10 @@
  * The exit status is a nexar_status_t (0 on success), so scripts can tell "no
  * daemon" (2, NEXAR_ERR_UNAVAILABLE) from "permission denied" (9) or a hung
  * daemon (4, NEXAR_ERR_TIMEOUT).  Usage errors exit 1 (NEXAR_ERR_INVALID).
+ *
+ * `nexarctl help` prints the usage (every command) on stdout and exits 0; a bare
+ * `nexarctl` prints the same and exits 1, since it did nothing.  With --json every
+ * failure, usage errors included, is also one JSON object on stdout.
  */
 #include <getopt.h>
 #include <stdlib.h>
@@ -21,18 +25,17 @@
 
 static const struct nxc_command commands[] = {
     {"status", NEXAR__CTL_COMMAND__CTL_STATUS, "the daemon: version, uptime, clients, memory",
-     nxc_status_human, nxc_status_json},
-    {"jobs", NEXAR__CTL_COMMAND__CTL_JOBS, "jobs and their ranks", nxc_jobs_human,
-     nxc_jobs_json},
-    {"comms", NEXAR__CTL_COMMAND__CTL_COMMS, "communicators and their ranks",
-     nxc_comms_human, nxc_comms_json},
+     nxc_status_human},
+    {"jobs", NEXAR__CTL_COMMAND__CTL_JOBS, "jobs and their ranks", nxc_jobs_human},
+    {"comms", NEXAR__CTL_COMMAND__CTL_COMMS, "communicators and their ranks", nxc_comms_human},
     {"ops", NEXAR__CTL_COMMAND__CTL_OPS, "operations in flight and the ranks they wait for",
-     nxc_ops_human, nxc_ops_json},
+     nxc_ops_human},
     {"stats", NEXAR__CTL_COMMAND__CTL_STATS, "counters since the daemon started",
-     nxc_stats_human, nxc_stats_json},
+     nxc_stats_human},
     {"peers", NEXAR__CTL_COMMAND__CTL_PEERS,
-     "other daemons: state, RTT, window, traffic, losses, cipher", nxc_peers_human,
-     nxc_peers_json},
+     "other daemons: state, RTT, window, traffic, losses, cipher", nxc_peers_human},
+    {"config", NEXAR__CTL_COMMAND__CTL_CONFIG,
+     "the settings in effect, and where each one came from", nxc_config_human},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -48,52 +51,86 @@ static void usage(FILE *f)
                "           send N bytes (default 256M) to the daemon at ADDR over K streams\n"
                "           (default 1) and have it verify every byte\n");
     nxc_certs_usage(f);
+    fprintf(f, "  help     this text (also -h, --help)\n");
     fprintf(f,
 "\nOptions:\n"
 "  -s, --socket PATH  the daemon's socket (default $NEXAR_SOCKET, else\n"
 "                     " NXT_DEFAULT_SOCKET ")\n"
 "  -r, --remote ADDR  ask the daemon at HOST:PORT (its QUIC port) over HTTP/3\n"
-"                     instead of a local socket (status jobs comms ops stats peers)\n"
+"                     instead of a local socket (status jobs comms ops stats peers\n"
+"                     config)\n"
 "      --tls-ca F     with --remote: the cluster CA (default $NEXAR_TLS_CA, else\n"
 "                     /etc/nexar/tls/ca.pem)\n"
 "      --tls-cert F   our certificate, signed by that CA (default $NEXAR_TLS_CERT,\n"
 "                     else /etc/nexar/tls/node.pem when it exists; \"\": none)\n"
 "      --tls-key F    its key (default $NEXAR_TLS_KEY, else /etc/nexar/tls/node-key.pem)\n"
-"  -j, --json         print one JSON object instead of tables\n"
+"  -j, --json         print one JSON object instead of tables (errors too)\n"
 "  -t, --timeout S    seconds to wait for the daemon (default 5)\n"
 "  -h, --help         this text\n"
 "      --version\n"
+"\nWithout a command, nexarctl prints this text and exits 1.\n"
 "\nExit status: the nexar_status_t: 0 success, 1 usage, 2 no daemon answers,\n"
 "4 timeout, 8 not served by the daemon, 9 permission denied (or TLS refused),\n"
 "10 protocol error, or the daemon's status.\n");
 }
 
-static void __attribute__((noreturn)) bad(const char *msg, const char *arg)
+/* `nexarctl --json help`: the commands as data. */
+static void usage_json(void)
 {
-    nxt_warn("%s%s%s", msg, arg ? ": " : "", arg ? arg : "");
-    fprintf(stderr, "Try 'nexarctl --help'.\n");
-    exit(NEXAR_ERR_INVALID);
+    static const char *const more[][2] = {
+        {"peer-test", "send bytes to the daemon at ADDR and have it verify every one"},
+        {"certs", "make the cluster CA, node and operator certificates"},
+        {"help", "the commands and options"},
+    };
+    struct nx_json j;
+    nx_json_init(&j, stdout);
+    nx_json_obj_begin(&j, NULL);
+    nx_json_str(&j, "command", "help");
+    nx_json_u64(&j, "status", 0);
+    nx_json_arr_begin(&j, "commands");
+    for (size_t i = 0; i < NCOMMANDS + sizeof(more) / sizeof(more[0]); i++) {
+        nx_json_obj_begin(&j, NULL);
+        nx_json_str(&j, "name", i < NCOMMANDS ? commands[i].name : more[i - NCOMMANDS][0]);
+        nx_json_str(&j, "help", i < NCOMMANDS ? commands[i].help : more[i - NCOMMANDS][1]);
+        nx_json_obj_end(&j);
+    }
+    nx_json_arr_end(&j);
+    nx_json_obj_end(&j);
+    nx_json_finish(&j);
 }
 
 /* A failure: text on stderr, and with --json also as an object on stdout, so a
- * script that parses stdout always gets one. */
+ * script that parses stdout always gets one.  cmd NULL: no command was named. */
 static int failed(bool json, const char *cmd, int status, const char *text)
 {
     char safe[4 * 512 + 1]; /* the callers' texts are at most 512 bytes */
     nx_text_escape(text, safe, sizeof(safe));
     nxt_warn("%s", safe);
     if (json) {
-        struct nxc_json j;
-        nxc_json_init(&j, stdout);
-        nxc_json_obj_begin(&j, NULL);
-        nxc_json_str(&j, "command", cmd);
-        nxc_json_u64(&j, "status", (uint64_t)status);
-        nxc_json_str(&j, "status_name", nxt_status_name(status));
-        nxc_json_str(&j, "error", text);
-        nxc_json_obj_end(&j);
-        nxc_json_finish(&j);
+        struct nx_json j;
+        nx_json_init(&j, stdout);
+        nx_json_obj_begin(&j, NULL);
+        nx_json_str(&j, "command", cmd);
+        nx_json_u64(&j, "status", (uint64_t)status);
+        nx_json_str(&j, "status_name", nxt_status_name(status));
+        nx_json_str(&j, "error", text);
+        nx_json_obj_end(&j);
+        nx_json_finish(&j);
     }
     return status;
+}
+
+/* For usage errors: whether --json was given anywhere, and the command named so far. */
+static bool g_json;
+static const char *g_cmd;
+
+static void __attribute__((noreturn)) bad(const char *msg, const char *arg)
+{
+    char text[512];
+    snprintf(text, sizeof(text), "%s%s%s", msg, arg ? ": " : "", arg ? arg : "");
+    failed(g_json, g_cmd, NEXAR_ERR_INVALID, text);
+    fprintf(stderr, "Try 'nexarctl help'.\n");
+    exit(NEXAR_ERR_INVALID);
 }
 
 /* Sends the CtlRequest; on success *out is the decoded reply. */
@@ -148,10 +185,15 @@ int main(int argc, char **argv)
         return nxc_peer_test_main(argc, argv);
     const char *socket_opt = NULL;
     struct nxc_remote remote = {NULL, NULL, NULL, NULL};
-    bool json = false;
     double timeout_s = 5;
     int ch;
+    /* A first pass for --json alone, so that a usage error before it (or an unknown
+     * command) is a JSON object too.  optind = 0 restarts GNU getopt from scratch. */
     opterr = 0;
+    optind = 0;
+    while ((ch = getopt_long(argc, argv, ":s:r:jt:h", longopts, NULL)) != -1)
+        g_json |= ch == 'j';
+    optind = 0;
     while ((ch = getopt_long(argc, argv, ":s:r:jt:h", longopts, NULL)) != -1) {
         switch (ch) {
         case 's': socket_opt = optarg; break;
@@ -159,7 +201,7 @@ int main(int argc, char **argv)
         case 'A': remote.ca = optarg; break;
         case 'C': remote.cert = optarg; break;
         case 'K': remote.key = optarg; break;
-        case 'j': json = true; break;
+        case 'j': break;
         case 't':
             if (nxt_parse_seconds(optarg, &timeout_s) < 0 || timeout_s <= 0 ||
                 timeout_s > 86400)
@@ -171,16 +213,30 @@ int main(int argc, char **argv)
         default: bad("unknown option", argv[optind - 1]);
         }
     }
-    if (optind >= argc)
-        bad("no command (status, jobs, comms, ops, stats)", NULL);
-    if (optind + 1 < argc)
-        bad("one command at a time; unexpected", argv[optind + 1]);
+    bool json = g_json;
+    if (optind >= argc) {
+        /* A bare nexarctl: what it can do, and the usage status (it did nothing). */
+        if (json)
+            bad("no command (try 'nexarctl help')", NULL);
+        usage(stdout);
+        return NEXAR_ERR_INVALID;
+    }
+    g_cmd = argv[optind];
+    if (!strcmp(argv[optind], "help")) {
+        if (json)
+            usage_json();
+        else
+            usage(stdout);
+        return 0;
+    }
     const struct nxc_command *cmd = NULL;
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (!strcmp(argv[optind], commands[i].name))
             cmd = &commands[i];
     if (!cmd)
         bad("unknown command", argv[optind]);
+    if (optind + 1 < argc)
+        bad("one command at a time; unexpected", argv[optind + 1]);
     if (remote.addr && socket_opt)
         bad("--socket and --remote exclude each other", NULL);
     if (!remote.addr && (remote.ca || remote.cert || remote.key))
@@ -217,14 +273,7 @@ int main(int argc, char **argv)
 static int print_reply(const struct nxc_command *cmd, bool json, Nexar__CtlReply *reply)
 {
     if (json) {
-        struct nxc_json j;
-        nxc_json_init(&j, stdout);
-        nxc_json_obj_begin(&j, NULL);
-        nxc_json_str(&j, "command", cmd->name);
-        nxc_json_u64(&j, "status", 0);
-        cmd->json(&j, reply);
-        nxc_json_obj_end(&j);
-        nxc_json_finish(&j);
+        nx_ctl_json_report(stdout, cmd->name, cmd->command, reply);
     } else {
         nxc_escape_message(&reply->base);
         cmd->human(stdout, reply);

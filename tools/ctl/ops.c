@@ -50,27 +50,3 @@ void nxc_ops_human(FILE *f, const Nexar__CtlReply *r)
                     (unsigned long long)r->ops[i]->seq, r->ops[i]->across);
 }
 
-void nxc_ops_json(struct nxc_json *j, const Nexar__CtlReply *r)
-{
-    nxc_json_arr_begin(j, "ops");
-    for (size_t i = 0; i < r->n_ops; i++) {
-        const Nexar__OpInfo *op = r->ops[i];
-        nxc_json_obj_begin(j, NULL);
-        nxc_json_u64(j, "comm", op->comm);
-        nxc_json_str(j, "job", op->job);
-        nxc_json_u64(j, "seq", op->seq);
-        nxc_json_str(j, "kind", op->kind);
-        nxc_json_str(j, "signature", op->signature);
-        nxc_json_str(j, "algorithm", op->algorithm);
-        nxc_json_str(j, "across", op->across);
-        nxc_json_u64(j, "chunks_done", op->chunks_done);
-        nxc_json_u64(j, "chunks_total", op->chunks_total);
-        nxc_json_double(j, "age_s", op->age_s);
-        nxc_json_arr_begin(j, "waiting_for");
-        for (size_t k = 0; k < op->n_waiting_for; k++)
-            nxc_json_u64(j, NULL, op->waiting_for[k]);
-        nxc_json_arr_end(j);
-        nxc_json_obj_end(j);
-    }
-    nxc_json_arr_end(j);
-}

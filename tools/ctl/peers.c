@@ -81,42 +81,6 @@ void nxc_peers_human(FILE *f, const Nexar__CtlReply *r)
     }
 }
 
-void nxc_peers_json(struct nxc_json *j, const Nexar__CtlReply *r)
-{
-    nxc_json_str(j, "listen", r->listen && *r->listen ? r->listen : NULL);
-    nxc_json_arr_begin(j, "peers");
-    for (size_t i = 0; i < r->n_peers; i++) {
-        const Nexar__PeerInfo *p = r->peers[i];
-        nxc_json_obj_begin(j, NULL);
-        nxc_json_str(j, "addr", p->addr);
-        nxc_json_str(j, "state", p->state);
-        nxc_json_double(j, "since_s", p->since_s);
-        nxc_json_bool(j, "inbound", p->inbound);
-        nxc_json_double(j, "rtt_ms", p->rtt_ms);
-        nxc_json_double(j, "min_rtt_ms", p->min_rtt_ms);
-        nxc_json_double(j, "rttvar_ms", p->rttvar_ms);
-        nxc_json_u64(j, "cwnd", p->cwnd);
-        nxc_json_u64(j, "bytes_sent", p->bytes_sent);
-        nxc_json_u64(j, "bytes_recv", p->bytes_recv);
-        nxc_json_u64(j, "pkts_sent", p->pkts_sent);
-        nxc_json_u64(j, "pkts_recv", p->pkts_recv);
-        nxc_json_u64(j, "pkts_lost", p->pkts_lost);
-        nxc_json_u64(j, "msgs_sent", p->msgs_sent);
-        nxc_json_u64(j, "msgs_recv", p->msgs_recv);
-        nxc_json_u64(j, "queued_bytes", p->queued_bytes);
-        nxc_json_u64(j, "streams_open", p->streams_open);
-        nxc_json_str(j, "cipher", p->cipher);
-        nxc_json_str(j, "reason", p->reason);
-        nxc_json_u64(j, "version", p->version);
-        nxc_json_arr_begin(j, "jobs");
-        for (size_t k = 0; k < p->n_jobs; k++)
-            nxc_json_str(j, NULL, p->jobs[k]);
-        nxc_json_arr_end(j);
-        nxc_json_obj_end(j);
-    }
-    nxc_json_arr_end(j);
-}
-
 /* ---- peer-test ---------------------------------------------------------------------- */
 
 struct pt_opts {
@@ -205,27 +169,27 @@ static void pt_parse(struct pt_opts *o, int argc, char **argv)
 static void pt_json(const struct pt_opts *o, int status, const char *error,
                     const Nexar__PeerTestReport *r)
 {
-    struct nxc_json j;
-    nxc_json_init(&j, stdout);
-    nxc_json_obj_begin(&j, NULL);
-    nxc_json_str(&j, "command", "peer-test");
-    nxc_json_u64(&j, "status", (uint64_t)status);
-    nxc_json_str(&j, "status_name", nxt_status_name(status));
-    nxc_json_str(&j, "error", error ? error : "");
-    nxc_json_str(&j, "peer", r && r->addr && *r->addr ? r->addr : o->addr);
-    nxc_json_u64(&j, "test_id", r ? r->test_id : 0);
-    nxc_json_u64(&j, "bytes", r ? r->bytes : o->bytes);
-    nxc_json_u64(&j, "streams", r ? r->streams : (uint64_t)o->streams);
-    nxc_json_u64(&j, "msg_bytes", r ? r->msg_bytes : o->msg_bytes);
-    nxc_json_double(&j, "seconds", r ? r->seconds : 0);
-    nxc_json_double(&j, "gbps", r ? r->gbps : 0);
-    nxc_json_bool(&j, "verified", r && r->verified && status == 0);
-    nxc_json_u64(&j, "bytes_verified", r ? r->bytes_verified : 0);
-    nxc_json_bool(&j, "bad", r && r->bad);
-    nxc_json_u64(&j, "bad_stream", r ? r->bad_stream : 0);
-    nxc_json_u64(&j, "bad_offset", r ? r->bad_offset : 0);
-    nxc_json_obj_end(&j);
-    nxc_json_finish(&j);
+    struct nx_json j;
+    nx_json_init(&j, stdout);
+    nx_json_obj_begin(&j, NULL);
+    nx_json_str(&j, "command", "peer-test");
+    nx_json_u64(&j, "status", (uint64_t)status);
+    nx_json_str(&j, "status_name", nxt_status_name(status));
+    nx_json_str(&j, "error", error ? error : "");
+    nx_json_str(&j, "peer", r && r->addr && *r->addr ? r->addr : o->addr);
+    nx_json_u64(&j, "test_id", r ? r->test_id : 0);
+    nx_json_u64(&j, "bytes", r ? r->bytes : o->bytes);
+    nx_json_u64(&j, "streams", r ? r->streams : (uint64_t)o->streams);
+    nx_json_u64(&j, "msg_bytes", r ? r->msg_bytes : o->msg_bytes);
+    nx_json_double(&j, "seconds", r ? r->seconds : 0);
+    nx_json_double(&j, "gbps", r ? r->gbps : 0);
+    nx_json_bool(&j, "verified", r && r->verified && status == 0);
+    nx_json_u64(&j, "bytes_verified", r ? r->bytes_verified : 0);
+    nx_json_bool(&j, "bad", r && r->bad);
+    nx_json_u64(&j, "bad_stream", r ? r->bad_stream : 0);
+    nx_json_u64(&j, "bad_offset", r ? r->bad_offset : 0);
+    nx_json_obj_end(&j);
+    nx_json_finish(&j);
 }
 
 int nxc_peer_test_main(int argc, char **argv)

@@ -42,36 +42,6 @@ void nxc_status_human(FILE *f, const Nexar__CtlReply *r)
     nxc_table_free(&t);
 }
 
-void nxc_status_json(struct nxc_json *j, const Nexar__CtlReply *r)
-{
-    const Nexar__StatusInfo *s = status_of(r);
-    nxc_json_str(j, "version", s->version);
-    nxc_json_u64(j, "pid", s->pid);
-    nxc_json_double(j, "uptime_s", s->uptime_s);
-    nxc_json_str(j, "socket", s->socket);
-    nxc_json_u64(j, "clients", s->clients);
-    nxc_json_u64(j, "jobs", s->jobs);
-    nxc_json_u64(j, "comms", s->comms);
-    nxc_json_u64(j, "shm_bytes", s->shm_bytes);
-    nxc_json_u64(j, "rss_bytes", s->rss_bytes);
-}
-
-/* The counters in display order; the JSON names are the proto field names. */
-#define STATS_FIELDS(X)                                    \
-    X(ops_completed, "ops completed", false)               \
-    X(ops_failed, "ops failed", false)                     \
-    X(bytes_reduced, "bytes reduced", true)                \
-    X(bytes_copied, "bytes copied", true)                  \
-    X(chunks, "chunks", false)                             \
-    X(p2p_messages, "p2p messages", false)                 \
-    X(clients_accepted, "clients accepted", false)         \
-    X(clients_dropped, "clients dropped", false)           \
-    X(protocol_violations, "protocol violations", false)   \
-    X(mismatches, "mismatches", false)                     \
-    X(timeouts, "timeouts", false)                         \
-    X(peers_lost, "peers lost", false)                     \
-    X(recoveries, "recoveries", false)
-
 void nxc_stats_human(FILE *f, const Nexar__CtlReply *r)
 {
     const Nexar__Stats *s = stats_of(r);
@@ -84,16 +54,9 @@ void nxc_stats_human(FILE *f, const Nexar__CtlReply *r)
                           ? nxc_fmt("%llu (%s)", (unsigned long long)s->field,           \
                                     nxt_fmt_bytes(s->field, b, sizeof(b)))               \
                           : nxc_fmt("%llu", (unsigned long long)s->field));
-    STATS_FIELDS(ROW)
+    NX_CTL_STATS_FIELDS(ROW)
 #undef ROW
     nxc_table_print(&t, f, "");
     nxc_table_free(&t);
 }
 
-void nxc_stats_json(struct nxc_json *j, const Nexar__CtlReply *r)
-{
-    const Nexar__Stats *s = stats_of(r);
-#define FIELD(field, label, bytes) nxc_json_u64(j, #field, s->field);
-    STATS_FIELDS(FIELD)
-#undef FIELD
-}

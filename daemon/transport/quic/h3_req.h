@@ -13,13 +13,18 @@
  *   - pseudo-fields :method :scheme :path :authority only, each at most once, before
  *     every regular field; names lower-case tokens; values without NUL, CR or LF  -> 400
  *   - :method a token of at most 15 bytes, :scheme "https", :path an origin-form of at
- *     most NX_H3REQ_PATH bytes of visible ASCII (a query string is ignored)     -> 400
+ *     most NX_H3REQ_PATH bytes of visible ASCII                                   -> 400
+ *   - in the query string, format= other than json or protobuf (other parameters are
+ *     ignored)                                                                    -> 400
  *   - no body (a GET has none)                                                    -> 400
  *   - the path must be a route of proto/inspect.h                                 -> 404
  *   - the method must be GET                                                      -> 405
  *   - otherwise                                                                   -> 200
  *
  * Once refused, a request stays refused with its first reason.
+ *
+ * The body's format (proto/inspect.h): ?format= when given, else the Accept fields'
+ * preference between application/json and application/x-protobuf (nx_h3req_format).
  */
 #ifndef NX_H3_REQ_H
 #define NX_H3_REQ_H
@@ -45,6 +50,12 @@ struct nx_h3req {
     unsigned seen;                /* pseudo-fields seen, and whether a regular one came */
     int status;                   /* 0 while undecided, else the refusal's HTTP status */
     const char *why;              /* the refusal's reason (a literal) */
+    /* Accept, per enum nx_inspect_format: how specific the best media range matching it
+     * was (0 none, 1 * / *, 2 application/ *, 3 the type itself) and its q-value in
+     * thousandths. */
+    uint8_t accept_spec[2];
+    uint16_t accept_q[2];
+    uint8_t query_format;         /* 0: no ?format=; else 1 + enum nx_inspect_format */
 };
 
 void nx_h3req_init(struct nx_h3req *r);
@@ -61,5 +72,11 @@ int nx_h3req_body(struct nx_h3req *r, size_t len);
  * refusal).  On 200, *route is the route to answer; otherwise it is NULL.
  */
 int nx_h3req_decide(struct nx_h3req *r, const struct nx_inspect_route **route);
+
+/* The format the client asked for (enum nx_inspect_format), from what was fed so far:
+ * ?format= when given, else JSON when Accept weighs application/json above
+ * application/x-protobuf, else protobuf.  Also meaningful for a refused request (its
+ * refusal is written in that format). */
+int nx_h3req_format(const struct nx_h3req *r);
 
 #endif

@@ -17,6 +17,7 @@
 
 #include "h3_req.h"
 #include "inspect.h"
+#include "json.h"
 #include "log.h"
 #include "mem.h"
 #include "quic_int.h"
@@ -86,26 +87,55 @@ static nghttp3_ssize read_body(nghttp3_conn *conn, int64_t id, nghttp3_vec *vec,
     {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl),                              \
      NGHTTP3_NV_FLAG_NO_COPY_NAME | NGHTTP3_NV_FLAG_NO_COPY_VALUE}
 
-/* status 200 answers route rt with its report; any other status its reason. */
+/* A refusal's body: its reason as text, or as {"http_status":N,"error":"..."} to a client
+ * that asked for JSON.  malloc'd, its length in *len. */
+static uint8_t *refusal_body(int status, const char *why, int format, size_t *len)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = format == NX_INSPECT_JSON ? open_memstream(&buf, &n) : NULL;
+    if (f) {
+        struct nx_json j;
+        nx_json_init(&j, f);
+        nx_json_obj_begin(&j, NULL);
+        nx_json_u64(&j, "http_status", (uint64_t)status);
+        nx_json_str(&j, "error", why);
+        nx_json_obj_end(&j);
+        nx_json_finish(&j);
+        if (fclose(f) == 0 && buf) {
+            *len = n;
+            return (uint8_t *)buf;
+        }
+        free(buf);
+    }
+    buf = nx_xasprintf("%s\n", why);
+    *len = strlen(buf);
+    return (uint8_t *)buf;
+}
+
+/* status 200 answers route rt with its report; any other status its reason, in the
+ * format the request asked for. */
 static void answer(struct h3_req *r, int status, const struct nx_inspect_route *rt)
 {
     struct nx_h3s *h = r->h;
     static const char *const codes[] = {"200", "400", "404", "405", "431", "500"};
-    const char *code = "500", *ctype = "text/plain; charset=utf-8";
+    int format = nx_h3req_format(&r->req);
+    const char *code = "500";
+    const char *ctype = format == NX_INSPECT_JSON ? NX_INSPECT_CTYPE_JSON
+                                                  : "text/plain; charset=utf-8";
     if (r->answered)
         return;
     r->answered = 1;
     if (status == 200) {
-        if (h->in->get(h->in->arg, rt->command, &r->body, &r->len) == 0)
-            ctype = NX_INSPECT_CTYPE;
+        if (h->in->get(h->in->arg, rt->command, format, &r->body, &r->len) == 0)
+            ctype = format == NX_INSPECT_JSON ? NX_INSPECT_CTYPE_JSON : NX_INSPECT_CTYPE;
         else
             status = 500;
     }
     if (status != 200) {
         free(r->body);
-        r->body = (uint8_t *)nx_xasprintf("%s\n", status == 500 ? "the report failed"
-                                                                 : r->req.why);
-        r->len = strlen((char *)r->body);
+        r->body = refusal_body(status, status == 500 ? "the report failed" : r->req.why,
+                               format, &r->len);
     }
     for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
         if (atoi(codes[i]) == status)
@@ -115,9 +145,10 @@ static void answer(struct h3_req *r, int status, const struct nx_inspect_route *
         NV(":status", code, 3),
         NV("content-type", ctype, strlen(ctype)),
         NV("content-length", r->clen, strlen(r->clen)),
+        NV("vary", "accept", 6), /* the body's format follows Accept */
         NV("allow", "GET", 3),
     };
-    size_t n = status == 405 ? 4 : 3;
+    size_t n = status == 405 ? 5 : 4;
     nghttp3_data_reader dr = {read_body};
     int rv = nghttp3_conn_submit_response(h->h3, r->id, nva, n, &dr);
     if (rv != 0) {

@@ -57,9 +57,10 @@
 
 /* What the inspection endpoint needs from its owner (nexard: daemon/ctl/h3_routes.c). */
 struct nx_quic_inspect {
-    /* Builds the body of GET route (a Nexar__CtlCommand of proto/inspect.h): *body is
-     * malloc'd (the transport frees it), *len its length.  0, or -1 for a 500. */
-    int (*get)(void *arg, int command, uint8_t **body, size_t *len);
+    /* Builds the body of GET route (a Nexar__CtlCommand of proto/inspect.h) in format (enum
+     * nx_inspect_format: the packed CtlReply, or its JSON): *body is malloc'd (the
+     * transport frees it), *len its length.  0, or -1 for a 500. */
+    int (*get)(void *arg, int command, int format, uint8_t **body, size_t *len);
     void *arg;
     uint32_t max_conns;          /* inspectors up at once (>= 1) */
     uint32_t idle_timeout_ms;    /* an inspector silent this long is closed */

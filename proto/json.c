@@ -1,5 +1,5 @@
 /*
- * json.c - the JSON writer: separators, escaping, UTF-8 repair.
+ * json.c - see json.h: separators, escaping, UTF-8 repair.
  */
 #include "json.h"
 
@@ -7,67 +7,67 @@
 #include <math.h>
 #include <string.h>
 
-void nxc_json_init(struct nxc_json *j, FILE *f)
+void nx_json_init(struct nx_json *j, FILE *f)
 {
     memset(j, 0, sizeof(*j));
     j->f = f;
 }
 
 /* Comma (when this level already has a member) and "key": for the next value. */
-static void member(struct nxc_json *j, const char *key)
+static void member(struct nx_json *j, const char *key)
 {
     if (j->need_comma[j->depth])
         fputc(',', j->f);
     j->need_comma[j->depth] = true;
     if (key) {
-        nxc_json_write_string(j->f, key);
+        nx_json_write_string(j->f, key);
         fputc(':', j->f);
     }
 }
 
-static void begin(struct nxc_json *j, const char *key, char c)
+static void begin(struct nx_json *j, const char *key, char c)
 {
     member(j, key);
     fputc(c, j->f);
-    if (j->depth + 1 < NXC_JSON_MAX_DEPTH)
+    if (j->depth + 1 < NX_JSON_MAX_DEPTH)
         j->depth++;
     j->need_comma[j->depth] = false;
 }
 
-static void end(struct nxc_json *j, char c)
+static void end(struct nx_json *j, char c)
 {
     fputc(c, j->f);
     if (j->depth > 0)
         j->depth--;
 }
 
-void nxc_json_obj_begin(struct nxc_json *j, const char *key) { begin(j, key, '{'); }
-void nxc_json_obj_end(struct nxc_json *j) { end(j, '}'); }
-void nxc_json_arr_begin(struct nxc_json *j, const char *key) { begin(j, key, '['); }
-void nxc_json_arr_end(struct nxc_json *j) { end(j, ']'); }
+void nx_json_obj_begin(struct nx_json *j, const char *key) { begin(j, key, '{'); }
+void nx_json_obj_end(struct nx_json *j) { end(j, '}'); }
+void nx_json_arr_begin(struct nx_json *j, const char *key) { begin(j, key, '['); }
+void nx_json_arr_end(struct nx_json *j) { end(j, ']'); }
 
-void nxc_json_str(struct nxc_json *j, const char *key, const char *v)
+void nx_json_str(struct nx_json *j, const char *key, const char *v)
 {
     member(j, key);
     if (v)
-        nxc_json_write_string(j->f, v);
+        nx_json_write_string(j->f, v);
     else
         fputs("null", j->f);
 }
 
-void nxc_json_u64(struct nxc_json *j, const char *key, uint64_t v)
+void nx_json_u64(struct nx_json *j, const char *key, uint64_t v)
 {
     member(j, key);
     fprintf(j->f, "%" PRIu64, v);
 }
 
-void nxc_json_i64(struct nxc_json *j, const char *key, int64_t v)
+void nx_json_i64(struct nx_json *j, const char *key, int64_t v)
 {
     member(j, key);
     fprintf(j->f, "%" PRId64, v);
 }
 
-void nxc_json_double(struct nxc_json *j, const char *key, double v)
+void nx_json_double(struct nx_json *j, const char *key, double v)
 {
     member(j, key);
     if (isfinite(v))
@@ -76,13 +76,13 @@ void nxc_json_double(struct nxc_json *j, const char *key, double v)
         fputs("null", j->f);
 }
 
-void nxc_json_bool(struct nxc_json *j, const char *key, bool v)
+void nx_json_bool(struct nx_json *j, const char *key, bool v)
 {
     member(j, key);
     fputs(v ? "true" : "false", j->f);
 }
 
-void nxc_json_finish(struct nxc_json *j)
+void nx_json_finish(struct nx_json *j)
 {
     fputc('\n', j->f);
     fflush(j->f);
@@ -115,7 +115,7 @@ static size_t utf8_len(const unsigned char *s)
     return n;
 }
 
-void nxc_json_write_string(FILE *f, const char *str)
+void nx_json_write_string(FILE *f, const char *str)
 {
     const unsigned char *s = (const unsigned char *)str;
     fputc('"', f);
