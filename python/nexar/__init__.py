@@ -4,7 +4,8 @@ ctypes, not a C extension: the shim's ABI is plain C with opaque handles and C s
 ctypes reaches every function with no build step of its own, and it releases the GIL for
 the whole of each foreign call, so a rank blocked in a collective never holds up the
 interpreter's other threads.  Buffers are anything with the buffer protocol (numpy arrays,
-bytearray, memoryview, array.array); ops that write need a writable, C-contiguous one.
+bytearray, memoryview, array.array), or host torch tensors (bfloat16 included); ops that
+write need a writable, C-contiguous one.
 
     import nexar, numpy as np
     with nexar.init() as world:
@@ -84,10 +85,17 @@ def _dtype_of(buf, dtype):
     raise Error(1, "cannot tell the dtype of a buffer of format %r: pass dtype=" % fmt)
 
 
+def _is_torch_tensor(buf):
+    return type(buf).__module__.startswith("torch") and hasattr(buf, "data_ptr")
+
+
 class _Buf:
     """A buffer's address and element count, keeping the exported view alive."""
 
     def __init__(self, buf, dtype, writable):
+        if _is_torch_tensor(buf):
+            self._from_tensor(buf, dtype)
+            return
         self.dtype = _dtype_of(buf, dtype)
         view = memoryview(buf)
         if not view.c_contiguous:
@@ -109,6 +117,24 @@ class _Buf:
         else:
             self._keep = (ctypes.c_char * self.nbytes).from_buffer(self.view)
             self.ptr = ctypes.cast(self._keep, _P)
+
+
+    def _from_tensor(self, t, dtype):
+        # torch tensors have no buffer protocol (and numpy no bfloat16): their address.
+        name = str(t.dtype).replace("torch.", "")
+        self.dtype = _dtype_of(None, dtype or {"float": "float32", "double": "float64",
+                                               "half": "float16", "int": "int32",
+                                               "long": "int64"}.get(name, name))
+        if t.device.type != "cpu":
+            raise Error(1, "a torch tensor on %s: host tensors only" % t.device)
+        if not t.is_contiguous():
+            raise Error(1, "the tensor is not contiguous")
+        self.nbytes = t.numel() * t.element_size()
+        if self.nbytes % _SIZES[self.dtype]:
+            raise Error(1, "the tensor's size is not a whole number of elements")
+        self.count = self.nbytes // _SIZES[self.dtype]
+        self.view = t
+        self.ptr = ctypes.c_void_p(t.data_ptr()) if self.nbytes else None
 
 
 class _Iov(ctypes.Structure):

@@ -225,3 +225,17 @@ def test_errors(world):
     with pytest.raises(nexar.Error):
         world.free()
     assert world.failed_ranks() == []
+
+
+def test_torch_tensors(world):
+    # Host torch tensors by address: bfloat16 (numpy has none) and an int64 in place.
+    torch = pytest.importorskip("torch")
+    b = torch.full((33,), float(world.rank + 1), dtype=torch.bfloat16)
+    world.all_reduce(b, op="sum")
+    assert b.dtype == torch.bfloat16
+    assert b.float().tolist() == [world.size * (world.size + 1) / 2] * 33
+    i = torch.arange(5, dtype=torch.int64) * (world.rank + 1)
+    world.all_reduce(i, op="max")
+    assert i.tolist() == [k * world.size for k in range(5)]
+    with pytest.raises(nexar.Error, match="not contiguous"):
+        world.all_reduce(torch.zeros(4, 4)[:, 0])

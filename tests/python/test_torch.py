@@ -1,0 +1,264 @@
+"""The torch.distributed backend (import nexar.torch) on real ranks: nexar-run starts them,
+every rank runs this module, and each test is a collective, run by every rank in the same
+order.  References are computed on each rank from every rank's inputs, which are a
+function of the rank; integer results are exact, and so are float results of small
+integers.  Float32 sums of arbitrary values are checked within 1e-6 relative.
+
+    nexar-run -n 3 python3 -m pytest -q tests/python/test_torch.py
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.distributed as dist  # noqa: E402
+
+import nexar.torch  # noqa: E402,F401  (registers the backend)
+
+INTS = [torch.int8, torch.uint8, torch.int32, torch.int64]
+SMALL_FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+@pytest.fixture(scope="module")
+def world():
+    dist.init_process_group("nexar")
+    yield dist.get_rank(), dist.get_world_size()
+    dist.destroy_process_group()
+
+
+def data(rank, n=37, dtype=torch.int64):
+    """Rank r's input: small values that every type here holds exactly."""
+    return ((torch.arange(n) % 3) + rank + 1).to(dtype)
+
+
+def reduce_ref(size, op, n=37):
+    every = torch.stack([data(r, n) for r in range(size)])
+    return {dist.ReduceOp.SUM: every.sum(0), dist.ReduceOp.PRODUCT: every.prod(0),
+            dist.ReduceOp.MIN: every.min(0).values, dist.ReduceOp.MAX: every.max(0).values}[op]
+
+
+def test_backend_name(world):
+    assert dist.get_backend() == "nexar"
+    assert dist.get_rank() == int(__import__("os").environ["RANK"])
+
+
+@pytest.mark.parametrize("dtype", INTS + SMALL_FLOATS)
+@pytest.mark.parametrize("op", [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN,
+                                dist.ReduceOp.MAX])
+def test_all_reduce(world, dtype, op):
+    rank, size = world
+    if op == dist.ReduceOp.PRODUCT and dtype in (torch.float16, torch.bfloat16) and size > 3:
+        pytest.skip("3^size leaves the exact range of 8-bit mantissas")
+    x = data(rank, dtype=dtype)
+    dist.all_reduce(x, op=op)
+    ref = reduce_ref(size, op)
+    if dtype in (torch.int8, torch.uint8):
+        ref = ref.to(dtype)  # wraps as the fixed-width sum does
+    assert torch.equal(x, ref.to(dtype)), (x, ref)
+
+
+def test_all_reduce_float32_tolerance(world):
+    rank, size = world
+    gen = lambda r: torch.sin(torch.arange(1000, dtype=torch.float64) * (r + 1))  # noqa: E731
+    x = gen(rank).float()
+    dist.all_reduce(x)
+    ref = sum(gen(r) for r in range(size))
+    assert torch.allclose(x.double(), ref, rtol=1e-6, atol=1e-6 * size)
+
+
+def test_avg(world):
+    rank, size = world
+    x = torch.full((10,), float(2 * rank))
+    dist.all_reduce(x, op=dist.ReduceOp.AVG)
+    assert torch.equal(x, torch.full((10,), float(size - 1)))
+
+
+def test_bool_sum_is_or(world):
+    rank, size = world
+    x = torch.tensor([rank == 0, False, True])
+    dist.all_reduce(x)
+    assert x.tolist() == [True, False, True]
+
+
+def test_non_contiguous(world):
+    rank, size = world
+    m = torch.zeros(6, 4, dtype=torch.int64)
+    m[:, 1] = torch.arange(6) + rank
+    col = m[:, 1]
+    assert not col.is_contiguous()
+    dist.all_reduce(col)
+    assert m[:, 1].tolist() == [size * k + size * (size - 1) // 2 for k in range(6)]
+    assert m[:, 0].tolist() == [0] * 6
+
+
+def test_async_work_and_future(world):
+    rank, size = world
+    x = data(rank)
+    work = dist.all_reduce(x, async_op=True)
+    fut = work.get_future()
+    (value,) = fut.wait()
+    assert work.is_completed() and work.is_success()
+    assert torch.equal(value, reduce_ref(size, dist.ReduceOp.SUM))
+    assert torch.equal(x, value)
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed.all_reduce_coalesced")
+def test_allreduce_coalesced(world):
+    rank, size = world
+    a, b = data(rank, 5), data(rank, 9) * 2
+    dist.all_reduce_coalesced([a, b])
+    assert torch.equal(a, reduce_ref(size, dist.ReduceOp.SUM, 5))
+    assert torch.equal(b, reduce_ref(size, dist.ReduceOp.SUM, 9) * 2)
+
+
+def test_broadcast(world):
+    rank, size = world
+    root = size - 1
+    x = data(rank, dtype=torch.float32)
+    dist.broadcast(x, src=root)
+    assert torch.equal(x, data(root, dtype=torch.float32))
+
+
+def test_reduce(world):
+    rank, size = world
+    x = data(rank)
+    dist.reduce(x, dst=0, op=dist.ReduceOp.MAX)
+    if rank == 0:
+        assert torch.equal(x, reduce_ref(size, dist.ReduceOp.MAX))
+
+
+def test_all_gather(world):
+    rank, size = world
+    out = [torch.zeros(2, 3, dtype=torch.int32) for _ in range(size)]
+    dist.all_gather(out, data(rank, 6, torch.int32).view(2, 3))
+    for r in range(size):
+        assert torch.equal(out[r], data(r, 6, torch.int32).view(2, 3))
+
+
+def test_all_gather_into_tensor(world):
+    rank, size = world
+    out = torch.zeros(size * 7, dtype=torch.int64)
+    fn = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
+    fn(out, data(rank, 7))
+    assert torch.equal(out, torch.cat([data(r, 7) for r in range(size)]))
+
+
+def test_gather_scatter(world):
+    rank, size = world
+    root = 1 % size
+    out = [torch.zeros(4, dtype=torch.int64) for _ in range(size)] if rank == root else None
+    dist.gather(data(rank, 4), out, dst=root)
+    if rank == root:
+        for r in range(size):
+            assert torch.equal(out[r], data(r, 4))
+    got = torch.zeros(3, dtype=torch.int64)
+    parts = [data(r, 3) * 10 for r in range(size)] if rank == root else None
+    dist.scatter(got, parts, src=root)
+    assert torch.equal(got, data(rank, 3) * 10)
+
+
+def test_reduce_scatter(world):
+    rank, size = world
+    ins = [data(rank, 4) + 100 * j for j in range(size)]
+    out = torch.zeros(4, dtype=torch.int64)
+    dist.reduce_scatter(out, ins)
+    assert torch.equal(out, reduce_ref(size, dist.ReduceOp.SUM, 4) + 100 * rank * size)
+
+
+def test_reduce_scatter_tensor(world):
+    rank, size = world
+    inp = torch.cat([data(rank, 5) * (j + 1) for j in range(size)])
+    out = torch.zeros(5, dtype=torch.int64)
+    fn = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
+    fn(out, inp)
+    assert torch.equal(out, reduce_ref(size, dist.ReduceOp.SUM, 5) * (rank + 1))
+
+
+def test_all_to_all_single_even(world):
+    rank, size = world
+    inp = torch.tensor([100 * rank + j for j in range(size) for _ in range(2)])
+    out = torch.zeros(2 * size, dtype=torch.int64)
+    dist.all_to_all_single(out, inp)
+    assert out.tolist() == [100 * i + rank for i in range(size) for _ in range(2)]
+
+
+def test_all_to_all_single_uneven(world):
+    rank, size = world
+    # rank i sends j + 1 rows of 3 to rank j, each row 1000 i + 10 j + k.
+    in_splits = [j + 1 for j in range(size)]
+    inp = torch.cat([torch.tensor([[1000 * rank + 10 * j + k] * 3 for k in range(j + 1)])
+                     for j in range(size)])
+    out_splits = [rank + 1] * size
+    out = torch.zeros(sum(out_splits), 3, dtype=torch.int64)
+    dist.all_to_all_single(out, inp, out_splits, in_splits)
+    ref = torch.cat([torch.tensor([[1000 * i + 10 * rank + k] * 3 for k in range(rank + 1)])
+                     for i in range(size)])
+    assert torch.equal(out, ref)
+
+
+def test_all_to_all_list(world):
+    rank, size = world
+    ins = [torch.full((j + 1,), 10 * rank + j, dtype=torch.float64) for j in range(size)]
+    outs = [torch.zeros(rank + 1, dtype=torch.float64) for _ in range(size)]
+    dist.all_to_all(outs, ins)
+    for i in range(size):
+        assert outs[i].tolist() == [float(10 * i + rank)] * (rank + 1)
+
+
+def test_send_recv_ring(world):
+    rank, size = world
+    if size < 2:
+        pytest.skip("one rank")
+    to, frm = (rank + 1) % size, (rank - 1) % size
+    got = torch.zeros(8, dtype=torch.int32)
+    if rank % 2 == 0:
+        dist.send(data(rank, 8, torch.int32), to, tag=7)
+        dist.recv(got, frm, tag=7)
+    else:
+        dist.recv(got, frm, tag=7)
+        dist.send(data(rank, 8, torch.int32), to, tag=7)
+    assert torch.equal(got, data(frm, 8, torch.int32))
+    s = dist.isend(data(rank, 3) * 5, to, tag=9)
+    got = torch.zeros(3, dtype=torch.int64)
+    dist.irecv(got, frm, tag=9).wait()
+    s.wait()
+    assert torch.equal(got, data(frm, 3) * 5)
+
+
+def test_barrier_and_new_group_of_everyone(world):
+    rank, size = world
+    dist.barrier()
+    g = dist.new_group(list(range(size)))
+    x = torch.tensor([rank + 1])
+    dist.all_reduce(x, group=g)
+    assert x.item() == size * (size + 1) // 2
+    dist.destroy_process_group(g)
+
+
+def test_errors_name_op_and_rank(world):
+    rank, size = world
+    with pytest.raises(RuntimeError, match=r"nexar allreduce \(rank %d of %d\): reduce op" %
+                       (rank, size)):
+        dist.all_reduce(torch.zeros(3, dtype=torch.int64), op=dist.ReduceOp.BXOR)
+    with pytest.raises(RuntimeError, match=r"nexar allreduce \(rank %d of %d\): tensors of "
+                       r"Short are not supported" % (rank, size)):
+        dist.all_reduce(torch.zeros(3, dtype=torch.int16))
+    with pytest.raises(RuntimeError, match="AVG needs a floating-point tensor"):
+        dist.all_reduce(torch.zeros(3, dtype=torch.int32), op=dist.ReduceOp.AVG)
+    with pytest.raises(RuntimeError, match="any source is not supported"):
+        dist.recv(torch.zeros(1))
+    # Refused before submission: the group stays usable.
+    x = torch.tensor([1])
+    dist.all_reduce(x)
+    assert x.item() == size
+
+
+def test_gloo_agrees_exactly_on_integers(world):
+    rank, size = world
+    gloo = dist.new_group(list(range(size)), backend="gloo")
+    gen = torch.Generator().manual_seed(1234 + rank)
+    base = torch.randint(-1000, 1000, (4099,), generator=gen, dtype=torch.int64)
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.MIN, dist.ReduceOp.MAX):
+        a, b = base.clone(), base.clone()
+        dist.all_reduce(a, op=op)
+        dist.all_reduce(b, op=op, group=gloo)
+        assert torch.equal(a, b)
+    dist.destroy_process_group(gloo)
