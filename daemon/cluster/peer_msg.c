@@ -95,6 +95,8 @@ static bool check_register(const Nexar__PeerRegister *r, const char **why)
         REJECT("register: timeout beyond a week");
     if (!text_ok(r->algo, NX_PEER_MAX_ALGO))
         REJECT("register: algorithm choices too long or not printable");
+    if (r->n_pids != 0 && r->n_pids != r->n_ranks)
+        REJECT("register: pid count differs from the rank count");
     return true;
 }
 
@@ -133,6 +135,9 @@ static bool check_rank_table(const Nexar__PeerRankTable *t, const char **why)
         REJECT("rank table: timeout beyond a week");
     if (!text_ok(t->algo, NX_PEER_MAX_ALGO))
         REJECT("rank table: algorithm choices too long or not printable");
+    if ((t->n_rank_pid != 0 && t->n_rank_pid != t->n_rank_node) ||
+        (t->n_rank_uid != 0 && t->n_rank_uid != t->n_rank_node))
+        REJECT("rank table: pid or uid count differs from the world size");
     for (size_t i = 0; i < t->n_nodes; i++)
         if (!nx_addr_valid(t->nodes[i]))
             REJECT("rank table: node address is not host:port");

@@ -19,8 +19,8 @@
 #include "rendezvous.h"
 
 #define NONE UINT32_MAX
-/* Forming jobs one coordinator tracks, and their ranks in all: each costs 4 bytes per rank
- * of its world, and a peer must not make us hold gigabytes. */
+/* Forming jobs one coordinator tracks, and their ranks in all: each costs 12 bytes per
+ * rank of its world (node, pid, uid), and a peer must not make us hold gigabytes. */
 #define NX_RDV_MAX 256
 #define NX_RDV_MAX_RANKS (1u << 22)
 
@@ -40,6 +40,8 @@ struct rdv {
     double created, deadline;
     uint32_t registered;
     uint32_t *rank_node;   /* index into nodes, NONE: not registered */
+    uint32_t *rank_pid;    /* as its node registered it (0: unknown), for the table */
+    uint32_t *rank_uid;
     struct rnode *nodes;
     size_t nnodes, cap;
     LIST_ENTRY(rdv) link;
@@ -66,6 +68,8 @@ static void rdv_free(struct rdv *r)
     free(r->name);
     free(r->algo);
     free(r->rank_node);
+    free(r->rank_pid);
+    free(r->rank_uid);
     free(r->nodes);
     free(r);
 }
@@ -147,6 +151,9 @@ static void publish(struct rdv *r)
     uint32_t *rn = nx_xcalloc(world, sizeof(*rn));
     for (uint32_t k = 0; k < world; k++)
         rn[k] = map[r->rank_node[k]];
+    /* Taken over before r goes: nexarctl jobs on every node names the others' ranks. */
+    uint32_t *pids = r->rank_pid, *uids = r->rank_uid;
+    r->rank_pid = r->rank_uid = NULL;
     char *name = nx_xstrdup(r->name);
     NX_INFO("rdv", "job \"%s\" formed: %u ranks on %u node(s); rank tables go out", name,
             world, n);
@@ -162,6 +169,10 @@ static void publish(struct rdv *r)
     t.timeout_ms = timeout_ms;
     t.slot_bytes = nxd.cfg.slot_bytes;
     t.algo = algo;
+    t.rank_pid = pids;
+    t.n_rank_pid = world;
+    t.rank_uid = uids;
+    t.n_rank_uid = world;
     /* The other members' tables go out before this node forms its own part: its ranks
      * may start at once, and what they send a member travels behind the table. */
     for (int self = 0; self < 2; self++) {
@@ -185,6 +196,8 @@ static void publish(struct rdv *r)
     free(algo);
     free(nodes);
     free(rn);
+    free(pids);
+    free(uids);
     free(addrs);
     free(map);
 }
@@ -235,6 +248,8 @@ static struct rdv *rdv_new(const Nexar__PeerRegister *g)
     r->rank_node = nx_xmalloc(r->world * sizeof(*r->rank_node));
     for (uint32_t k = 0; k < r->world; k++)
         r->rank_node[k] = NONE;
+    r->rank_pid = nx_xcalloc(r->world, sizeof(*r->rank_pid));
+    r->rank_uid = nx_xcalloc(r->world, sizeof(*r->rank_uid));
     LIST_INSERT_HEAD(&rdvs, r, link);
     nrdv++;
     nranks_held += r->world;
@@ -250,9 +265,11 @@ static void withdraw(struct rdv *r, const char *addr, const Nexar__PeerRegister 
         if (strcmp(n->addr, addr) || n->key != g->key)
             continue;
         for (size_t k = 0; k < g->n_ranks; k++) {
-            if (r->rank_node[g->ranks[k]] != i)
+            /* peer_msg.c bounds the ranks by the message's world size, not the job's. */
+            if (g->ranks[k] >= r->world || r->rank_node[g->ranks[k]] != i)
                 continue;
             r->rank_node[g->ranks[k]] = NONE;
+            r->rank_pid[g->ranks[k]] = 0;
             r->registered--;
             n->nranks--;
         }
@@ -336,6 +353,8 @@ void nx_rdvc_register(struct nx_tpeer *from, const Nexar__PeerRegister *g)
             continue;
         }
         r->rank_node[rank] = idx;
+        r->rank_pid[rank] = k < g->n_pids ? g->pids[k] : 0;
+        r->rank_uid[rank] = g->uid;
         r->registered++;
         n->nranks++;
     }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "algo.h"
+#include "client.h"
 #include "cluster.h"
 #include "comm.h"
 #include "context.h"
@@ -140,6 +141,8 @@ void nx_rdv_job_fini(struct nx_job *j)
         return;
     free(j->net->nodes);
     free(j->net->rank_node);
+    free(j->net->rank_pid);
+    free(j->net->rank_uid);
     free(j->net->joiners_at);
     free(j->net);
     j->net = NULL;
@@ -177,6 +180,8 @@ static void send_register(struct nx_job *j, Nexar__PeerRegister *g)
 
 void nx_rdv_rank_joined(struct nx_job *j, uint32_t rank, uid_t uid, uint32_t timeout_ms)
 {
+    const struct nx_client *cl = nx_job_rank(j, rank);
+    uint32_t pid = cl ? (uint32_t)cl->pid : 0;
     Nexar__PeerRegister g = NEXAR__PEER_REGISTER__INIT;
     g.job = j->name;
     g.key = j->net->key;
@@ -189,6 +194,8 @@ void nx_rdv_rank_joined(struct nx_job *j, uint32_t rank, uid_t uid, uint32_t tim
     g.timeout_ms = timeout_ms;
     g.algo = j->algo;
     g.slot_bytes = nxd.cfg.slot_bytes;
+    g.n_pids = 1;
+    g.pids = &pid;
     NX_DEBUG("rdv", "rank %u of job \"%s\" registers with %s%s", rank, j->name, j->coord,
              j->net->is_coord ? " (this daemon)" : "");
     send_register(j, &g);
@@ -332,6 +339,16 @@ static struct nx_job *coord_job(struct nx_tpeer *from, const char *name, uint64_
     return j;
 }
 
+/* A malloc'd copy of v[0..n), NULL when n is 0. */
+static uint32_t *copy_u32(const uint32_t *v, size_t n)
+{
+    if (!n)
+        return NULL;
+    uint32_t *c = nx_xmalloc(n * sizeof(*c));
+    memcpy(c, v, n * sizeof(*c));
+    return c;
+}
+
 void nx_rdv_member_table(struct nx_tpeer *from, const Nexar__PeerRankTable *t)
 {
     struct nx_job *j = coord_job(from, t->job, t->key);
@@ -350,6 +367,8 @@ void nx_rdv_member_table(struct nx_tpeer *from, const Nexar__PeerRankTable *t)
         snprintf(n->nodes[i], sizeof(n->nodes[i]), "%s", t->nodes[i]);
     n->rank_node = nx_xcalloc(t->n_rank_node, sizeof(*n->rank_node));
     memcpy(n->rank_node, t->rank_node, t->n_rank_node * sizeof(*n->rank_node));
+    n->rank_pid = copy_u32(t->rank_pid, t->n_rank_pid);
+    n->rank_uid = copy_u32(t->rank_uid, t->n_rank_uid);
     n->node = t->node;
     if (strcmp(n->nodes[n->node], nx_cluster_addr()))
         NX_WARN("rdv", "job \"%s\": the rank table calls this node %s, we advertise %s",

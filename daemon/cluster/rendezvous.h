@@ -52,6 +52,9 @@ struct nx_jobnet {
     uint32_t nnodes;
     char (*nodes)[NX_ADDR_MAX];
     uint32_t *rank_node;     /* world rank -> node id */
+    /* World rank -> pid and uid at its node, as the coordinator published them (pid 0:
+     * unknown); NULL from a coordinator that sent none.  Reports only (nexarctl jobs). */
+    uint32_t *rank_pid, *rank_uid;
     uint32_t node;           /* ours */
     uint32_t *joiners_at;    /* by node: joiners waiting there, as the coordinator told
                               * (PeerJoinerNote; rdv_join.c); NULL until a note came */

@@ -104,6 +104,30 @@ static void fill_status(struct arena *a, Nexar__CtlReply *rep)
     rep->status_info = st;
 }
 
+/* Ranks of j joined: those attached here, and once a job across nodes formed, those the
+ * rank table puts on the other nodes (every one of them joined there). */
+static uint32_t joined(const struct nx_job *j)
+{
+    const struct nx_jobnet *net = j->net;
+    uint32_t n = j->joined;
+    if (net && net->formed)
+        for (uint32_t r = 0; r < j->world_size; r++)
+            n += net->rank_node[r] != net->node;
+    return n;
+}
+
+/* World rank r of a formed job across nodes lives on another node: its pid and uid as
+ * that node registered them (the rank table; unknown from an older coordinator). */
+static void remote_rank(const struct nx_job *j, uint32_t r, Nexar__RankInfo *ri)
+{
+    const struct nx_jobnet *net = j->net;
+    ri->state = "remote";
+    if (r < j->world_size && net->rank_pid && net->rank_node[r] != net->node) {
+        ri->pid = net->rank_pid[r];
+        ri->uid = net->rank_uid ? net->rank_uid[r] : 0;
+    }
+}
+
 static void fill_jobs(struct arena *a, Nexar__CtlReply *rep)
 {
     struct nx_job *j;
@@ -116,7 +140,7 @@ static void fill_jobs(struct arena *a, Nexar__CtlReply *rep)
         nexar__job_info__init(ji);
         ji->job = j->name;
         ji->world_size = j->world_size;
-        ji->joined = j->joined;
+        ji->joined = joined(j);
         ji->state = (char *)nx_job_state_name(j->state);
         ji->uid = (uint32_t)j->owner;
         ji->joiners_waiting = j->njoiners;
@@ -129,7 +153,7 @@ static void fill_jobs(struct arena *a, Nexar__CtlReply *rep)
             if (cl)
                 ji->ranks[ji->n_ranks - 1]->bytes_in = cl->bytes_in;
             else if (j->net && j->net->formed)
-                ji->ranks[ji->n_ranks - 1]->state = "remote";
+                remote_rank(j, r, ji->ranks[ji->n_ranks - 1]);
         }
         if (j->net) {
             const struct nx_jobnet *net = j->net;

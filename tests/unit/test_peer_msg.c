@@ -109,6 +109,13 @@ static void test_register(void)
     g.version = NX_PEER_VERSION + 1;
     REJECT(&m, "a future register version");
     g.version = NX_PEER_VERSION;
+    uint32_t pids[] = {4242, 4243};
+    g.pids = pids;
+    g.n_pids = 2;
+    ACCEPT(&m, "register with the ranks' pids");
+    g.n_pids = 1;
+    REJECT(&m, "fewer pids than ranks");
+    g.n_pids = 0;
     g.n_ranks = 0;
     REJECT(&m, "no ranks");
 }
@@ -141,6 +148,18 @@ static void test_rank_table(void)
     nodes[1] = "127.0.0.1:7000";
     REJECT(&m, "a node twice");
     nodes[1] = "127.0.0.1:7001";
+    uint32_t pids[] = {11, 12, 0, 14}, uids[] = {1000, 1000, 1000, 1000, 1000};
+    t.rank_pid = pids;
+    t.n_rank_pid = 4;
+    t.rank_uid = uids;
+    t.n_rank_uid = 4;
+    ACCEPT(&m, "rank table with pids and uids");
+    t.n_rank_pid = 3;
+    REJECT(&m, "rank table with a pid missing");
+    t.n_rank_pid = 4;
+    t.n_rank_uid = 5;
+    REJECT(&m, "rank table with a uid too many");
+    t.n_rank_uid = 0;
     t.job_key = 0;
     REJECT(&m, "job key 0");
 }
