@@ -6,6 +6,9 @@ integers.  Float32 sums of arbitrary values are checked within 1e-6 relative.
 
     nexar-run -n 3 python3 -m pytest -q tests/python/test_torch.py
 """
+import threading
+import time
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -98,6 +101,60 @@ def test_async_work_and_future(world):
     assert work.is_completed() and work.is_success()
     assert torch.equal(value, reduce_ref(size, dist.ReduceOp.SUM))
     assert torch.equal(x, value)
+
+
+def test_completes_without_wait(world):
+    # The group's own thread finishes the Work and its future: nobody calls wait().
+    rank, size = world
+    x = torch.ones(1 << 20)
+    fut = dist.all_reduce(x, async_op=True).get_future()
+    deadline = time.monotonic() + 30
+    while not fut.done():
+        assert time.monotonic() < deadline, "the future never completed"
+        time.sleep(0.001)
+    assert torch.equal(x, torch.full((1 << 20,), float(size)))
+
+
+def test_wait_releases_the_gil(world):
+    # Rank 0 joins the barrier 0.3 s late; meanwhile the others wait in Work.wait(), and
+    # another Python thread of theirs keeps running.
+    rank, size = world
+    ticks, stop = [0], threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    if rank == 0:
+        time.sleep(0.3)
+    start = time.monotonic()
+    dist.barrier(async_op=True).wait()
+    waited = time.monotonic() - start
+    stop.set()
+    t.join()
+    if rank != 0 and waited > 0.2:
+        assert ticks[0] > 50, (ticks[0], waited)
+
+
+def test_failed_op_names_rank_and_op(world):
+    # Counts that differ between ranks: every rank's Work fails with MISMATCH and the
+    # shim's text.  On a group of its own, since a failed communicator stays failed.
+    rank, size = world
+    if size < 2:
+        pytest.skip("one rank")
+    g = dist.new_group(list(range(size)))
+    work = dist.all_reduce(torch.zeros(4 + rank), group=g, async_op=True)
+    with pytest.raises(RuntimeError) as e:
+        work.wait()
+    text = str(e.value)
+    assert text.startswith("nexar allreduce (rank %d of %d): NEXAR_ERR_MISMATCH: " %
+                           (rank, size)), text
+    assert "rank" in text.split("NEXAR_ERR_MISMATCH: ", 1)[1], text
+    assert not work.is_success()
+    dist.destroy_process_group(g)
 
 
 @pytest.mark.filterwarnings("ignore:torch.distributed.all_reduce_coalesced")
