@@ -76,12 +76,13 @@ void NexarWork::done(std::exception_ptr err)
 {
   keep_.clear();
   after_.clear();
-  /* The future first: a thread woken by the Work may drop the last reference to it. */
+  /* The Work first: whoever the future wakes (DDP waits on it) finds the Work done too.
+   * The future's callbacks run here, on the Completer. */
+  finish(err);
   if (err)
     future_->setError(err);
   else
     future_->markCompleted(c10::IValue(outputs_));
-  finish(err);
 }
 
 Completer::Completer() : thread_([this] { run(); }) {}
