@@ -147,8 +147,11 @@ static bool reread(const char *path, struct nx_config *file, char *note, size_t 
     }
     if (nx_config_load_file(file, path, err, sizeof(err)) < 0)
         goto unsure;
-    time_t started = time(NULL) - (time_t)(nx_now() - nxd.start_time);
-    if (st.st_mtime > started) {
+    /* When nexard started, on the clock of file times. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    double started = (double)now.tv_sec + now.tv_nsec / 1e9 - (nx_now() - nxd.start_time);
+    if ((double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9 > started) {
         snprintf(note, len, "%s changed after nexard started: values that are not defaults "
                  "came from it or from the command line", path);
         return false;

@@ -136,6 +136,8 @@ void it_job_section(struct it_node *a, struct it_node *b)
     }
     /* The job is idle now: the reports hold still. */
     compare_idle(a);
+    pid_t pids[2] = {r0, r1};
+    it_json_job(a, "inspected", pids, 2);
     one_peer(a, b, 0, &since1);
     IT_CHECK(since1 >= since0 && since0 >= 0,
              "a's connection to b is younger than the inspections (%.1f s, then %.1f s)",

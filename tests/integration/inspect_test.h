@@ -10,6 +10,7 @@
 #define IT_INSPECT_TEST_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "cluster_util.h"
 #include "ctlrun.h"
@@ -65,5 +66,10 @@ int it_log_count(const struct it_node *n, const char *needle);
 
 /* The job across two daemons while a is inspected remotely (inspect_job.c). */
 void it_job_section(struct it_node *a, struct it_node *b);
+
+/* The endpoint's JSON on an idle daemon a (inspect_json.c). */
+void it_json_section(const struct it_node *a);
+/* GET /v1/jobs?format=json on a while job runs with n ranks of these pids. */
+void it_json_job(const struct it_node *a, const char *job, const pid_t *pids, int n);
 
 #endif

@@ -7,6 +7,8 @@
  *  - same: nexarctl --remote status/jobs/comms/ops/stats/peers --json equals the local
  *    nexarctl --json field by field (all but uptime and resident memory), the tables
  *    too, and each body is byte for byte the CtlReply of the Unix socket;
+ *  - json: every report as JSON to a client that asks, protobuf otherwise
+ *    (inspect_json.c);
  *  - refusals: no client certificate, a foreign CA's certificate, a daemon certificate
  *    our --tls-ca does not sign: exit 9 with the reason, before any request (the daemon
  *    answered none), and the daemon has no peer and lost none for it;
@@ -411,6 +413,7 @@ int main(void)
            b.addr);
     section_same(&a);
     section_bytes(&a);
+    it_json_section(&a);
     section_refusals(&a);
     section_roles();
     section_http(&a);
