@@ -68,7 +68,7 @@ static void fmt_uids(const struct nx_config *c, const uid_t *v, char *b, size_t 
              uint64_t: fmt_u64, const uid_t *: fmt_uids)
 
 /* Every key of nx_config_set (daemon/base/config.c), in the order of
- * docs/configuration.md; test_ctl_config checks that none is missing. */
+ * docs/configuration.md; test_ctl_cli checks against config.c that none is missing. */
 #define CONFIG_KEYS(X)                                       \
     X("socket", socket_path)                                 \
     X("runtime_dir", runtime_dir)                            \
@@ -121,15 +121,6 @@ static const struct {
 #undef ENTRY
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
-
-const char *const *nx_ctl_config_keys(size_t *n)
-{
-    static const char *names[NKEYS];
-    for (size_t i = 0; i < NKEYS; i++)
-        names[i] = keys[i].key;
-    *n = NKEYS;
-    return names;
-}
 
 /* ---- where each value came from ---- */
 

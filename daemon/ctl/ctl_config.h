@@ -12,14 +12,9 @@
 #ifndef NX_CTL_CONFIG_H
 #define NX_CTL_CONFIG_H
 
-#include <stddef.h>
-
 #include "ctl_info.h"
 
 /* Builds the CTL_CONFIG reply from nxd.cfg and hands it to emit (see nx_ctl_report). */
 void nx_ctl_config_report(nx_ctl_emit emit, void *arg);
-
-/* The keys the report lists, in its order (for the tests): n in *n. */
-const char *const *nx_ctl_config_keys(size_t *n);
 
 #endif
