@@ -47,9 +47,17 @@ class Error(Exception):
 
 
 def _load():
-    path = os.environ.get("NEXAR_SHIM_LIB") or ctypes.util.find_library("nexarshim")
+    # NEXAR_SHIM_LIB (a build tree), then the library of the prefix this package was
+    # installed with (so that no prefix needs LD_LIBRARY_PATH), then the loader's path.
+    path = os.environ.get("NEXAR_SHIM_LIB")
     if not path:
-        path = "libnexarshim.so.0"
+        try:
+            from ._paths import LIBDIR
+            installed = os.path.join(LIBDIR, "libnexarshim.so.0")
+            path = installed if os.path.exists(installed) else None
+        except ImportError:
+            pass
+    path = path or ctypes.util.find_library("nexarshim") or "libnexarshim.so.0"
     return ctypes.CDLL(path)
 
 
