@@ -93,9 +93,14 @@ void Completer::push(c10::intrusive_ptr<NexarWork> w)
 {
   {
     std::lock_guard<std::mutex> g(mu_);
-    queue_.push_back(std::move(w));
+    if (!stopping_) {
+      queue_.push_back(std::move(w));
+      cv_.notify_one();
+      return;
+    }
   }
-  cv_.notify_one();
+  /* The group closed while this op was being submitted: nobody else will wait for it. */
+  w->complete();
 }
 
 void Completer::stop()
