@@ -13,7 +13,11 @@
  *   - the verdict is 200, 400, 404, 405 or 431; 200 comes with a route whose path is the
  *     request's path up to its query, a method "GET", no body and every pseudo-field
  *     checked by an independent reading below; a refusal comes with a reason;
- *   - the same events judged again give the same verdict.
+ *   - the body's format (nx_h3req_format) is protobuf or JSON, and for a 200 it is what
+ *     the path's ?format= names (an independent reading below: the last format=json or
+ *     format=protobuf), else protobuf when no Accept field came; a request whose ?format=
+ *     names anything else is refused (400, or 431 if that came first);
+ *   - the same events judged again give the same verdict and format.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,9 +31,39 @@
 /* What an independent reading says a 200 needs. */
 struct ref {
     int method_get, scheme_https, path_ok, body, regular_seen, pseudo_after, bad;
+    int accept_seen; /* a field "accept" came */
+    int qfmt, qbad;  /* ?format=: 0 or 1 + enum nx_inspect_format; another value given */
     char path[NX_H3REQ_PATH + 1];
     size_t path_len;
 };
+
+/* The query string of r->path as h3_req.h states it: parameters split at '&' up to a
+ * '#'; the last format=json or format=protobuf counts, a bare "format" or another value
+ * is a refusal. */
+static void ref_query(struct ref *r)
+{
+    const char *q = r->path + r->path_len;
+    r->qfmt = 0;
+    if (*q != '?')
+        return;
+    q++;
+    size_t end = strcspn(q, "#");
+    for (size_t i = 0; i < end;) {
+        size_t k = i + strcspn(q + i, "&#"), n = k - i;
+        const char *p = q + i;
+        if (n == 6 && !memcmp(p, "format", 6))
+            r->qbad = 1;
+        else if (n >= 7 && !memcmp(p, "format=", 7)) {
+            if (n == 11 && !memcmp(p + 7, "json", 4))
+                r->qfmt = 1 + NX_INSPECT_JSON;
+            else if (n == 15 && !memcmp(p + 7, "protobuf", 8))
+                r->qfmt = 1 + NX_INSPECT_PROTOBUF;
+            else
+                r->qbad = 1;
+        }
+        i = k + 1;
+    }
+}
 
 static void ref_field(struct ref *r, const uint8_t *n, size_t nl, const uint8_t *v, size_t vl)
 {
@@ -45,9 +79,12 @@ static void ref_field(struct ref *r, const uint8_t *n, size_t nl, const uint8_t 
             r->path[vl] = '\0';
             r->path_len = strcspn(r->path, "?#");
             r->path_ok = vl > 0 && v[0] == '/';
+            ref_query(r);
         }
     } else {
         r->regular_seen = 1;
+        if (nl == 6 && !memcmp(n, "accept", 6))
+            r->accept_seen = 1;
     }
     for (size_t i = 0; i < vl; i++)
         if (v[i] == 0 || v[i] == '\r' || v[i] == '\n')
@@ -107,6 +144,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(s1 == s2 && r1 == r2);
     CHECK(s1 == 200 || s1 == 400 || s1 == 404 || s1 == 405 || s1 == 431);
     CHECK(nx_h3req_decide(&q1, &r2) == s1); /* asking again changes nothing */
+    int fmt = nx_h3req_format(&q1);
+    CHECK(fmt == NX_INSPECT_PROTOBUF || fmt == NX_INSPECT_JSON);
+    CHECK(fmt == nx_h3req_format(&q2));
+    CHECK(!rf.qbad || s1 == 400 || s1 == 431);
     if (s1 != 200) {
         CHECK(r1 == NULL && q1.why != NULL);
         return 0;
@@ -116,5 +157,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(rf.scheme_https && rf.path_ok && !rf.body && !rf.pseudo_after && !rf.bad);
     CHECK(strlen(r1->path) == rf.path_len && !memcmp(r1->path, rf.path, rf.path_len));
     CHECK(q1.path_len == rf.path_len);
+    CHECK(!rf.qbad);
+    if (rf.qfmt)
+        CHECK(fmt == rf.qfmt - 1);
+    else if (!rf.accept_seen)
+        CHECK(fmt == NX_INSPECT_PROTOBUF);
     return 0;
 }
