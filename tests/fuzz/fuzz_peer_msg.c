@@ -6,7 +6,8 @@
  * envelope is decoded (proto/wire.c); a CTL body goes to nx_peer_msg_decode(), and the
  * raw input is also tried as a bare PeerMsg body.  A message the validator accepts
  * must keep every promise the modules rely on (ranks below the world size, no
- * duplicates, node ids inside the table, bounded strings), and must survive packing
+ * duplicates, node ids inside the table, bounded strings, the optional per-rank pids and
+ * uids as long as what they describe or absent), and must survive packing
  * and decoding again, to the same bytes.
  */
 #include <stdint.h>
@@ -48,6 +49,7 @@ static void promises(const Nexar__PeerMsg *m)
         CHECK(r->n_ranks >= 1 && r->n_ranks <= r->world_size);
         check_ranks(r->ranks, r->n_ranks, r->world_size);
         CHECK(nx_addr_valid(r->addr));
+        CHECK(r->n_pids == 0 || r->n_pids == r->n_ranks); /* pids[k] is ranks[k]'s */
         break;
     }
     case NEXAR__PEER_MSG__BODY_REGISTER_REPLY: {
@@ -67,6 +69,9 @@ static void promises(const Nexar__PeerMsg *m)
             CHECK(nx_addr_valid(t->nodes[i]));
         for (size_t i = 0; i < t->n_rank_node; i++)
             CHECK(t->rank_node[i] < t->n_nodes);
+        /* rank_pid[r] and rank_uid[r] are world rank r's, like rank_node[r] */
+        CHECK(t->n_rank_pid == 0 || t->n_rank_pid == t->n_rank_node);
+        CHECK(t->n_rank_uid == 0 || t->n_rank_uid == t->n_rank_node);
         break;
     }
     case NEXAR__PEER_MSG__BODY_ABORT:

@@ -46,14 +46,21 @@ def msg(field, sub, version=1):
     return f_varint(1, version) + f_bytes(field, sub)
 
 
+def f_unpacked(field, values):
+    """A repeated scalar as one field per value, which a decoder must also take."""
+    return b"".join(f_varint(field, v) for v in values)
+
+
 def register(job="j", key=7, uid=1000, world=4, ranks=(0, 1), addr="127.0.0.1:7001",
-             version=1, timeout=0, withdraw=False):
+             version=1, timeout=0, withdraw=False, pids=None, packed=True):
     b = (f_bytes(1, job) + f_varint(2, key) + f_varint(3, uid) + f_varint(4, world) +
          f_packed(5, ranks) + f_bytes(6, addr) + f_varint(7, version))
     if timeout:
         b += f_varint(8, timeout)
     if withdraw:
         b += f_varint(9, 1)
+    if pids is not None:
+        b += (f_packed if packed else f_unpacked)(12, pids)
     return msg(2, b)
 
 
@@ -63,13 +70,19 @@ def register_reply(job="j", key=7, ranks=(1,), status=3, error="rank 1 already r
 
 
 def rank_table(job="j", key=7, job_key=99, nodes=("127.0.0.1:7000", "[::1]:7001"),
-               rank_node=(0, 0, 1, 1), node=1, timeout=0):
+               rank_node=(0, 0, 1, 1), node=1, timeout=0, rank_pid=None, rank_uid=None,
+               packed=True):
     b = f_bytes(1, job) + f_varint(2, key) + f_varint(3, job_key)
     for n in nodes:
         b += f_bytes(4, n)
     b += f_packed(5, rank_node) + f_varint(6, node)
     if timeout:
         b += f_varint(7, timeout)
+    rep = f_packed if packed else f_unpacked
+    if rank_pid is not None:
+        b += rep(10, rank_pid)
+    if rank_uid is not None:
+        b += rep(11, rank_uid)
     return msg(4, b)
 
 
@@ -185,6 +198,27 @@ SEEDS = {
     "data_envelope": env(b"\0" * 48, mtype=2),
     "bad_magic": env(hello(), magic=0x1234),
     "bare_body": hello(),
+    # The optional pids of a Register (as many as its ranks, or none) and rank_pid /
+    # rank_uid of a rank table (as many as rank_node, or none).
+    "register_pids": env(register(pids=(4242, 4243))),
+    "register_pids_unpacked": env(register(pids=(4242, 0), packed=False)),
+    "register_pids_max": env(register(pids=(0xFFFFFFFF, 1))),
+    "register_pids_over_32bit": env(register(pids=(1 << 40, (1 << 64) - 1))),
+    "register_pids_short": env(register(pids=(4242,))),
+    "register_pids_long": env(register(pids=(1, 2, 3))),
+    "register_pids_empty_packed": env(register(pids=())),
+    "register_withdraw_pids": env(register(ranks=(3,), withdraw=True, pids=(99,))),
+    "rank_table_pids_uids": env(rank_table(rank_pid=(11, 12, 0, 14),
+                                           rank_uid=(1000, 1000, 0, 1001))),
+    "rank_table_pids_unpacked": env(rank_table(rank_pid=(11, 12, 0, 14),
+                                               rank_uid=(1000,) * 4, packed=False)),
+    "rank_table_pids_only": env(rank_table(rank_pid=(11, 12, 13, 14))),
+    "rank_table_uids_only": env(rank_table(rank_uid=(0xFFFFFFFF,) * 4)),
+    "rank_table_pid_short": env(rank_table(rank_pid=(11, 12, 13), rank_uid=(1000,) * 4)),
+    "rank_table_uid_long": env(rank_table(rank_pid=(11, 12, 13, 14), rank_uid=(1000,) * 5)),
+    "rank_table_pids_no_ranks": env(rank_table(rank_node=(), rank_pid=(11,), rank_uid=(1,))),
+    "rank_table_pids_big_world": env(rank_table(rank_node=(0, 1) * 512,
+                                                rank_pid=range(1024), rank_uid=(7,) * 1024)),
 }
 
 
