@@ -80,6 +80,17 @@ comm_reply = (f_varint(1, 0) + f_packed(3, [2, 5]) + f_varint(4, 5)
               + f_bytes(5, "rank 2 (rank 2 of communicator 1) is gone"))
 ctl_reply = (f_varint(1, 0) + f_bytes(3, status_info) + f_bytes(5, comm_info)
              + f_bytes(6, op_info) + f_bytes(7, stats))
+CTL_CONFIG = 8
+# nexarctl config's reply: ConfigEntry (key, value, source), the file, the note.
+config_reply = (f_varint(1, 0)
+                + f_bytes(11, f_bytes(1, "slot_bytes") + f_bytes(2, "4M")
+                          + f_bytes(3, "config file"))
+                + f_bytes(11, f_bytes(1, "socket") + f_bytes(3, "default"))
+                + f_bytes(11, f_bytes(1, "log_level") + f_bytes(2, "debug")
+                          + f_bytes(3, "config file or command line"))
+                + f_bytes(11, b"")
+                + f_bytes(12, "/etc/nexar/nexard.conf")
+                + f_bytes(13, "the file changed since nexard read it"))
 
 FRAME_SEEDS = {
     "hello": frame(HELLO, hello),
@@ -95,6 +106,9 @@ FRAME_SEEDS = {
     "comm_query": (frame(HELLO, hello) + frame(JOIN, join) + frame(COMM_QUERY, f_varint(1, 1))
                    + frame(COMM_REPLY, comm_reply)),
     "truncated": frame(JOIN, join)[:-3],
+    "ctl_config": (frame(HELLO, hello_ctl) + frame(CTL, f_varint(1, CTL_CONFIG))
+                   + frame(CTL_REPLY, config_reply)),
+    "ctl_future_command": frame(HELLO, hello_ctl) + frame(CTL, f_varint(1, CTL_CONFIG + 1)),
 }
 
 # ---- daemon-to-daemon messages (proto/wire.h) --------------------------------
