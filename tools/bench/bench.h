@@ -129,10 +129,6 @@ int nxb_coll_lookup(const char *name);
 /* Bus bandwidth factor for n ranks (nccl-tests' conventions). */
 double nxb_busbw_factor(enum nxb_coll c, int n);
 
-/* Elements of the send and receive buffers this rank needs for count. */
-void nxb_coll_extent(enum nxb_coll c, int n, int rank, int root, size_t count,
-                     size_t *send_elems, size_t *recv_elems);
-
 /* One call of collective c.  send is unused by one-buffer collectives; send == recv
  * is the in-place form of the others that have one (nexar_reduce). */
 nexar_status_t nxb_coll_run(nexar_comm_t *comm, enum nxb_coll c, void *send, void *recv,

@@ -80,41 +80,6 @@ double nxb_busbw_factor(enum nxb_coll c, int n)
     }
 }
 
-void nxb_coll_extent(enum nxb_coll c, int n, int rank, int root, size_t count,
-                     size_t *send_elems, size_t *recv_elems)
-{
-    size_t all = count * (size_t)n;
-    size_t s = 0, r = count;
-    switch (c) {
-    case NXB_REDUCE:
-    case NXB_SENDRECV:
-        s = count;
-        break;
-    case NXB_ALL_GATHER:
-        s = count, r = all;
-        break;
-    case NXB_GATHER:
-        s = count, r = rank == root ? all : 0;
-        break;
-    case NXB_REDUCE_SCATTER:
-        s = all;
-        break;
-    case NXB_SCATTER:
-        s = rank == root ? all : 0;
-        break;
-    case NXB_ALL_TO_ALL:
-        s = all, r = all;
-        break;
-    case NXB_BARRIER:
-        r = 0;
-        break;
-    default: /* one buffer */
-        break;
-    }
-    *send_elems = s;
-    *recv_elems = r;
-}
-
 /* At most this many buffers per bucketed call, of unequal sizes, as gradient
  * buckets are. */
 #define BUCKETS 8
