@@ -11,6 +11,8 @@
 #   man      man -M PREFIX/share/man finds every page (when scdoc is installed)
 #   pkg      a rank program compiled with `pkg-config --cflags --libs nexarshim` and
 #            -Wl,-rpath,$(pkg-config --variable=libdir nexarshim) runs under nexar-run
+#   python   the installed examples (numpy all_reduce; DDP when nexar.torch was built)
+#            run with the installed package, PYTHONPATH its dist-packages, nothing else
 #
 # The build dir of `meson test` has its prefix fixed at setup, so this test configures
 # the source tree afresh (--prefix=TMP/prefix), builds only what is installed (1-2
@@ -28,7 +30,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 for p in meson ninja pkg-config readelf python3; do
     command -v "$p" >/dev/null || { echo "SKIP: $p not installed"; exit 77; }
 done
-unset LD_LIBRARY_PATH NEXARD NEXAR_SOCKET NEXAR_JOB NEXAR_RANK NEXAR_WORLD_SIZE
+unset LD_LIBRARY_PATH NEXARD NEXAR_SOCKET NEXAR_JOB NEXAR_RANK NEXAR_WORLD_SIZE \
+    NEXAR_SHIM_LIB NEXAR_C10D_LIB PYTHONPATH
 
 tmp=$(mktemp -d /tmp/nexar-install.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -154,6 +157,35 @@ if run cc.log ${CC:-cc} -Wall -Wextra -Werror -o "$tmp/install_check" "$here/ins
     fi
 else
     fail "install_check.c does not compile against the installed nexar"
+fi
+
+# ---- python: the installed package and examples, the shim found through _paths.py
+pkgdir=$(find "$prefix" -path '*dist-packages/nexar' -type d -print -quit)
+examples=$prefix/share/doc/nexar/examples
+py=/usr/bin/python3
+if [ -z "$pkgdir" ]; then
+    echo "note: no Python package installed (no /usr/bin/python3 at setup)"
+elif ! "$py" -c 'import numpy' 2>/dev/null; then
+    echo "note: no numpy: the Python examples were not run"
+else
+    export PYTHONPATH=${pkgdir%/nexar}
+    if NEXAR_SOCKET=$tmp/none.sock run py.log "$prefix/bin/nexar-run" -n 2 --timeout 60 \
+            "$py" "$examples/allreduce.py" &&
+            [ "$(grep -o 'all_reduce(sum) = \[3\. 3\. 3\. 3\.\]' "$tmp/py.log" | wc -l)" = 2 ]; then
+        ok "nexar-run -n 2 examples/allreduce.py with the installed package: both ranks 3"
+    else
+        fail "installed examples/allreduce.py: $(cat "$tmp/py.log")"
+    fi
+    if compgen -G "$pkgdir/_c10d*.so" >/dev/null; then
+        if NEXAR_SOCKET=$tmp/none.sock run ddp.log "$prefix/bin/nexar-run" -n 2 --timeout 60 \
+                "$py" "$examples/ddp.py" && grep -q '^step 50:' "$tmp/ddp.log"; then
+            ok "nexar-run -n 2 examples/ddp.py with the installed nexar.torch: $(grep '^step 50:' "$tmp/ddp.log")"
+        else
+            fail "installed examples/ddp.py: $(tail -5 "$tmp/ddp.log")"
+        fi
+    else
+        echo "note: nexar.torch was not built (no libtorch-dev): DDP not run"
+    fi
 fi
 
 if [ "$fails" -ne 0 ]; then
