@@ -86,6 +86,27 @@ void nx_devcache_trim(struct nx_devcache *c, size_t max)
     }
 }
 
+size_t nx_devcache_sweep(struct nx_devcache *c, nx_devcache_alive_fn alive, void *arg,
+                         size_t max)
+{
+    size_t gone = 0;
+    if (c->n == 0)
+        return 0;
+    size_t i = c->sweep_next % c->n;
+    for (size_t seen = 0, asked = 0; seen < c->n && asked < max; seen++, i = (i + 1) % c->n) {
+        struct nx_devreg *r = &c->v[i];
+        if (r->stale || r->refs)
+            continue;
+        asked++;
+        if (!alive(arg, r)) {
+            r->stale = true;
+            gone++;
+        }
+    }
+    c->sweep_next = i;
+    return gone;
+}
+
 size_t nx_devcache_reap(struct nx_devcache *c, uint32_t *out, size_t cap)
 {
     size_t k = 0, j = 0;

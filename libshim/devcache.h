@@ -3,10 +3,12 @@
  * unit tests can drive it (tests/unit/test_devcache.c).
  *
  * nx_devcache: the device allocations this rank registered with nexard (one CUDA IPC
- * handle each), keyed by the driver's process-unique buffer id.  An address range can
- * be freed and reallocated: a lookup that finds another allocation over the same bytes
- * marks the old entry stale, and stale entries are unregistered once no request in
- * flight names them.  Entries are found by daemon id for unref, so the array may move.
+ * handle each), keyed by the driver's process-unique buffer id.  An entry goes stale
+ * when its allocation is gone: freed (a sweep asks the driver, nx_devcache_sweep), or
+ * its bytes reallocated (a lookup that finds another allocation over them); stale
+ * entries are unregistered once no request in flight names them, and nexard's mapping,
+ * which keeps the freed GPU memory alive, goes with them.  Entries are found by daemon
+ * id for unref, so the array may move.
  *
  * nx_idpool: small integers handed out and returned (done words, events), lowest
  * free first, growing on demand up to a limit.
@@ -30,6 +32,7 @@ struct nx_devcache {
     struct nx_devreg *v;
     size_t n, cap;
     uint64_t clock;
+    size_t sweep_next; /* where the next sweep starts */
 };
 
 /* The live entry of allocation (base, size, buffer_id), or NULL.  Live entries that
@@ -46,6 +49,14 @@ void nx_devcache_unref(struct nx_devcache *c, uint32_t id);
 /* Marks the least recently used unreferenced live entries stale until at most max
  * live entries remain. */
 void nx_devcache_trim(struct nx_devcache *c, size_t max);
+/* Whether the allocation of r still exists as r (the driver knows r->base as buffer
+ * r->buffer_id).  False only when it surely does not. */
+typedef bool (*nx_devcache_alive_fn)(void *arg, const struct nx_devreg *r);
+/* Asks alive about at most max live entries that no request names, round robin from
+ * where the last sweep stopped, and marks the ones that are gone stale.  Returns how
+ * many it marked (nx_devcache_reap then has them). */
+size_t nx_devcache_sweep(struct nx_devcache *c, nx_devcache_alive_fn alive, void *arg,
+                         size_t max);
 /* Removes stale entries without references and writes their ids to out (at most cap);
  * returns how many.  Call again while it returns cap. */
 size_t nx_devcache_reap(struct nx_devcache *c, uint32_t *out, size_t cap);

@@ -36,6 +36,7 @@
 #endif
 
 #define MAX_REGS 1024         /* live allocation registrations before trimming */
+#define SWEEP_PER_OP 16       /* cached allocations checked for a cudaFree per device op */
 #define WORD_PAGE 4096u       /* the done words: one pinned page */
 #define NWORDS (WORD_PAGE / 8u)
 #define MAX_EVENTS 4096u      /* ready events per context: device ops in flight */
@@ -191,6 +192,35 @@ static void unregister_stale(void)
     while ((n = nx_devcache_reap(&nx_S.dev->cache, ids, 64)) > 0 && !nx_S.dead)
         if (nx_control_dev_unregister(ids, n) != NEXAR_OK || n < 64)
             break;
+}
+
+/*
+ * Freed allocations.  nexard's IPC mapping of an allocation keeps its GPU memory alive
+ * after the rank frees it, so a freed allocation must be unregistered soon, not when a
+ * later registration happens to overlap its addresses.  CUDA tells nobody about a
+ * cudaFree (a hook would mean interposing cudaFree from this library, which exports
+ * nexar_* only, and misses a statically linked cudart), so each device op asks the
+ * driver about a few cached allocations, round robin: one cuPointerGetAttributes each,
+ * whose buffer id at the base changes (or reads 0) once the allocation is gone.  A rank
+ * with up to SWEEP_PER_OP allocations has every freed one unregistered at its next device
+ * op; with more, within n / SWEEP_PER_OP ops.
+ */
+static bool alloc_alive(void *arg, const struct nx_devreg *r)
+{
+    unsigned mtype = 0;
+    unsigned long long bid = 0;
+    int attrs[2] = {NX_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, NX_CU_POINTER_ATTRIBUTE_BUFFER_ID};
+    void *data[2] = {&mtype, &bid};
+    (void)arg;
+    if (D->PointerGetAttributes(2, attrs, data, (nx_cu_devptr)r->base) != NX_CUDA_SUCCESS)
+        return true; /* no answer: keep it */
+    return mtype == NX_CU_MEMORYTYPE_DEVICE && bid == r->buffer_id;
+}
+
+static void sweep_freed(void)
+{
+    if (nx_devcache_sweep(&nx_S.dev->cache, alloc_alive, NULL, SWEEP_PER_OP) > 0)
+        unregister_stale();
 }
 
 /* The registration id of the allocation holding pi, registering it when new. */
@@ -529,6 +559,7 @@ nexar_status_t nx_dev_prepare(const char *fn, struct nexar_comm *c, struct nx_ca
         goto out;
     }
     d->word = -1;
+    sweep_freed();
     if ((s = build(fn, c, op, d, &sh, &pin, &pout, piov, sc.ctx)) != NEXAR_OK) {
         req_free(d);
         goto out;
