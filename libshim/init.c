@@ -131,6 +131,35 @@ static void finish_sends(void)
     }
 }
 
+/*
+ * Waits for this rank's device ops in flight.  nexard's GPU work on them reads and writes
+ * the rank's memory, and a stream-ordered op holds the caller's stream until its done
+ * word is set.  Abandoning one would set the word here (the stream goes on) while that
+ * work may still run, and the page of done words is unpinned below, so a stream must not
+ * wait on it any more.  The wait is bounded as every wait is: nexard completes each op,
+ * or fails it when its ranks do not all arrive within the op deadline (NEXAR_TIMEOUT);
+ * when nexard completes nothing (a GPU op that never finishes) the shim gives up after
+ * NEXAR_TIMEOUT + 30 s (progress.c) and abandons it, which releases the stream early as
+ * the only alternative to a stream that waits forever.
+ */
+static void finish_device_ops(void)
+{
+    bool again = true;
+    while (again && !nx_S.dead) {
+        again = false;
+        for (struct nx_list *l = nx_S.active.next; l != &nx_S.active; l = l->next) {
+            struct nexar_request *r = nx_container_of(l, struct nexar_request, active_link);
+            if (r->dev && !r->complete) {
+                r->refs++; /* a detached request frees itself when it completes */
+                nx_progress_wait(r);
+                nx_req_unref(r);
+                again = true; /* the list changed while we waited */
+                break;
+            }
+        }
+    }
+}
+
 nexar_status_t nexar_finalize(void)
 {
     nx_lock();
@@ -142,6 +171,8 @@ nexar_status_t nexar_finalize(void)
      * posted) is waited for: a send the program started is delivered, or ends with the
      * daemon's verdict (its p2p deadline).  Everything else outstanding is abandoned. */
     finish_sends();
+    /* Device ops are waited for too: their GPU work must not outlive finalize. */
+    finish_device_ops();
     /* Nothing more will complete: outstanding requests are abandoned and freed. */
     nx_req_abandon_all(NEXAR_ERR_UNAVAILABLE, "nexar_finalize() abandoned this request");
     for (struct nx_list *l = nx_S.comms.next; l != &nx_S.comms; l = l->next) {

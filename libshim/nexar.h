@@ -129,8 +129,11 @@ NEXAR_API nexar_status_t nexar_init(nexar_comm_t **world);
 
 /* Leaves the job and frees every communicator, request and arena buffer.  Sends still
  * outstanding are first completed (within NEXAR_TIMEOUT), so that a message the program
- * started is delivered; other outstanding requests are abandoned.  Safe after errors and
- * when nexar_init() failed; a second call is a no-op. */
+ * started is delivered, and so are device-buffer ops: nexard's GPU work on them uses the
+ * rank's memory, and a stream-ordered one holds the caller's stream until that work is
+ * done, never less (only if nexard completes nothing for NEXAR_TIMEOUT + 30 s does the
+ * stream go on, its buffers' contents unspecified).  Other outstanding requests are
+ * abandoned.  Safe after errors and when nexar_init() failed; a second call is a no-op. */
 NEXAR_API nexar_status_t nexar_finalize(void);
 
 /* ---- communicators ---------------------------------------------------------- */
