@@ -301,6 +301,27 @@ static nexar_status_t take_event(const char *fn, struct nx_devctx *dc, uint32_t 
     return NEXAR_OK;
 }
 
+/*
+ * The records of device ops and the done words live in this rank's shared heap, where
+ * nexard reads them (the slots belong to staged host data).  heap_bytes = 0 leaves no
+ * room for them: every device op and nexar_comm_set_stream fail, and the text says why.
+ */
+static nexar_status_t no_heap(const char *fn, const char *what, uint64_t bytes)
+{
+    if (nx_S.hdr.heap_bytes == 0)
+        return nx_fail(NEXAR_ERR_NOMEM,
+                       "%s: device ops need room for %s in this rank's shared heap, and "
+                       "nexard at %s gives ranks none (heap_bytes = 0); set heap_bytes in "
+                       "nexard.conf (or nexard --heap-bytes) to 1 MiB or more",
+                       fn, what, nx_S.env.socket);
+    return nx_fail(NEXAR_ERR_NOMEM,
+                   "%s: no room for %s (%llu bytes) in this rank's shared heap (heap_bytes = "
+                   "%llu, taken by nexar_alloc() buffers and device ops in flight); free "
+                   "arena buffers or raise heap_bytes",
+                   fn, what, (unsigned long long)bytes,
+                   (unsigned long long)nx_S.hdr.heap_bytes);
+}
+
 /* The page of done words, pinned and mapped for the GPU the first time it is needed. */
 static nexar_status_t words_ready(const char *fn, nx_cu_ctx ctx)
 {
@@ -310,10 +331,7 @@ static nexar_status_t words_ready(const char *fn, nx_cu_ctx ctx)
     if (!st->word_blk) {
         st->word_blk = nx_arena_get(2 * WORD_PAGE);
         if (!st->word_blk)
-            return nx_fail(NEXAR_ERR_NOMEM,
-                           "%s: no room in nexard's shared arena for the done words of "
-                           "stream-ordered ops (heap %llu bytes)",
-                           fn, (unsigned long long)nx_S.hdr.heap_bytes);
+            return no_heap(fn, "the done words of stream-ordered ops", 2 * WORD_PAGE);
         uintptr_t p = ((uintptr_t)st->word_blk + WORD_PAGE - 1) & ~(uintptr_t)(WORD_PAGE - 1);
         st->words = (uint64_t *)p;
         memset(st->words, 0, WORD_PAGE);
@@ -471,9 +489,7 @@ static nexar_status_t build(const char *fn, struct nexar_comm *c, struct nx_call
         return s;
     d->rec = nx_arena_get(rec_bytes);
     if (!d->rec)
-        return nx_fail(NEXAR_ERR_NOMEM,
-                       "%s: no room in nexard's shared arena for a device op record (heap "
-                       "%llu bytes)", fn, (unsigned long long)nx_S.hdr.heap_bytes);
+        return no_heap(fn, "the op's record", rec_bytes);
     struct nx_dev_op rec = {.magic = NX_DEV_OP_MAGIC, .done_off = NX_DEV_NO_DONE};
     struct nx_dev_iov *iov = (struct nx_dev_iov *)(void *)((uint8_t *)d->rec + sizeof(rec));
     if (op->kind == NX_K_ALL_REDUCE_BUCKETED) {

@@ -214,6 +214,12 @@ NEXAR_API nexar_status_t nexar_comm_grow(nexar_comm_t *c, uint32_t add, nexar_co
  * libnexarshim was built without CUDA, when libcuda.so.1 cannot be loaded, when nexard
  * has no CUDA device, for memory CUDA IPC cannot share (cudaMallocAsync pools, VMM), or
  * for a mix of device and host buffers in one call.  The text says which.
+ *
+ * Each device op in flight keeps its record (64 bytes, plus 16 per bucketed iov) in this
+ * rank's shared heap, the one nexar_alloc() carves (nexard's heap_bytes), and
+ * stream-ordered ops keep 8 KiB of done words there once.  With heap_bytes = 0 every
+ * device op and nexar_comm_set_stream() return NEXAR_ERR_NOMEM with a text that names
+ * heap_bytes; so does a heap that nexar_alloc() buffers fill.
  */
 
 /*
