@@ -42,6 +42,7 @@ void nx_config_defaults(struct nx_config *c)
     c->quic_window_bytes = 64u << 20;
     c->quic_stream_window_bytes = 16u << 20;
     c->quic_max_udp_payload = 1452;
+    c->quic_cc = nx_xstrdup("bbr");
     c->inspect = true;
     c->inspect_max_conns = 8;
 }
@@ -57,6 +58,7 @@ void nx_config_free(struct nx_config *c)
     free(c->tls_ca);
     free(c->tls_cert);
     free(c->tls_key);
+    free(c->quic_cc);
     memset(c, 0, sizeof(*c));
 }
 
@@ -180,6 +182,15 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
             return -EINVAL;
         }
         c->log_level = l;
+        return 0;
+    }
+    if (!strcmp(key, "quic_cc")) {
+        if (strcmp(value, "bbr") && strcmp(value, "cubic")) {
+            snprintf(err, errlen, "quic_cc: '%s' is not bbr or cubic", value);
+            return -EINVAL;
+        }
+        free(c->quic_cc);
+        c->quic_cc = nx_xstrdup(value);
         return 0;
     }
     if (!strcmp(key, "allow_uids"))

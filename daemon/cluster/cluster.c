@@ -321,6 +321,7 @@ int nx_cluster_init(const struct nx_quic_inspect *inspect)
     qc.window_bytes = c->quic_window_bytes;
     qc.stream_window_bytes = c->quic_stream_window_bytes;
     qc.max_udp_payload = c->quic_max_udp_payload;
+    qc.cc = c->quic_cc && !strcmp(c->quic_cc, "cubic") ? NX_QUIC_CC_CUBIC : NX_QUIC_CC_BBR;
     qc.inspect = inspect;
     struct nx_transport_cb cb = {
         .arg = NULL, .on_message = on_message, .on_peer = on_peer, .on_sent = on_sent};

@@ -81,6 +81,7 @@ static void promises(const struct nx_config *c)
     check_text(c->tls_cert, 1);
     check_text(c->tls_key, 1);
     check_text(c->algo, 1);
+    CHECK(!strcmp(c->quic_cc, "bbr") || !strcmp(c->quic_cc, "cubic"));
     CHECK(c->n_allow_uids <= NX_CONFIG_MAX_UIDS);
     for (size_t i = 0; i < c->n_allow_uids; i++)
         CHECK(c->allow_uids[i] != (uid_t)-1);
@@ -103,7 +104,7 @@ static int same(const struct nx_config *a, const struct nx_config *b)
         offsetof(struct nx_config, runtime_dir), offsetof(struct nx_config, listen),
         offsetof(struct nx_config, advertise), offsetof(struct nx_config, tls_ca),
         offsetof(struct nx_config, tls_cert), offsetof(struct nx_config, tls_key),
-        offsetof(struct nx_config, algo),
+        offsetof(struct nx_config, algo), offsetof(struct nx_config, quic_cc),
     };
     for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
         char **px = (char **)((char *)&x + offs[i]), **py = (char **)((char *)&y + offs[i]);
@@ -151,6 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         c2.tls_cert = c.tls_cert ? strdup(c.tls_cert) : NULL;
         c2.tls_key = c.tls_key ? strdup(c.tls_key) : NULL;
         c2.algo = c.algo ? strdup(c.algo) : NULL;
+        c2.quic_cc = strdup(c.quic_cc);
         CHECK(nx_config_load_file(&c2, path, err, sizeof(err)) == 0);
         CHECK(same(&c, &c2));
         nx_config_free(&c2);

@@ -41,6 +41,7 @@ formation_timeout_s = 60
 quic_window_bytes = 64M
 quic_stream_window_bytes = 16M
 quic_max_udp_payload = 1452
+quic_cc = cubic
 inspect = off
 inspect_max_conns = 8
 algo = all_reduce=ring,broadcast=tree

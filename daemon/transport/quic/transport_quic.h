@@ -81,6 +81,7 @@ struct nx_quic_conf {
     uint64_t stream_window_bytes;/* per-stream window */
     uint32_t max_udp_payload;    /* <= 1452: PMTUD up to it; more: fixed, for loopback/jumbo */
     uint32_t loopback_udp_payload; /* towards a loopback peer, if larger (default 65527) */
+    enum nx_quic_cc { NX_QUIC_CC_BBR, NX_QUIC_CC_CUBIC } cc; /* congestion control (BBR) */
     int retry;                   /* validate new peers' addresses with a Retry (default 1) */
     uint32_t max_streams;        /* concurrent channels a peer may open towards us */
     const struct nx_quic_inspect *inspect; /* NULL: ALPN "h3" is refused; else it must
@@ -88,7 +89,7 @@ struct nx_quic_conf {
 };
 
 /* Defaults matching daemon/config.c: 5 s idle, 1 s keep-alive, 64 MiB / 16 MiB windows,
- * 1452-byte datagrams (64 KiB towards loopback peers), Retry on, 1024 streams. */
+ * 1452-byte datagrams (64 KiB towards loopback peers), Retry on, 1024 streams, BBR. */
 void nx_quic_conf_defaults(struct nx_quic_conf *c);
 
 /*
