@@ -62,12 +62,17 @@ void nx_staging_fini(void);
 
 /* ---- running ops (exec.c) ----------------------------------------------------------- */
 
+/* Runs a matched op: queues its work and its completion on a stream and returns; never
+ * waits for the GPU (exec.c says why). */
 void nx_cuda_exec_run(const struct nx_dev_job *job);
 void nx_cuda_exec_comm_gone(uint32_t comm_id);
 int nx_cuda_exec_init(void);
-/* Waits for queued work and completes it (shutdown). */
+/* Shutdown: returns at once.  The loop runs on while ops are in flight, completing them;
+ * the last one, or nx_cuda_stop_grace_ms, closes the handles so that the loop ends. */
 void nx_cuda_exec_stop(void);
 void nx_cuda_exec_fini(void);
+/* How long shutdown lets the ops in flight run (5000; tests set less). */
+extern unsigned nx_cuda_stop_grace_ms;
 
 /* ---- registrations (backend.c) -------------------------------------------------------- */
 

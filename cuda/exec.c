@@ -6,8 +6,17 @@
  * copied into scratch memory there (cudaMallocAsync, stream-ordered), the node-local
  * algorithm of coll_local.c runs through the CUDA adapter bound to the stream, results
  * go back, and a host function at the end of the stream hands the op to the loop thread
- * (uv_async), which stores the done words and posts the completions.  Nothing here
- * waits for the GPU: the loop keeps serving every other rank meanwhile.
+ * (uv_async), which stores the done words and posts the completions.
+ *
+ * Nothing here waits for the GPU, not even on an error or at shutdown: the loop thread
+ * must never block on GPU work, because GPU work can need the loop thread.  In
+ * stream-ordered mode a rank's ready event for op k+1 sits on its stream behind a wait
+ * on op k's done word, and only the loop thread writes done words.  So a failed op
+ * completes like a good one, through a host function queued behind whatever it already
+ * put on its stream (its mappings and scratch stay until then), and shutdown lets the
+ * loop run on until the ops in flight complete, for at most nx_cuda_stop_grace_ms.
+ * Where not even a host function can be queued, an event recorded on the stream is
+ * polled from a timer of the loop.
  *
  * Streams: the collectives of a communicator run on its own stream per device, in
  * sequence order.  That order adds no wait a correct program lacks: every rank issues
@@ -59,12 +68,20 @@ struct ticket {
     struct nx_dev_part *parts; /* iov tables not kept */
     struct nx_reg **regs;      /* references held while the GPU uses them */
     size_t nregs, regs_cap;
+    uint32_t status;           /* what every part completes with */
+    char text[320];            /* its reason, when status is not NEXAR_OK */
+    cudaEvent_t ev;            /* parked: recorded behind the op's work, polled */
 };
+
+unsigned nx_cuda_stop_grace_ms = 5000;
 
 static pthread_mutex_t done_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct ticket *done_head, **done_tail = &done_head;
 static uv_async_t done_async;
-static bool async_open;
+static bool async_open;     /* under done_mu: a host function may signal the loop */
+static struct ticket *parked; /* loop thread: tickets whose event is polled */
+static uv_timer_t park_timer, grace_timer;
+static bool timers_open, stopping;
 static uint64_t inflight;
 
 /* ---- streams ------------------------------------------------------------------------- */
@@ -121,15 +138,16 @@ static void ticket_free(struct ticket *t)
     free(t);
 }
 
-static void ticket_complete(struct ticket *t, uint32_t status, const char *text)
+static void ticket_complete(struct ticket *t)
 {
     for (size_t i = 0; i < t->nparts; i++)
-        nx_cuda_host->part_done(&t->parts[i], status, text);
+        nx_cuda_host->part_done(&t->parts[i], t->status, t->status ? t->text : NULL);
     inflight--;
     ticket_free(t);
 }
 
-/* Runs on a CUDA driver thread: no CUDA calls, only hand-over to the loop. */
+/* Runs on a CUDA driver thread: no CUDA calls, only hand-over to the loop.  After
+ * shutdown gave up on it the ticket stays on the list (exec_fini frees it). */
 static void CUDART_CB host_done(void *arg)
 {
     struct ticket *t = arg;
@@ -137,22 +155,51 @@ static void CUDART_CB host_done(void *arg)
     t->next = NULL;
     *done_tail = t;
     done_tail = &t->next;
+    if (async_open)
+        uv_async_send(&done_async);
     pthread_mutex_unlock(&done_mu);
-    uv_async_send(&done_async);
 }
 
-static void drain_done(void)
+static struct ticket *take_done(void)
 {
     pthread_mutex_lock(&done_mu);
     struct ticket *t = done_head;
     done_head = NULL;
     done_tail = &done_head;
     pthread_mutex_unlock(&done_mu);
-    while (t) {
-        struct ticket *next = t->next;
-        ticket_complete(t, NEXAR_OK, NULL);
-        t = next;
+    return t;
+}
+
+static void drain_done(void)
+{
+    for (struct ticket *t = take_done(), *next; t; t = next) {
+        next = t->next;
+        ticket_complete(t);
     }
+}
+
+/* Closes the loop handles, so that the loop can end; host functions still to come only
+ * queue their tickets. */
+static void close_handles(void)
+{
+    pthread_mutex_lock(&done_mu);
+    bool was_open = async_open;
+    async_open = false;
+    pthread_mutex_unlock(&done_mu);
+    if (was_open)
+        uv_close((uv_handle_t *)&done_async, NULL);
+    if (timers_open) {
+        uv_close((uv_handle_t *)&park_timer, NULL);
+        uv_close((uv_handle_t *)&grace_timer, NULL);
+        timers_open = false;
+    }
+}
+
+/* Shutting down and nothing left in flight: the handles go. */
+static void stop_if_idle(void)
+{
+    if (stopping && inflight == 0)
+        close_handles();
 }
 
 static void on_done(uv_async_t *h)
@@ -160,6 +207,58 @@ static void on_done(uv_async_t *h)
     (void)h;
     drain_done();
     nx_cuda_host->flush();
+    stop_if_idle();
+}
+
+/* Parked tickets: an event behind the op's work, polled (never waited for). */
+static void on_park(uv_timer_t *h)
+{
+    (void)h;
+    for (struct ticket **pp = &parked; *pp;) {
+        struct ticket *t = *pp;
+        if (cudaEventQuery(t->ev) == cudaErrorNotReady) {
+            pp = &t->next;
+            continue;
+        }
+        cudaGetLastError(); /* an error also means: nothing more will run there */
+        *pp = t->next;
+        cudaEventDestroy(t->ev);
+        ticket_complete(t);
+    }
+    if (!parked && timers_open)
+        uv_timer_stop(&park_timer);
+    nx_cuda_host->flush();
+    stop_if_idle();
+}
+
+static void park(struct ticket *t, cudaStream_t s)
+{
+    if (cudaEventCreateWithFlags(&t->ev, cudaEventDisableTiming) == cudaSuccess) {
+        if (cudaEventRecord(t->ev, s) == cudaSuccess) {
+            t->next = parked;
+            parked = t;
+            if (timers_open && !uv_is_active((uv_handle_t *)&park_timer))
+                uv_timer_start(&park_timer, on_park, 1, 1);
+            return;
+        }
+        cudaEventDestroy(t->ev);
+    }
+    cudaGetLastError();
+    /* Neither a host function nor an event can follow the op's work on its stream: the
+     * stream or its context is broken.  Waiting is no option, so the parts complete now;
+     * the mappings stay (a reference is leaked) in case the GPU still reads them. */
+    NX_WARN("cuda", "nothing can be queued behind a failed op's work; completing it now and "
+            "keeping its %zu mappings until exit", t->nregs);
+    t->nregs = 0;
+    ticket_complete(t);
+}
+
+static void on_grace(uv_timer_t *h)
+{
+    (void)h;
+    NX_WARN("cuda", "%llu device ops still in flight %u ms after shutdown began; nexard "
+            "exits without them", (unsigned long long)inflight, nx_cuda_stop_grace_ms);
+    close_handles();
 }
 
 /* ---- resolving buffers ------------------------------------------------------------------- */
@@ -360,11 +459,46 @@ static int pick_device(const struct nx_dev_job *j)
     return r ? r->device : -1;
 }
 
+/*
+ * The op's end, success or failure: its scratch is freed and its completion queued behind
+ * everything it put on its stream, so that the mappings, the scratch and the ranks' done
+ * words outlive the GPU's use of them.  Nothing waits for the GPU.
+ */
+static void finish(struct exec *x)
+{
+    struct ticket *t = x->t;
+    if (x->status) {
+        t->status = x->status;
+        snprintf(t->text, sizeof(t->text), "%s on device %d: %s", x->job->what, x->dev, x->why);
+        NX_WARN("cuda", "%s", t->text);
+    }
+    if (!x->s) { /* nothing was queued */
+        free(x->scratch);
+        ticket_complete(t);
+        return;
+    }
+    for (size_t i = 0; i < x->nscratch; i++)
+        if (cudaFreeAsync(x->scratch[i], x->s) != cudaSuccess)
+            NX_WARN("cuda", "%s: scratch memory leaked: cudaFreeAsync failed",
+                    x->job->what); /* never cudaFree: it waits for the device */
+    free(x->scratch);
+    cudaGetLastError();
+    if (cudaLaunchHostFunc(x->s, host_done, t) == cudaSuccess)
+        return;
+    cudaGetLastError();
+    if (!t->status) {
+        t->status = NEXAR_ERR_INTERNAL;
+        snprintf(t->text, sizeof(t->text), "%s on device %d: cudaLaunchHostFunc failed",
+                 x->job->what, x->dev);
+        NX_WARN("cuda", "%s", t->text);
+    }
+    park(t, x->s);
+}
+
 void nx_cuda_exec_run(const struct nx_dev_job *job)
 {
     struct ticket *t = nx_xcalloc(1, sizeof(*t));
     struct exec x = {.job = job, .t = t, .es = nx_dtype_size(job->dtype)};
-    char text[320];
     t->nparts = job->size;
     t->parts = nx_xcalloc(job->size, sizeof(*t->parts));
     for (uint32_t r = 0; r < job->size; r++) {
@@ -376,7 +510,9 @@ void nx_cuda_exec_run(const struct nx_dev_job *job)
     if (x.dev < 0 || x.dev >= MAX_DEVICES || cudaSetDevice(x.dev) != cudaSuccess ||
         !(x.s = job->kind == NX_K_SEND ? take_stream(x.dev) : comm_stream(job->comm_id, x.dev))) {
         fail(&x, NEXAR_ERR_INTERNAL, "no stream on the op's device");
-        goto done;
+        x.s = NULL;
+        finish(&x);
+        return;
     }
     for (uint32_t r = 0; r < job->size && !x.status; r++) {
         uint32_t ev = job->parts[r].rec.ready_event;
@@ -392,26 +528,7 @@ void nx_cuda_exec_run(const struct nx_dev_job *job)
         else
             run_coll(&x);
     }
-    if (!x.status) {
-        for (size_t i = 0; i < x.nscratch; i++)
-            cudaFreeAsync(x.scratch[i], x.s);
-        if (cudaLaunchHostFunc(x.s, host_done, t) == cudaSuccess) {
-            free(x.scratch);
-            return;
-        }
-        fail(&x, NEXAR_ERR_INTERNAL, "cudaLaunchHostFunc failed");
-    }
-done:
-    /* Whatever was queued must be over before the mappings and scratch can go. */
-    if (x.s)
-        cudaStreamSynchronize(x.s);
-    for (size_t i = 0; i < x.nscratch; i++)
-        cudaFree(x.scratch[i]);
-    free(x.scratch);
-    cudaGetLastError();
-    snprintf(text, sizeof(text), "%s on device %d: %s", job->what, x.dev, x.why);
-    NX_WARN("cuda", "%s", text);
-    ticket_complete(t, x.status, text);
+    finish(&x);
 }
 
 void nx_cuda_exec_comm_gone(uint32_t comm_id)
@@ -434,28 +551,50 @@ int nx_cuda_exec_init(void)
     int rv = uv_async_init(nx_cuda_host->loop, &done_async, on_done);
     if (rv < 0)
         return rv;
+    uv_timer_init(nx_cuda_host->loop, &park_timer);
+    uv_timer_init(nx_cuda_host->loop, &grace_timer);
+    pthread_mutex_lock(&done_mu);
     async_open = true;
+    pthread_mutex_unlock(&done_mu);
+    timers_open = true;
+    stopping = false;
     return 0;
 }
 
 void nx_cuda_exec_stop(void)
 {
-    /* Shutting down: let the queued work finish and complete it, then close the handle
-     * so that the loop can end. */
-    for (int d = 0; d < MAX_DEVICES; d++)
-        for (int i = 0; i < pools[d].n; i++)
-            cudaStreamSynchronize(pools[d].s[i]);
-    for (size_t i = 0; i < ncstreams; i++)
-        cudaStreamSynchronize(cstreams[i].s);
+    /* Shutting down.  Waiting here for the queued work would be the deadlock this file
+     * avoids (the work may need done words that only this thread writes), so the loop
+     * runs on and the last completion closes the handles; the grace timer ends it if the
+     * GPU never finishes. */
+    stopping = true;
     drain_done();
-    if (async_open) {
-        uv_close((uv_handle_t *)&done_async, NULL);
-        async_open = false;
+    if (inflight == 0) {
+        close_handles();
+        return;
     }
+    NX_INFO("cuda", "%llu device ops in flight at shutdown: completing them (at most %u ms)",
+            (unsigned long long)inflight, nx_cuda_stop_grace_ms);
+    if (timers_open)
+        uv_timer_start(&grace_timer, on_grace, nx_cuda_stop_grace_ms, 0);
 }
 
 void nx_cuda_exec_fini(void)
 {
+    /* Tickets whose work ended after shutdown gave up on them, and parked ones: their
+     * ranks are gone; only the memory goes. */
+    for (struct ticket *t = take_done(), *next; t; t = next) {
+        next = t->next;
+        inflight--;
+        ticket_free(t);
+    }
+    while (parked) {
+        struct ticket *t = parked;
+        parked = t->next;
+        cudaEventDestroy(t->ev);
+        inflight--;
+        ticket_free(t);
+    }
     for (int d = 0; d < MAX_DEVICES; d++) {
         if (pools[d].n && cudaSetDevice(d) == cudaSuccess)
             for (int i = 0; i < pools[d].n; i++)

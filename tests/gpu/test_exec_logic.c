@@ -1,0 +1,627 @@
+/*
+ * test_exec_logic.c - nexard's running of device ops (cuda/exec.c) against a fake CUDA
+ * runtime on host threads (fake_cudart.c), without a GPU.  It tests exec.c's logic, not
+ * CUDA: what it queues on which stream, when each rank's part completes, and that the
+ * loop thread never blocks on GPU work whose progress needs the loop thread.
+ *
+ * That last point is the deadlock of issue 15.  In stream-ordered mode a rank's ready
+ * event for op k+1 sits on its stream behind a wait on op k's done word, and only the
+ * loop thread writes done words (when it takes op k's completion from the host function
+ * through uv_async).  So a loop thread that waits for op k+1's stream (on an error, or at
+ * shutdown) waits for itself.  Each case below is built that way, with a watchdog that
+ * fails the test instead of hanging:
+ *
+ *   send_error   send k succeeds, send k+1 fails after its wait on the ready event was
+ *                queued (cudaMemcpyAsync fails): both complete, k+1 with the error, only
+ *                after the work queued on its stream is over
+ *   coll_error   the same on a communicator's stream: all_reduce k (2 ranks, checked),
+ *                all_reduce k+1 whose reduce kernel fails to launch
+ *   host_fn      cudaLaunchHostFunc fails (twice) for an op whose ready event fires only
+ *                after a timer of the loop: the op still completes, with the error
+ *   no_device    an op whose buffers are not registered: fails at once
+ *   stop         nx_cuda_exec_stop with op k done on the GPU but not yet taken by the
+ *                loop and op k+1 waiting behind it: the loop runs on and both complete
+ *   grace        nx_cuda_exec_stop with an op that never finishes: the loop ends after
+ *                nx_cuda_stop_grace_ms, and the op's late end touches no closed handle
+ *
+ *   test_exec_logic [CASE...]   runs the named cases only.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "adapter.h"
+#include "cuda_int.h"
+#include "fake_cudart.h"
+#include "nexar.h"
+#include "registry.h"
+
+static int failures;
+#define EXPECT(c, ...)                                                                     \
+    do {                                                                                   \
+        if (!(c)) {                                                                        \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                           \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fputc('\n', stderr);                                                           \
+            failures++;                                                                    \
+        }                                                                                  \
+    } while (0)
+
+/* ---- the watchdog ------------------------------------------------------------------------ */
+
+static const char *volatile g_case = "start";
+static volatile int g_progress; /* bumped whenever the loop thread does something */
+
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    int last = -1, still = 0;
+    for (;;) {
+        sleep(1);
+        if (g_progress != last) {
+            last = g_progress;
+            still = 0;
+        } else if (++still >= 10) {
+            fprintf(stderr,
+                    "FAIL case %s: deadlock: the loop thread has been blocked for 10 s (in a "
+                    "CUDA wait for GPU work that needs the loop thread to write a done word)\n",
+                    g_case);
+            _exit(1);
+        }
+    }
+    return NULL;
+}
+
+/* ---- the daemon's side: clients, registrations, completions -------------------------------- */
+
+static uv_loop_t *loop;
+const struct nx_device_host *nx_cuda_host;
+static struct nx_dev_client clients[2] = {{.id = 1}, {.id = 2}};
+static int closes; /* registrations closed */
+
+static void close_reg(struct nx_reg *r)
+{
+    (void)r;
+    closes++;
+}
+
+static struct nx_dev_client *host_client(uint32_t id)
+{
+    return id >= 1 && id <= 2 ? &clients[id - 1] : NULL;
+}
+
+struct nx_reg *nx_cuda_reg_mem(uint32_t client_id, uint32_t id)
+{
+    struct nx_dev_client *dc = host_client(client_id);
+    return dc && dc->state ? nx_regtab_get(dc->state, id, NX_DEV_MEMORY) : NULL;
+}
+
+struct nx_reg *nx_cuda_reg_event(uint32_t client_id, uint32_t id)
+{
+    struct nx_dev_client *dc = host_client(client_id);
+    return dc && dc->state ? nx_regtab_get(dc->state, id, NX_DEV_EVENT) : NULL;
+}
+
+static uint32_t reg(uint32_t client, int kind, void *handle, uint64_t size)
+{
+    struct nx_dev_client *dc = host_client(client);
+    if (!dc->state)
+        dc->state = nx_regtab_new(close_reg);
+    return nx_regtab_add(dc->state, kind, 0, handle, size)->id;
+}
+
+/* The done words of the ranks' segments: done_off / 8 indexes it. */
+static uint64_t words[32];
+
+struct done {
+    uint64_t user_data;
+    uint32_t status;
+    char text[400];
+    cudaEvent_t watch; /* the rank's ready event: had it fired when the part completed? */
+    bool watch_done;
+};
+static struct done dones[64];
+static int ndone, want_done;
+static cudaEvent_t watch_for[64]; /* by user_data */
+
+static void part_done(const struct nx_dev_part *p, uint32_t status, const char *text)
+{
+    struct done *d = &dones[ndone++];
+    d->user_data = p->user_data;
+    d->status = status;
+    snprintf(d->text, sizeof(d->text), "%s", text ? text : "");
+    d->watch = watch_for[p->user_data % 64];
+    d->watch_done = d->watch ? fk_event_done(d->watch) : true;
+    if (p->rec.done_off != NX_DEV_NO_DONE)
+        __atomic_store_n(&words[p->rec.done_off / 8], p->rec.done_value, __ATOMIC_RELEASE);
+    g_progress++;
+    if (want_done && ndone >= want_done)
+        uv_stop(loop);
+}
+
+static void flush(void)
+{
+    g_progress++;
+}
+
+static const struct nx_device_host host = {
+    .part_done = part_done, .flush = flush, .client = host_client};
+
+static const struct done *done_of(uint64_t user_data)
+{
+    for (int i = 0; i < ndone; i++)
+        if (dones[i].user_data == user_data)
+            return &dones[i];
+    return NULL;
+}
+
+/* ---- the adapter: the CPU kernels, queued on the bound stream ------------------------------ */
+
+static __thread void *bound;
+static int fail_kernels; /* the next n launches fail */
+
+static void *use_stream(void *s)
+{
+    void *prev = bound;
+    bound = s;
+    return prev;
+}
+
+struct fanout {
+    void *dsts[8];
+    const void *srcs[8];
+    size_t ndst, nsrc, n;
+    uint8_t dtype, op;
+};
+
+static void run_fanout(void *arg)
+{
+    struct fanout *f = arg;
+    nx_adapter_cpu.reduce_fanout(f->dsts, f->ndst, f->srcs, f->nsrc, f->n, f->dtype, f->op);
+}
+
+static int fk_reduce_fanout(void *const *dsts, size_t ndst, const void *const *srcs, size_t nsrc,
+                            size_t n, uint8_t dtype, uint8_t op)
+{
+    if (fail_kernels > 0) {
+        fail_kernels--;
+        nx_cuda_note_error("reduce kernel launch", cudaErrorLaunchFailure, __FILE__, __LINE__);
+        return -EIO;
+    }
+    if (!bound || ndst > 8 || nsrc > 8)
+        return -EINVAL;
+    struct fanout *f = calloc(1, sizeof(*f));
+    *f = (struct fanout){.ndst = ndst, .nsrc = nsrc, .n = n, .dtype = dtype, .op = op};
+    memcpy(f->dsts, dsts, ndst * sizeof(*dsts));
+    memcpy(f->srcs, srcs, nsrc * sizeof(*srcs));
+    fk_call(bound, run_fanout, f);
+    return 0;
+}
+
+static int fk_receive(void *dst, const void *src, size_t bytes)
+{
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, bound) == cudaSuccess ? 0 : -EIO;
+}
+
+const struct nx_adapter nx_adapter_cuda = {
+    .name = "fake-cuda",
+    .reduce_fanout = fk_reduce_fanout,
+    .receive_to_device = fk_receive,
+    .use_stream = use_stream,
+};
+
+/* ---- jobs ---------------------------------------------------------------------------------- */
+
+/* What a rank's shim does at call time on its stream: record the ready event, then (the
+ * op being stream-ordered) make the stream wait for the op's done word. */
+static void shim_call(cudaStream_t user, cudaEvent_t ready, unsigned word, uint64_t value)
+{
+    cudaEventRecord(ready, user);
+    fk_wait_value(user, &words[word], value);
+}
+
+static struct nx_dev_part part(uint32_t client, uint64_t ud, uint32_t in, uint32_t out,
+                               uint32_t ev, unsigned word, uint64_t value)
+{
+    struct nx_dev_part p = {.client_id = client, .user_data = ud};
+    p.rec = (struct nx_dev_op){.magic = NX_DEV_OP_MAGIC, .in = {.mem = in}, .out = {.mem = out},
+                               .ready_event = ev,
+                               .done_off = value ? word * 8ull : NX_DEV_NO_DONE,
+                               .done_value = value};
+    return p;
+}
+
+static void run_loop(int want, const char *what)
+{
+    g_case = what;
+    want_done = want;
+    if (ndone < want)
+        uv_run(loop, UV_RUN_DEFAULT);
+    want_done = 0;
+}
+
+/* Each case queues its ops from a callback of the loop, as the matcher does. */
+typedef void (*case_fn)(void);
+static case_fn g_start;
+
+static void on_start(uv_timer_t *t)
+{
+    (void)t;
+    g_progress++;
+    g_start();
+}
+
+static uv_timer_t start_timer;
+
+static void start(case_fn fn)
+{
+    g_start = fn;
+    uv_timer_start(&start_timer, on_start, 0, 0);
+}
+
+/* ---- send_error ------------------------------------------------------------------------------ */
+
+static uint8_t a_src[4096], a_dst[4096];
+static struct nx_dev_job job_k, job_k1;
+static struct nx_dev_part parts_k[2], parts_k1[2];
+
+static void send_error_start(void)
+{
+    nx_cuda_exec_run(&job_k);
+    fk_fail.memcpy_async = 1; /* job k+1's copy fails after its event wait was queued */
+    nx_cuda_exec_run(&job_k1);
+}
+
+static void case_send_error(void)
+{
+    cudaStream_t user;
+    cudaEvent_t ev1, ev2;
+    cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&ev1, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&ev2, cudaEventDisableTiming);
+    for (size_t i = 0; i < sizeof(a_src); i++)
+        a_src[i] = (uint8_t)(i * 7);
+    uint32_t src = reg(1, NX_DEV_MEMORY, a_src, sizeof(a_src));
+    uint32_t dst = reg(2, NX_DEV_MEMORY, a_dst, sizeof(a_dst));
+    uint32_t e1 = reg(1, NX_DEV_EVENT, ev1, 0), e2 = reg(1, NX_DEV_EVENT, ev2, 0);
+    shim_call(user, ev1, 0, 1);
+    shim_call(user, ev2, 1, 2); /* ev2 fires only once word 0 is set: by the loop */
+    watch_for[11] = ev1;
+    watch_for[21] = ev2;
+    parts_k[0] = part(1, 11, src, 0, e1, 0, 1);
+    parts_k[1] = part(2, 12, 0, dst, 0, 0, 0);
+    parts_k1[0] = part(1, 21, src, 0, e2, 1, 2);
+    parts_k1[1] = part(2, 22, 0, dst, 0, 0, 0);
+    job_k = (struct nx_dev_job){.comm_id = 1, .seq = 1, .kind = NX_K_SEND, .dtype = NEXAR_U8,
+                                .size = 2, .count = sizeof(a_src), .parts = parts_k,
+                                .what = "send seq 1 on comm 1"};
+    job_k1 = job_k;
+    job_k1.seq = 2;
+    job_k1.parts = parts_k1;
+    job_k1.what = "send seq 2 on comm 1";
+    start(send_error_start);
+    run_loop(4, "send_error");
+    const struct done *k = done_of(11), *k1 = done_of(21);
+    EXPECT(k && k->status == NEXAR_OK && done_of(12) && done_of(12)->status == NEXAR_OK,
+           "send k: %s", k ? k->text : "not completed");
+    EXPECT(memcmp(a_src, a_dst, sizeof(a_src)) == 0, "send k did not copy the data");
+    EXPECT(k1 && k1->status == NEXAR_ERR_INTERNAL && strstr(k1->text, "cudaMemcpyAsync"),
+           "send k+1: status %u, \"%s\"", k1 ? k1->status : 0, k1 ? k1->text : "");
+    EXPECT(k1 && k1->watch_done,
+           "send k+1 completed before the work queued on its stream (the wait for its ready "
+           "event) was over");
+    EXPECT(words[0] == 1 && words[1] == 2, "done words %llu %llu, expected 1 2",
+           (unsigned long long)words[0], (unsigned long long)words[1]);
+    if (k1)
+        printf("send_error: ok (send k+1: %s)\n", k1->text);
+}
+
+/* ---- coll_error --------------------------------------------------------------------------- */
+
+#define NCOLL 256
+static float c_buf[2][NCOLL];
+static struct nx_dev_job coll_k, coll_k1;
+static struct nx_dev_part cparts_k[2], cparts_k1[2];
+
+static void coll_error_start(void)
+{
+    nx_cuda_exec_run(&coll_k);
+    fail_kernels = 1;
+    nx_cuda_exec_run(&coll_k1);
+}
+
+static void case_coll_error(void)
+{
+    cudaStream_t user;
+    cudaEvent_t ev1, ev2;
+    cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&ev1, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&ev2, cudaEventDisableTiming);
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < NCOLL; i++)
+            c_buf[r][i] = (float)(i + 1000 * r);
+    uint32_t m0 = reg(1, NX_DEV_MEMORY, c_buf[0], sizeof(c_buf[0]));
+    uint32_t m1 = reg(2, NX_DEV_MEMORY, c_buf[1], sizeof(c_buf[1]));
+    uint32_t e1 = reg(1, NX_DEV_EVENT, ev1, 0), e2 = reg(1, NX_DEV_EVENT, ev2, 0);
+    shim_call(user, ev1, 4, 5);
+    shim_call(user, ev2, 5, 6);
+    watch_for[31] = ev1;
+    watch_for[41] = ev2;
+    cparts_k[0] = part(1, 31, m0, m0, e1, 4, 5);
+    cparts_k[1] = part(2, 32, m1, m1, 0, 0, 0);
+    cparts_k1[0] = part(1, 41, m0, m0, e2, 5, 6);
+    cparts_k1[1] = part(2, 42, m1, m1, 0, 0, 0);
+    coll_k = (struct nx_dev_job){.comm_id = 7, .seq = 1, .kind = NX_K_ALL_REDUCE,
+                                 .dtype = NEXAR_F32, .redop = NEXAR_SUM, .size = 2,
+                                 .count = NCOLL, .parts = cparts_k,
+                                 .what = "all_reduce seq 1 on comm 7"};
+    coll_k1 = coll_k;
+    coll_k1.seq = 2;
+    coll_k1.parts = cparts_k1;
+    coll_k1.what = "all_reduce seq 2 on comm 7";
+    int before = ndone;
+    start(coll_error_start);
+    run_loop(before + 4, "coll_error");
+    const struct done *k = done_of(31), *k1 = done_of(41);
+    EXPECT(k && k->status == NEXAR_OK, "all_reduce k: %s", k ? k->text : "not completed");
+    bool exact = true;
+    for (int i = 0; i < NCOLL; i++)
+        exact &= c_buf[0][i] == (float)(2 * i + 1000) && c_buf[1][i] == (float)(2 * i + 1000);
+    EXPECT(exact, "all_reduce k: wrong sums");
+    EXPECT(k1 && k1->status == NEXAR_ERR_INTERNAL && strstr(k1->text, "reduce kernel"),
+           "all_reduce k+1: status %u, \"%s\"", k1 ? k1->status : 0, k1 ? k1->text : "");
+    EXPECT(k1 && k1->watch_done, "all_reduce k+1 completed before its stream's work was over");
+    EXPECT(done_of(42) && done_of(42)->status == NEXAR_ERR_INTERNAL,
+           "all_reduce k+1: the other rank's part");
+    EXPECT(words[4] == 5 && words[5] == 6, "done words %llu %llu, expected 5 6",
+           (unsigned long long)words[4], (unsigned long long)words[5]);
+    if (k1)
+        printf("coll_error: ok (all_reduce k+1: %s)\n", k1->text);
+}
+
+/* ---- host_fn -------------------------------------------------------------------------------- */
+
+static uint8_t h_src[256], h_dst[256];
+static struct nx_dev_job job_h;
+static struct nx_dev_part parts_h[2];
+static uv_timer_t release_timer;
+
+static void on_release(uv_timer_t *t)
+{
+    (void)t;
+    g_progress++;
+    __atomic_store_n(&words[8], 1, __ATOMIC_RELEASE); /* lets the ready event fire */
+}
+
+static void host_fn_start(void)
+{
+    fk_fail.launch_host_func = 2; /* the op's and the error path's */
+    nx_cuda_exec_run(&job_h);
+    uv_timer_start(&release_timer, on_release, 50, 0);
+}
+
+static void case_host_fn(void)
+{
+    cudaStream_t user;
+    cudaEvent_t ev;
+    cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    uint32_t src = reg(1, NX_DEV_MEMORY, h_src, sizeof(h_src));
+    uint32_t dst = reg(2, NX_DEV_MEMORY, h_dst, sizeof(h_dst));
+    uint32_t e = reg(1, NX_DEV_EVENT, ev, 0);
+    fk_wait_value(user, &words[8], 1); /* the loop's timer sets word 8 */
+    shim_call(user, ev, 9, 1);
+    watch_for[51] = ev;
+    parts_h[0] = part(1, 51, src, 0, e, 9, 1);
+    parts_h[1] = part(2, 52, 0, dst, 0, 0, 0);
+    job_h = (struct nx_dev_job){.comm_id = 1, .seq = 3, .kind = NX_K_SEND, .dtype = NEXAR_U8,
+                                .size = 2, .count = sizeof(h_src), .parts = parts_h,
+                                .what = "send seq 3 on comm 1"};
+    int before = ndone;
+    start(host_fn_start);
+    run_loop(before + 2, "host_fn");
+    const struct done *d = done_of(51);
+    EXPECT(d && d->status == NEXAR_ERR_INTERNAL && strstr(d->text, "cudaLaunchHostFunc"),
+           "send with no host function: status %u, \"%s\"", d ? d->status : 0, d ? d->text : "");
+    EXPECT(d && d->watch_done, "completed before the work queued on its stream was over");
+    EXPECT(words[9] == 1, "done word not set");
+    if (d)
+        printf("host_fn: ok (%s)\n", d->text);
+}
+
+/* ---- no_device --------------------------------------------------------------------------------- */
+
+static struct nx_dev_job job_n;
+static struct nx_dev_part parts_n[2];
+
+static void no_device_start(void)
+{
+    nx_cuda_exec_run(&job_n);
+}
+
+static void case_no_device(void)
+{
+    parts_n[0] = part(1, 61, 999, 0, 0, 10, 1); /* registration 999: none */
+    parts_n[1] = part(2, 62, 0, 998, 0, 0, 0);
+    job_n = (struct nx_dev_job){.comm_id = 1, .seq = 4, .kind = NX_K_SEND, .dtype = NEXAR_U8,
+                                .size = 2, .count = 16, .parts = parts_n,
+                                .what = "send seq 4 on comm 1"};
+    int before = ndone;
+    start(no_device_start);
+    run_loop(before + 2, "no_device");
+    const struct done *d = done_of(61);
+    EXPECT(d && d->status == NEXAR_ERR_INTERNAL, "unregistered buffers: status %u, \"%s\"",
+           d ? d->status : 0, d ? d->text : "");
+    EXPECT(words[10] == 1, "done word not set");
+    if (d)
+        printf("no_device: ok (%s)\n", d->text);
+}
+
+/* ---- stop ----------------------------------------------------------------------------------------- */
+
+static struct nx_dev_job job_s1, job_s2;
+static struct nx_dev_part parts_s1[2], parts_s2[2];
+static uint8_t s_src[512], s_dst[512];
+
+static void stop_start(void)
+{
+    nx_cuda_exec_run(&job_s1);
+    nx_cuda_exec_run(&job_s2);
+    /* Let op 1's host function run on its stream thread; the loop has not taken it. */
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+    nx_cuda_exec_stop();
+}
+
+static void case_stop(void)
+{
+    cudaStream_t user;
+    cudaEvent_t ev1, ev2;
+    cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&ev1, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&ev2, cudaEventDisableTiming);
+    uint32_t src = reg(1, NX_DEV_MEMORY, s_src, sizeof(s_src));
+    uint32_t dst = reg(2, NX_DEV_MEMORY, s_dst, sizeof(s_dst));
+    uint32_t e1 = reg(1, NX_DEV_EVENT, ev1, 0), e2 = reg(1, NX_DEV_EVENT, ev2, 0);
+    shim_call(user, ev1, 12, 1);
+    shim_call(user, ev2, 13, 1);
+    watch_for[71 % 64] = ev1;
+    watch_for[81 % 64] = ev2;
+    parts_s1[0] = part(1, 71, src, 0, e1, 12, 1);
+    parts_s1[1] = part(2, 72, 0, dst, 0, 0, 0);
+    parts_s2[0] = part(1, 81, src, 0, e2, 13, 1);
+    parts_s2[1] = part(2, 82, 0, dst, 0, 0, 0);
+    job_s1 = (struct nx_dev_job){.comm_id = 1, .seq = 5, .kind = NX_K_SEND, .dtype = NEXAR_U8,
+                                 .size = 2, .count = sizeof(s_src), .parts = parts_s1,
+                                 .what = "send seq 5 on comm 1"};
+    job_s2 = job_s1;
+    job_s2.seq = 6;
+    job_s2.parts = parts_s2;
+    job_s2.what = "send seq 6 on comm 1";
+    int before = ndone;
+    start(stop_start);
+    g_case = "stop";
+    uv_run(loop, UV_RUN_DEFAULT); /* returns once every handle of exec.c is closed */
+    EXPECT(ndone == before + 4, "after stop: %d of 4 parts completed", ndone - before);
+    EXPECT(words[12] == 1 && words[13] == 1, "done words not set at stop");
+    if (ndone == before + 4)
+        printf("stop: ok (both ops completed while the loop ran on)\n");
+}
+
+/* ---- grace ------------------------------------------------------------------------------------- */
+
+static struct nx_dev_job job_g;
+static struct nx_dev_part parts_g[2];
+static uint8_t g_src[64], g_dst[64];
+
+static void grace_start(void)
+{
+    nx_cuda_exec_run(&job_g);
+    nx_cuda_exec_stop();
+}
+
+/* An op whose ready event never fires (its rank's stream waits for something else): the
+ * loop may not hang at shutdown; it ends after the grace time, and the op's late end
+ * must not touch the closed handles. */
+static void case_grace(void)
+{
+    cudaStream_t user;
+    cudaEvent_t ev;
+    cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    uint32_t src = reg(1, NX_DEV_MEMORY, g_src, sizeof(g_src));
+    uint32_t dst = reg(2, NX_DEV_MEMORY, g_dst, sizeof(g_dst));
+    uint32_t e = reg(1, NX_DEV_EVENT, ev, 0);
+    fk_wait_value(user, &words[20], 1); /* set only after the loop ended */
+    shim_call(user, ev, 21, 1);
+    parts_g[0] = part(1, 91, src, 0, e, 21, 1);
+    parts_g[1] = part(2, 92, 0, dst, 0, 0, 0);
+    job_g = (struct nx_dev_job){.comm_id = 1, .seq = 7, .kind = NX_K_SEND, .dtype = NEXAR_U8,
+                                .size = 2, .count = sizeof(g_src), .parts = parts_g,
+                                .what = "send seq 7 on comm 1"};
+    if (nx_cuda_exec_init() < 0) {
+        EXPECT(0, "nx_cuda_exec_init after a stop");
+        return;
+    }
+    nx_cuda_stop_grace_ms = 300;
+    uv_timer_init(loop, &start_timer);
+    int before = ndone;
+    double t0 = uv_hrtime() / 1e9;
+    start(grace_start);
+    g_case = "grace";
+    uv_run(loop, UV_RUN_DEFAULT);
+    double dt = uv_hrtime() / 1e9 - t0;
+    uv_close((uv_handle_t *)&start_timer, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    EXPECT(dt >= 0.25 && dt < 3, "the loop ended %.2f s after a stop with a stuck op (grace "
+           "0.3 s)", dt);
+    EXPECT(ndone == before, "the stuck op completed");
+    __atomic_store_n(&words[20], 1, __ATOMIC_RELEASE); /* its late end: no signal */
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);
+    /* nexard is "gone": the rank's shim releases its own stream (daemon lost). */
+    __atomic_store_n(&words[21], 1, __ATOMIC_RELEASE);
+    if (!failures)
+        printf("grace: ok (the loop ended %.2f s after the stop)\n", dt);
+}
+
+static int g_argc;
+static char **g_argv;
+
+/* test_exec_logic [CASE...]: the named cases only (in their fixed order). */
+static bool want_case(const char *name)
+{
+    for (int i = 1; i < g_argc; i++)
+        if (strcmp(g_argv[i], name) == 0)
+            return true;
+    return g_argc <= 1;
+}
+
+int main(int argc, char **argv)
+{
+    g_argc = argc;
+    g_argv = argv;
+    pthread_t wd;
+    pthread_create(&wd, NULL, watchdog, NULL);
+    pthread_detach(wd);
+    loop = uv_default_loop();
+    struct nx_device_host h = host;
+    h.loop = loop;
+    nx_cuda_host = &h;
+    uv_timer_init(loop, &start_timer);
+    uv_timer_init(loop, &release_timer);
+    if (nx_cuda_exec_init() < 0) {
+        fprintf(stderr, "FAIL: nx_cuda_exec_init\n");
+        return 1;
+    }
+    if (want_case("send_error"))
+        case_send_error();
+    if (want_case("coll_error"))
+        case_coll_error();
+    if (want_case("host_fn"))
+        case_host_fn();
+    if (want_case("no_device"))
+        case_no_device();
+    if (want_case("stop"))
+        case_stop();
+    else
+        nx_cuda_exec_stop();
+    uv_close((uv_handle_t *)&start_timer, NULL);
+    uv_close((uv_handle_t *)&release_timer, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    if (want_case("grace"))
+        case_grace();
+    nx_cuda_exec_fini();
+    fk_shutdown();
+    for (int c = 0; c < 2; c++)
+        if (clients[c].state)
+            nx_regtab_orphan(clients[c].state);
+    uv_loop_close(loop);
+    printf("test_exec_logic: %s (%d parts completed)\n", failures ? "FAILED" : "ok", ndone);
+    return failures ? 1 : 0;
+}
