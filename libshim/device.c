@@ -22,6 +22,7 @@
  * process loaded libcuda) so that it can refuse them instead of reading device memory
  * on the CPU.
  */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -601,6 +602,48 @@ bool nx_dev_ordered(const struct nx_dev_req *d)
     return d && d->word >= 0;
 }
 
+/*
+ * A stream-ordered op's descriptor must be in nexard's ring before the call returns.  The
+ * caller's stream now waits for the op; a descriptor still queued here (the ring full, or
+ * an earlier op of the communicator still being staged through the slots) would go out
+ * only in a later nexar call, and a program that next blocks on its stream
+ * (cudaStreamSynchronize, nexar_event_synchronize) would wait forever.  Usually it went
+ * out in nx_req_start and this returns at once; otherwise it makes progress until it
+ * goes, for at most the shim's safety deadline, and fails everything if nexard goes
+ * away meanwhile.
+ */
+static void submit_now(struct nexar_request *r)
+{
+    uint64_t t0 = nx_now_ns();
+    bool owned = r->owned;
+    r->owned = true; /* the lock is let go below: nexar_sync elsewhere must leave r alone */
+    while (r->submitting && !r->complete && !nx_S.dead) {
+        if (nx_now_ns() - t0 > nx_S.safety_ns) {
+            char text[NX_ERR_TEXT_BYTES];
+            snprintf(text, sizeof(text),
+                     "a stream-ordered %s on comm %u could not be handed to nexard in %llu s; "
+                     "the library stopped using nexard", nx_kind_name(r->tmpl.kind),
+                     r->comm->id, (unsigned long long)(nx_S.safety_ns / 1000000000ull));
+            nx_shim_die(NEXAR_ERR_TIMEOUT, text);
+            break;
+        }
+        struct pollfd p = {.fd = nx_S.sock, .events = POLLIN};
+        nx_unlock();
+        poll(&p, 1, 1); /* ring space comes as nexard drains it: no doorbell for that */
+        nx_lock();
+        if (!nx_S.inited)
+            return; /* finalized by another thread meanwhile: r is gone */
+        p.revents = 0;
+        if (poll(&p, 1, 0) > 0 && p.revents) { /* still there under the lock */
+            nx_shim_die(NEXAR_ERR_UNAVAILABLE,
+                        "nexard went away while a stream-ordered op waited to be submitted");
+            break;
+        }
+        nx_progress();
+    }
+    r->owned = owned;
+}
+
 nexar_status_t nx_dev_started(struct nexar_request *r)
 {
     struct nx_dev_req *d = r->dev;
@@ -617,6 +660,7 @@ nexar_status_t nx_dev_started(struct nexar_request *r)
     if (rc != NX_CUDA_SUCCESS)
         return cu_fail(nx_kind_name(r->tmpl.kind), "making the stream wait (cuStreamWaitValue64)",
                        rc);
+    submit_now(r);
     return NEXAR_OK;
 }
 
