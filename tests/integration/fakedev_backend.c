@@ -1,0 +1,223 @@
+/*
+ * fakedev_backend.c - a device backend for a test build of nexard (itest_nexard_fakedev:
+ * daemon/main.c as it is, with this file in place of cuda/), so that the shim's device
+ * path runs end to end on a host without a GPU: registrations, the op's record, the
+ * matcher, completion and the done words are all nexard's real code.  It implements
+ * cuda_backend.h and device.h the way cuda/backend.c does, with the IPC handles of the
+ * fake libcuda (fake_cuda.c), and it moves no data: an op "runs" for
+ * NX_FAKEDEV_DELAY_MS milliseconds (default 0) on a timer and then completes with
+ * NEXAR_OK.  What it did goes, one line per event, to the file NX_FAKEDEV_LOG names:
+ *
+ *   reg mem client=C id=I base=0xB size=S   reg event client=C id=I
+ *   unreg client=C id=I                     run WHAT                done WHAT
+ *
+ * so that a test can see which mappings nexard holds.  It tests nexard's and the
+ * shim's logic, not CUDA.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_backend.h"
+#include "log.h"
+#include "mem.h"
+#include "nexar.h"
+#include "registry.h"
+
+struct fake_ipc {
+    char magic[8];
+    uint64_t base, size, buffer_id;
+    uint64_t event;
+    char pad[24];
+};
+
+struct run {
+    uv_timer_t timer;
+    size_t nparts;
+    struct nx_dev_part *parts;
+    struct nx_reg **regs;
+    size_t nregs, regs_cap;
+    char what[160];
+};
+
+static const struct nx_device_host *host;
+static FILE *logfile;
+static uint64_t delay_ms;
+static uint64_t inflight;
+
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...)
+{
+    if (!logfile)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(logfile, fmt, ap);
+    va_end(ap);
+    fputc('\n', logfile);
+    fflush(logfile);
+}
+
+static void close_reg(struct nx_reg *r)
+{
+    (void)r; /* nothing is mapped */
+}
+
+static uint32_t fk_reg(struct nx_dev_client *dc, int kind, const uint8_t *handle, size_t len,
+                       uint64_t base, uint64_t size, const char *pci, uint32_t *id,
+                       uint64_t *mapped, char *err, size_t errlen)
+{
+    struct fake_ipc h;
+    (void)base;
+    (void)size;
+    (void)pci;
+    memset(&h, 0, sizeof(h));
+    memcpy(&h, handle, len < sizeof(h) ? len : sizeof(h));
+    const char *want = kind == NX_DEV_MEMORY ? "NXFKMEM" : "NXFKEVT";
+    if (memcmp(h.magic, want, 8) != 0) {
+        snprintf(err, errlen, "not a handle of the fake libcuda");
+        return NEXAR_ERR_INVALID;
+    }
+    if (!dc->state)
+        dc->state = nx_regtab_new(close_reg);
+    struct nx_reg *r = dc->state ? nx_regtab_add(dc->state, kind, 0, NULL, h.size) : NULL;
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return NEXAR_ERR_NOMEM;
+    }
+    *id = r->id;
+    *mapped = kind == NX_DEV_MEMORY ? h.size : 0;
+    if (kind == NX_DEV_MEMORY)
+        note("reg mem client=%u id=%u base=0x%llx size=%llu", dc->id, r->id,
+             (unsigned long long)h.base, (unsigned long long)h.size);
+    else
+        note("reg event client=%u id=%u", dc->id, r->id);
+    return NEXAR_OK;
+}
+
+static bool fk_unreg(struct nx_dev_client *dc, uint32_t id)
+{
+    if (!dc->state || !nx_regtab_remove(dc->state, id))
+        return false;
+    note("unreg client=%u id=%u", dc->id, id);
+    return true;
+}
+
+static bool fk_mem_ok(struct nx_dev_client *dc, uint32_t id, uint64_t off, uint64_t bytes)
+{
+    struct nx_reg *r = dc->state ? nx_regtab_get(dc->state, id, NX_DEV_MEMORY) : NULL;
+    return r && off <= r->size && bytes <= r->size - off;
+}
+
+static bool fk_event_ok(struct nx_dev_client *dc, uint32_t id)
+{
+    return dc->state && nx_regtab_get(dc->state, id, NX_DEV_EVENT);
+}
+
+static void hold(struct run *x, uint32_t client_id, uint32_t id, int kind)
+{
+    struct nx_dev_client *dc = host->client(client_id);
+    struct nx_reg *r = id && dc && dc->state ? nx_regtab_get(dc->state, id, kind) : NULL;
+    if (!r)
+        return;
+    nx_grow((void **)&x->regs, &x->regs_cap, x->nregs + 1, sizeof(*x->regs));
+    x->regs[x->nregs++] = r;
+    nx_reg_ref(r);
+}
+
+static void run_closed(uv_handle_t *h)
+{
+    struct run *x = h->data;
+    for (size_t i = 0; i < x->nregs; i++)
+        nx_reg_unref(x->regs[i]);
+    free(x->regs);
+    free(x->parts);
+    free(x);
+}
+
+static void run_done(uv_timer_t *t)
+{
+    struct run *x = t->data;
+    note("done %s", x->what);
+    for (size_t i = 0; i < x->nparts; i++)
+        host->part_done(&x->parts[i], NEXAR_OK, NULL);
+    host->flush();
+    inflight--;
+    uv_close((uv_handle_t *)&x->timer, run_closed);
+}
+
+static void fk_run(const struct nx_dev_job *job)
+{
+    struct run *x = nx_xcalloc(1, sizeof(*x));
+    x->nparts = job->size;
+    x->parts = nx_xcalloc(job->size, sizeof(*x->parts));
+    for (uint32_t r = 0; r < job->size; r++) {
+        const struct nx_dev_part *p = &job->parts[r];
+        x->parts[r] = *p;
+        x->parts[r].iov = NULL;
+        hold(x, p->client_id, p->rec.in.mem, NX_DEV_MEMORY);
+        hold(x, p->client_id, p->rec.out.mem, NX_DEV_MEMORY);
+        for (uint32_t i = 0; i < p->rec.niov; i++)
+            hold(x, p->client_id, p->iov[i].buf.mem, NX_DEV_MEMORY);
+        hold(x, p->client_id, p->rec.ready_event, NX_DEV_EVENT);
+    }
+    snprintf(x->what, sizeof(x->what), "%s", job->what);
+    note("run %s", x->what);
+    inflight++;
+    uv_timer_init(host->loop, &x->timer);
+    x->timer.data = x;
+    uv_timer_start(&x->timer, run_done, delay_ms, 0);
+}
+
+static void fk_client_gone(struct nx_dev_client *dc)
+{
+    if (dc->state)
+        nx_regtab_orphan(dc->state);
+    dc->state = NULL;
+}
+
+static void fk_comm_gone(uint32_t comm_id)
+{
+    (void)comm_id;
+}
+
+static const struct nx_device_ops fake_ops = {
+    .name = "fake",
+    .reg = fk_reg,
+    .unreg = fk_unreg,
+    .mem_ok = fk_mem_ok,
+    .event_ok = fk_event_ok,
+    .run = fk_run,
+    .client_gone = fk_client_gone,
+    .comm_gone = fk_comm_gone,
+};
+
+int nx_cuda_init(const struct nx_device_host *h, const struct nx_device_ops **ops, char *note_,
+                 size_t notelen)
+{
+    const char *path = getenv("NX_FAKEDEV_LOG"), *d = getenv("NX_FAKEDEV_DELAY_MS");
+    host = h;
+    delay_ms = d ? strtoull(d, NULL, 10) : 0;
+    logfile = path && *path ? fopen(path, "a") : NULL;
+    snprintf(note_, notelen, "the fake device backend of the tests (no GPU: ops complete "
+             "after %llu ms and move no data)", (unsigned long long)delay_ms);
+    NX_INFO("cuda", "device buffers on: %s", note_);
+    *ops = &fake_ops;
+    return 0;
+}
+
+/* Ops still on their timers complete as the loop runs on (their ranks are gone). */
+void nx_cuda_stop(void)
+{
+    if (inflight)
+        NX_INFO("cuda", "%llu fake device ops in flight at stop", (unsigned long long)inflight);
+}
+
+void nx_cuda_fini(void)
+{
+    if (logfile)
+        fclose(logfile);
+    logfile = NULL;
+    host = NULL;
+}
