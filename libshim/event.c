@@ -1,10 +1,13 @@
 /*
  * event.c - the public event API: ordering a communicator's stream (the one given to
  * nexar_comm_set_stream) against the caller's compute streams, as numr's StreamSyncOps
- * do.  Thin wrappers over the driver's events, so that a program orders compute and
- * communication without CUDA headers of its own.  Each call makes the event's context
- * current for its duration and leaves the caller's current context as it was.
+ * do, and nexar_comm_stream_synchronize (their sync_comm_stream).  Thin wrappers over
+ * the driver's events, so that a program orders compute and communication without CUDA
+ * headers of its own.  Each call makes the event's context current for its duration
+ * and leaves the caller's current context as it was.  A call that blocks (synchronize)
+ * lets go of the library's lock first, so that other threads go on using nexar.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "cudrv.h"
@@ -201,4 +204,42 @@ nexar_status_t nexar_event_query(nexar_event_t *e, int *done)
     }
     nx_unlock();
     return s;
+}
+
+nexar_status_t nexar_comm_stream_synchronize(nexar_comm_t *c)
+{
+    const char *fn = "nexar_comm_stream_synchronize";
+    char text[NX_ERR_TEXT_BYTES] = "";
+    if (!c)
+        return nx_fail(NEXAR_ERR_INVALID, "%s: comm is NULL", fn);
+    nx_lock();
+    if (!nx_S.inited) {
+        nx_unlock();
+        return nx_fail(NEXAR_ERR_INVALID, "%s: nexar_init() has not been called", fn);
+    }
+    /* First c's ops, as nexar_sync: each is with nexard and done, so every done word the
+     * stream waits for is set (or will be by nexard, never by a later call of ours). */
+    nexar_status_t s = nx_comm_drain(c, c->req_serial);
+    if (s != NEXAR_OK)
+        snprintf(text, sizeof(text), "%s", nexar_last_error());
+    void *stream = c->stream;
+    nx_cu_ctx ctx = c->stream_ctx;
+    nexar_status_t ds = stream ? driver(fn) : NEXAR_OK;
+    nx_unlock();
+    if (!stream || ds != NEXAR_OK)
+        return s != NEXAR_OK ? nx_fail_text(s, text) : ds;
+    /* Then the stream, without the lock: an event recorded now completes when all the
+     * work queued on it so far has. */
+    nx_cu_event ev = NULL;
+    nexar_status_t cs = cu(fn, D->CtxPushCurrent(ctx));
+    if (cs == NEXAR_OK) {
+        cs = cu(fn, D->EventCreate(&ev, NX_CU_EVENT_DISABLE_TIMING));
+        if (cs == NEXAR_OK) {
+            if ((cs = cu(fn, D->EventRecord(ev, (nx_cu_stream)stream))) == NEXAR_OK)
+                cs = cu(fn, D->EventSynchronize(ev));
+            D->EventDestroy(ev);
+        }
+        pop();
+    }
+    return s != NEXAR_OK ? nx_fail_text(s, text) : cs;
 }

@@ -226,8 +226,12 @@ NEXAR_API nexar_status_t nexar_comm_grow(nexar_comm_t *c, uint32_t add, nexar_co
  * Makes device-buffer ops on c stream-ordered on cuda_stream (a cudaStream_t; the
  * legacy and per-thread default streams work too): each such op waits on the GPU for
  * the work queued on the stream before the call, and the work queued after the call
- * waits on the GPU for the op.  The call returns without blocking the CPU; nexar_wait()
- * (i-forms) or nexar_sync() block until the ops are done and report their status.  A
+ * waits on the GPU for the op.  The call returns without waiting for the op, as soon as
+ * nexard has it (at once, unless the submission ring is full or an earlier op of c is
+ * still being staged: then it makes progress until nexard takes it, so that the stream
+ * never waits for an op that only a later nexar call would hand over); nexar_wait()
+ * (i-forms), nexar_sync() or nexar_comm_stream_synchronize() block until the ops are
+ * done and report their status.  A
  * blocking call's failure is reported by the next nexar_sync(c) (and a failure that
  * fails the communicator by every later call); the stream is released either way, with
  * the buffers' contents unspecified.  Host-buffer ops on c stay synchronous.
@@ -238,13 +242,29 @@ NEXAR_API nexar_status_t nexar_comm_grow(nexar_comm_t *c, uint32_t add, nexar_co
  */
 NEXAR_API nexar_status_t nexar_comm_set_stream(nexar_comm_t *c, void *cuda_stream);
 
+/*
+ * Blocks the calling thread until c's communication is done, on the GPU too (numr's
+ * StreamSyncOps::sync_comm_stream).  First every op started on c before the call
+ * completes, as in nexar_sync(c) (whose requests it frees the same way); then, when c has
+ * a stream (nexar_comm_set_stream), all the work queued on that stream before the call
+ * has finished, the caller's own kernels there included.  Without a stream it is
+ * nexar_sync(c), with or without CUDA.  Other threads may use nexar meanwhile.
+ * Returns the first failure among c's ops (as nexar_sync; the stream is still waited
+ * for), else NEXAR_OK, or NEXAR_ERR_INVALID (c NULL, no nexar_init(), or a CUDA error on
+ * the stream, with its text).
+ */
+NEXAR_API nexar_status_t nexar_comm_stream_synchronize(nexar_comm_t *c);
+
 /* ---- events (device builds) --------------------------------------------------------
  * Order a communicator's stream against compute streams, like numr's StreamSyncOps: a
  * typical step records an event on the compute stream after a gradient is ready, makes
  * the comm stream wait for it, issues the allreduce, records an event on the comm
  * stream and makes the compute stream wait for that.  Every function returns
- * NEXAR_ERR_UNSUPPORTED without CUDA (see nexar_comm_set_stream) and NEXAR_ERR_INVALID
- * for a NULL argument or a CUDA error (the text has it).
+ * NEXAR_ERR_UNSUPPORTED without CUDA (see nexar_comm_set_stream), after checking only
+ * its out-parameter (nexar_event_create's ev, nexar_event_query's done: NULL is
+ * NEXAR_ERR_INVALID); nexar_event_destroy(NULL) is NEXAR_OK everywhere.  With CUDA, a
+ * NULL event or communicator, a communicator without a stream, and a CUDA error (the
+ * text has it) are NEXAR_ERR_INVALID.
  */
 typedef struct nexar_event nexar_event_t;
 
