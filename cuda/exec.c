@@ -591,6 +591,9 @@ void nx_cuda_exec_fini(void)
     while (parked) {
         struct ticket *t = parked;
         parked = t->next;
+        if (cudaEventQuery(t->ev) == cudaErrorNotReady)
+            t->nregs = 0; /* the GPU may still use the mappings: they go with the process */
+        cudaGetLastError();
         cudaEventDestroy(t->ev);
         inflight--;
         ticket_free(t);
