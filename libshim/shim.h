@@ -249,9 +249,11 @@ NX_HIDDEN nexar_status_t nx_dev_prepare(const char *fn, struct nexar_comm *c,
                                         struct nx_call *op);
 /* Releases what nx_dev_prepare() took when the request could not be started. */
 NX_HIDDEN void nx_dev_discard(struct nx_dev_req *d);
-/* The request started: a stream-ordered one makes its stream wait for the done word.
- * NEXAR_OK when the caller may return without waiting (stream-ordered), a failure
- * status when it must wait for the request itself. */
+/* The request started: a stream-ordered one first makes progress until nexard holds its
+ * descriptor (a caller that then blocks on its stream must not wait on one still queued
+ * in the shim), then makes its stream wait for the done word.  NEXAR_OK when the caller
+ * may return without waiting (stream-ordered), a failure status when it must wait for
+ * the request itself. */
 NX_HIDDEN nexar_status_t nx_dev_started(struct nexar_request *r);
 /* The request completed (any status): sets its done word, returns its resources. */
 NX_HIDDEN void nx_dev_complete(struct nexar_request *r);
