@@ -24,7 +24,12 @@ def _load():
     # beside this file.
     path = os.environ.get("NEXAR_C10D_LIB")
     if not path:
-        from . import _c10d
+        try:
+            from . import _c10d
+        except ImportError as e:
+            raise ImportError("nexar.torch: the extension nexar._c10d is not installed; it is "
+                              "built when meson finds libtorch-dev and pybind11 "
+                              "(docs/python.md): %s" % e) from e
         return _c10d
     loader = importlib.machinery.ExtensionFileLoader("nexar._c10d", path)
     spec = importlib.util.spec_from_file_location("nexar._c10d", path, loader=loader)
