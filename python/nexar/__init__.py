@@ -58,7 +58,11 @@ def _load():
         except ImportError:
             pass
     path = path or ctypes.util.find_library("nexarshim") or "libnexarshim.so.0"
-    return ctypes.CDLL(path)
+    try:
+        return ctypes.CDLL(path)
+    except OSError as e:
+        raise ImportError("nexar: cannot load libnexarshim (%s); install nexar (ninja -C build "
+                          "install) or name the library in NEXAR_SHIM_LIB" % e) from e
 
 
 _lib = _load()
