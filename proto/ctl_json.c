@@ -6,20 +6,19 @@
 static const Nexar__StatusInfo empty_status = NEXAR__STATUS_INFO__INIT;
 static const Nexar__Stats empty_stats = NEXAR__STATS__INIT;
 
-/* A daemon that omits the sub-message reads as all zeros, not as a crash. */
-static const Nexar__StatusInfo *status_of(const Nexar__CtlReply *r)
+const Nexar__StatusInfo *nx_ctl_status_of(const Nexar__CtlReply *r)
 {
     return r->status_info ? r->status_info : &empty_status;
 }
 
-static const Nexar__Stats *stats_of(const Nexar__CtlReply *r)
+const Nexar__Stats *nx_ctl_stats_of(const Nexar__CtlReply *r)
 {
     return r->stats ? r->stats : &empty_stats;
 }
 
 static void status_json(struct nx_json *j, const Nexar__CtlReply *r)
 {
-    const Nexar__StatusInfo *s = status_of(r);
+    const Nexar__StatusInfo *s = nx_ctl_status_of(r);
     nx_json_str(j, "version", s->version);
     nx_json_u64(j, "pid", s->pid);
     nx_json_double(j, "uptime_s", s->uptime_s);
@@ -33,7 +32,7 @@ static void status_json(struct nx_json *j, const Nexar__CtlReply *r)
 
 static void stats_json(struct nx_json *j, const Nexar__CtlReply *r)
 {
-    const Nexar__Stats *s = stats_of(r);
+    const Nexar__Stats *s = nx_ctl_stats_of(r);
 #define FIELD(field, label, bytes) nx_json_u64(j, #field, s->field);
     NX_CTL_STATS_FIELDS(FIELD)
 #undef FIELD

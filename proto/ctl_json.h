@@ -36,6 +36,10 @@
     X(peers_lost, "peers lost", false)                     \
     X(recoveries, "recoveries", false)
 
+/* A reply's StatusInfo and Stats; all zeros where a daemon omitted them, not a crash. */
+const Nexar__StatusInfo *nx_ctl_status_of(const Nexar__CtlReply *r);
+const Nexar__Stats *nx_ctl_stats_of(const Nexar__CtlReply *r);
+
 /*
  * Writes the members of report `command` (a Nexar__CtlCommand: CTL_STATUS .. CTL_PEERS,
  * CTL_CONFIG) into the open object of j:

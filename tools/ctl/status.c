@@ -6,23 +6,10 @@
 #include "ctl.h"
 #include "util.h"
 
-static const Nexar__StatusInfo empty_status = NEXAR__STATUS_INFO__INIT;
-static const Nexar__Stats empty_stats = NEXAR__STATS__INIT;
-
-/* A daemon that omits the sub-message reads as all zeros, not as a crash. */
-static const Nexar__StatusInfo *status_of(const Nexar__CtlReply *r)
-{
-    return r->status_info ? r->status_info : &empty_status;
-}
-
-static const Nexar__Stats *stats_of(const Nexar__CtlReply *r)
-{
-    return r->stats ? r->stats : &empty_stats;
-}
 
 void nxc_status_human(FILE *f, const Nexar__CtlReply *r)
 {
-    const Nexar__StatusInfo *s = status_of(r);
+    const Nexar__StatusInfo *s = nx_ctl_status_of(r);
     char age[32], shm[32], rss[32];
     fprintf(f, "nexard %s, pid %llu, up %s\n", s->version && *s->version ? s->version : "?",
             (unsigned long long)s->pid, nxc_fmt_age(s->uptime_s, age, sizeof(age)));
@@ -44,7 +31,7 @@ void nxc_status_human(FILE *f, const Nexar__CtlReply *r)
 
 void nxc_stats_human(FILE *f, const Nexar__CtlReply *r)
 {
-    const Nexar__Stats *s = stats_of(r);
+    const Nexar__Stats *s = nx_ctl_stats_of(r);
     struct nxc_table t;
     char b[32];
     nxc_table_init(&t, 2, "COUNTER", "VALUE");
