@@ -20,6 +20,7 @@ else
 fi
 ninja -C build
 ninja -C build install >/dev/null
+ldconfig  # the new libnexarshim into the loader's cache, for programs built against it
 prefix=$(meson introspect --buildoptions build |
          /usr/bin/python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
 echo "installed into $prefix (man nexarctl, $prefix/bin/nexar-run, the nexar Python package)"
