@@ -13,6 +13,7 @@
 #include "cluster.h"
 #include "comm.h"
 #include "context.h"
+#include "devop.h"
 #include "job.h"
 #include "log.h"
 #include "op.h"
@@ -76,6 +77,7 @@ static uint32_t next_id = 1;
 
 static void start_parts(struct nx_op *op);
 static void complete_part(struct xpart *p);
+static void dev_run(struct nx_op *op);
 
 /* ---- helpers -------------------------------------------------------------------- */
 
@@ -83,6 +85,11 @@ static uint32_t esize(const struct nx_op *op)
 {
     uint32_t es = nx_dtype_size(op->sig.dtype);
     return es ? es : 1; /* barrier */
+}
+
+static bool is_dev(const struct nx_op *op)
+{
+    return (op->sig.flags & NX_SQE_DEVICE) != 0;
 }
 
 /* Element size on the wire: f32 for half-type reductions (xlocal.h). */
@@ -378,7 +385,7 @@ static void feed_held(struct xpart *p)
     for (h = TAILQ_FIRST(&x->held); h; h = tmp) {
         tmp = TAILQ_NEXT(h, link);
         if (h->h.seq != op->seq || h->h.step == NX_XSTEP_CONFIRM ||
-            part_of(op, h->h.offset) != p->index)
+            h->h.step == NX_XSTEP_DEVICE || part_of(op, h->h.offset) != p->index)
             continue;
         TAILQ_REMOVE(&x->held, h, link);
         x->held_bytes -= h->len;
@@ -427,13 +434,15 @@ static void part_start(struct nx_op *op)
     nx_xop_start(p->x);
 }
 
-/* Every other node of the communicator hears that this node ran the op to its end. */
-static void send_confirms(struct nx_op *op)
+/* Every other node of the communicator hears that this node ran the op to its end
+ * (NX_XSTEP_CONFIRM), or that its ranks all called it on device buffers
+ * (NX_XSTEP_DEVICE). */
+static void send_note(struct nx_op *op, uint32_t step)
 {
     struct nx_comm *c = op->comm;
     uint8_t hdr[NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES];
     struct nx_data_hdr h = {.job = c->job->net->key, .comm = c->x->key, .seq = op->seq,
-                            .step = NX_XSTEP_CONFIRM, .sig = op->xr->sig,
+                            .step = step, .sig = op->xr->sig,
                             .src = c->x->node_job[c->x->me]};
     sig_put(op, &h);
     struct iovec iov = {hdr, nx_wire_put_data(hdr, NX_WIRE_DATA, 0, &h)};
@@ -482,7 +491,7 @@ static void kick(struct nx_comm *c)
         if (i++ >= XC_OPS_PER_COMM)
             break;
         /* A newly allowed op has no part ending yet, so this never frees it. */
-        if (it->xr && !it->xr->failed)
+        if (it->xr && !it->xr->failed && !is_dev(it))
             start_parts(it);
     }
 }
@@ -490,6 +499,8 @@ static void kick(struct nx_comm *c)
 static void start_parts(struct nx_op *op)
 {
     struct nx_xrun *xr = op->xr;
+    if (is_dev(op))
+        return dev_run(op);
     while (!xr->failed && op->next_chunk < op->nchunks && xr->live < XC_PARTS_PER_OP &&
            may_run(op) && nx_op_chunk_ready(op))
         part_start(op);
@@ -499,7 +510,7 @@ static void start_parts(struct nx_op *op)
     if (needs_confirm(op->sig.kind)) {
         if (!xr->confirm_sent) {
             xr->confirm_sent = true;
-            send_confirms(op);
+            send_note(op, NX_XSTEP_CONFIRM);
         }
         if (xr->confirms + 1 < c->x->nnodes)
             return;
@@ -605,6 +616,71 @@ static void mismatch(struct nx_comm *c, struct nx_op *op, uint32_t node,
                  ours);
 }
 
+/* The lowest rank of the communicator on its node `node`. */
+static uint32_t first_rank_on(const struct nx_comm *c, uint32_t node)
+{
+    uint32_t P = nx_comm_span_size(c);
+    for (uint32_t r = 0; r < P; r++)
+        if (c->x->rank_node[r] == node)
+            return r;
+    return 0;
+}
+
+/* Node `node` called op on host buffers where this node's ranks called it on device
+ * buffers, or the other way round.  The text is the same whichever node sees it first:
+ * the device side first, each node by its first rank. */
+static void mismatch_dev(struct nx_comm *c, struct nx_op *op, uint32_t node)
+{
+    uint32_t dn = is_dev(op) ? c->x->me : node, hn = is_dev(op) ? node : c->x->me;
+    struct nx_sqe ds = op->sig, hs = op->sig;
+    ds.flags |= NX_SQE_DEVICE;
+    hs.flags &= (uint8_t)~NX_SQE_DEVICE;
+    char dsig[160], hsig[160], dw[256], hw[256];
+    nx_sig_format(&ds, dsig, sizeof(dsig));
+    nx_sig_format(&hs, hsig, sizeof(hsig));
+    nx_xcomm_node_name(c, dn, dw, sizeof(dw));
+    nx_xcomm_node_name(c, hn, hw, sizeof(hw));
+    nxd.stats.mismatches++;
+    nx_comm_fail(c, NEXAR_ERR_MISMATCH,
+                 "%s seq %" PRIu64 " on comm %u (job \"%s\"): rank %u on %s called %s but "
+                 "rank %u on %s called %s: one op takes device buffers on every rank or host "
+                 "buffers on every rank",
+                 nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name,
+                 first_rank_on(c, dn), dw, dsig, first_rank_on(c, hn), hw, hsig);
+}
+
+/*
+ * A device op across nodes: the backend runs ops among one node's ranks only, so it ends
+ * with NEXAR_ERR_UNSUPPORTED, but only once every node said that all its ranks called it
+ * on device buffers (NX_XSTEP_DEVICE).  A node whose ranks called it on host buffers
+ * fails the communicator with a mismatch instead, and none waits for the deadline.
+ */
+static void dev_run(struct nx_op *op)
+{
+    struct nx_comm *c = op->comm;
+    struct nx_xrun *xr = op->xr;
+    if (xr->failed || op->arrived < c->size)
+        return;
+    if (!xr->confirm_sent) {
+        xr->confirm_sent = true;
+        send_note(op, NX_XSTEP_DEVICE);
+    }
+    if (xr->confirms + 1 < c->x->nnodes)
+        return;
+    char text[256];
+    snprintf(text, sizeof(text),
+             "%s on device buffers on communicator %u (job \"%s\"), which spans %u nodes: "
+             "device buffers across nodes are not supported yet (host buffers are)",
+             nx_kind_name(op->sig.kind), c->id, c->job->name, c->x->nnodes);
+    for (uint32_t r = 0; r < c->size; r++) {
+        struct nx_part *p = &op->parts[r];
+        if (p->dev && nx_dev_part_complete(p->dev, NEXAR_ERR_UNSUPPORTED, text))
+            p->client->pending--;
+    }
+    drop_held(c, false, op->seq);
+    nx_op_finish(op);
+}
+
 static void confirmed_by(struct nx_op *op, uint32_t node)
 {
     struct nx_xrun *xr = op->xr;
@@ -636,7 +712,13 @@ void nx_xcoll_run(struct nx_op *op)
                 leave();
                 return;
             }
-            if (h->h.step != NX_XSTEP_CONFIRM)
+            bool note = h->h.step == NX_XSTEP_DEVICE;
+            if (note != is_dev(op)) {
+                mismatch_dev(c, op, h->src); /* frees op */
+                leave();
+                return;
+            }
+            if (h->h.step != NX_XSTEP_CONFIRM && !note)
                 continue;
             TAILQ_REMOVE(&c->x->held, h, link);
             c->x->held_msgs--;
@@ -713,8 +795,8 @@ static struct xpart *live_part(const struct nx_xrun *xr, uint64_t k)
 static void deliver(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *h,
                     const void *data, size_t len)
 {
-    bool confirm = h->step == NX_XSTEP_CONFIRM;
-    if (confirm && (len || h->offset || !needs_confirm(h->kind))) {
+    bool confirm = h->step == NX_XSTEP_CONFIRM, note = h->step == NX_XSTEP_DEVICE;
+    if ((confirm || note) && (len || h->offset || (confirm && !needs_confirm(h->kind)))) {
         char who[160];
         nx_xcomm_node_name(c, node, who, sizeof(who));
         nx_comm_fail(c, NEXAR_ERR_INTERNAL,
@@ -729,8 +811,10 @@ static void deliver(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *
         return; /* else a late credit */
     }
     if (!op->xr || !sig_same(op, h))
-        return mismatch(c, op, node, h); /* another op here (or a split, a device op) */
-    if (confirm) {
+        return mismatch(c, op, node, h); /* another op here (or a split) */
+    if (note != is_dev(op))
+        return mismatch_dev(c, op, node);
+    if (confirm || note) {
         if (op->xr->confirmed[node]) {
             char who[160];
             nx_xcomm_node_name(c, node, who, sizeof(who));
@@ -805,7 +889,8 @@ void nx_xcoll_describe(const struct nx_op *op, char *buf, size_t len)
         if (!oldest || p->index < oldest->index)
             oldest = p;
     if (op->xr->confirm_sent) {
-        size_t off = (size_t)snprintf(buf, len, "waiting for the confirmation of");
+        size_t off = (size_t)snprintf(buf, len, "waiting for the %s of",
+                                      is_dev(op) ? "device note" : "confirmation");
         for (uint32_t i = 0; i < op->comm->x->nnodes && off < len; i++) {
             if (i == op->comm->x->me || op->xr->confirmed[i])
                 continue;

@@ -53,6 +53,13 @@ struct nx_tpeer;
 /* The step of a confirmation: an empty DATA message that says "this node ran op seq to
  * its end" (never an algorithm step, never NX_XSTEP_CREDIT). */
 #define NX_XSTEP_CONFIRM (UINT32_MAX - 1)
+/* The step of a device note: an empty DATA message that says "every rank of this node
+ * called op seq on device buffers".  Device buffers do not cross nodes yet, so a node
+ * ends such an op with NEXAR_ERR_UNSUPPORTED once every other node sent its note; a node
+ * whose ranks called it on host buffers (and sends DATA or confirmations, never a note)
+ * fails the communicator with NEXAR_ERR_MISMATCH naming a device rank and a host rank,
+ * wherever it is seen first.  Neither waits for the deadline. */
+#define NX_XSTEP_DEVICE (UINT32_MAX - 2)
 
 /* The matcher has new descriptors of op (a collective on a spanning communicator):
  * start the parts that can start; completes and frees op when its last part ended. */

@@ -340,12 +340,13 @@ void nx_op_finish(struct nx_op *op)
 static void run_ready(struct nx_op *op)
 {
     struct nx_comm *c = op->comm;
+    /* Across nodes also a device op: the nodes agree on it first (xcoll.h). */
+    if (c->x && op->sig.kind != NX_K_SPLIT)
+        return nx_cluster_ops->coll_run(op);
     if ((op->sig.flags & NX_SQE_DEVICE) && op->arrived == c->size) {
         run_device(op);
         return nx_op_finish(op);
     }
-    if (c->x && op->sig.kind != NX_K_SPLIT)
-        return nx_cluster_ops->coll_run(op);
     while (op->next_chunk < op->nchunks && nx_op_chunk_ready(op)) {
         exec_chunk(op);
         for (uint32_t r = 0; r < c->size; r++) {
@@ -453,17 +454,17 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
 }
 
 /*
- * Device buffers on a communicator spanning nodes: the CUDA backend runs ops among the
- * ranks of one node only, so such an op ends at once with NEXAR_ERR_UNSUPPORTED, through
- * its device record (the rank's stream waits on its done word).
+ * A device send or receive on a communicator spanning nodes: the CUDA backend moves
+ * messages between ranks of one node only, so it ends at once with NEXAR_ERR_UNSUPPORTED,
+ * through its device record (the rank's stream waits on its done word).  Collectives
+ * are not refused here: every node must agree that every rank called the op on device
+ * buffers first, or a mix of host and device buffers would leave the host ranks waiting
+ * for the deadline (xcoll.c refuses them, or fails the communicator with a mismatch).
  */
 static void refuse_device_spanning(struct nx_comm *c, struct nx_client *cl, uint32_t rank,
                                    const struct nx_sqe *e)
 {
     char text[256], why[128];
-    /* The rank counted this op: keep the sequence in step for the ops after it. */
-    if (e->kind != NX_K_SEND && e->kind != NX_K_RECV && e->seq == c->match.next_seq[rank])
-        c->match.next_seq[rank]++;
     snprintf(text, sizeof(text),
              "%s on device buffers on communicator %u (job \"%s\"), which spans %u nodes: "
              "device buffers across nodes are not supported yet (host buffers are)",
@@ -538,7 +539,8 @@ void nx_match_submit(struct nx_client *cl, const struct nx_sqe *e)
         return fail_desc(c, cl, e);
     }
 
-    if (c->nodes > 1 && (e->flags & NX_SQE_DEVICE))
+    if (c->nodes > 1 && (e->flags & NX_SQE_DEVICE) &&
+        (e->kind == NX_K_SEND || e->kind == NX_K_RECV))
         return refuse_device_spanning(c, cl, rank, e);
 
     switch (e->kind) {

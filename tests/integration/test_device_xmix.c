@@ -1,0 +1,252 @@
+/*
+ * test_device_xmix.c - device buffers on a communicator across nodes, without a GPU
+ * (issue 15): two test nexards (itest_nexard_fakedev: daemon/main.c with the fake device
+ * backend) on loopback with QUIC, 2 nodes x 2 ranks, and ranks with the fake libcuda
+ * (fake_cuda.c), which calls a rank's buffer device memory.  It tests nexard's logic, not
+ * CUDA.  NEXAR_TIMEOUT is 30 s; every op must end within 5 s.
+ *
+ *  1. cross: ranks 0 and 1 (node A) pass device buffers, ranks 2 and 3 (node B) host
+ *     buffers.  Every rank gets NEXAR_ERR_MISMATCH with one text, which names rank 0 on
+ *     node A with the device signature and rank 2 on node B with the host one; the
+ *     communicator stays failed (a host op after it gets the same status and text).
+ *     Before the fix ranks 0 and 1 got NEXAR_ERR_UNSUPPORTED at once and ranks 2 and 3
+ *     NEXAR_ERR_TIMEOUT after 30 s.
+ *  2. local: rank 0 passes a device buffer, ranks 1-3 host buffers (ranks 1-3 call 0.3 s
+ *     later, so that node A's matcher sees both ranks first).  Every rank gets the
+ *     matcher's NEXAR_ERR_MISMATCH naming rank 0 (device) and rank 1 (host).  Before the
+ *     fix: UNSUPPORTED on rank 0, TIMEOUT on the others.
+ *  3. alldev: every rank passes device buffers.  Every rank gets NEXAR_ERR_UNSUPPORTED
+ *     ("not supported yet"), and the communicator stays usable: a host all_reduce after
+ *     it sums exactly.
+ *
+ *   itest_test_device_xmix            the test (starts the daemons and the ranks)
+ *   itest_test_device_xmix rank       one rank (XM_DEV=0|1, XM_DELAY_MS)
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cluster_util.h"
+#include "itest.h"
+#include "outfile.h"
+
+#define NR 4
+#define BUDGET_S 5.0
+
+/* ---- the rank ------------------------------------------------------------------------ */
+
+static int rank_main(void)
+{
+    const char *fake = getenv("NX_FAKE_CUDA");
+    void *lib = fake ? dlopen(fake, RTLD_NOW | RTLD_GLOBAL) : NULL;
+    void (*mark)(void *, size_t) =
+        lib ? (void (*)(void *, size_t))dlsym(lib, "nx_fake_cuda_device_range") : NULL;
+    if (!mark) {
+        fprintf(stderr, "xmix rank: cannot load the fake libcuda (%s)\n", fake ? fake : "unset");
+        return 1;
+    }
+    int me = atoi(getenv("NEXAR_RANK"));
+    static float a[64] __attribute__((aligned(4096)));
+    for (int i = 0; i < 64; i++)
+        a[i] = 1.0f;
+    if (atoi(getenv("XM_DEV") ? getenv("XM_DEV") : "0"))
+        mark(a, sizeof(a));
+    nexar_comm_t *w = NULL;
+    if (nexar_init(&w) != NEXAR_OK) {
+        fprintf(stderr, "xmix rank %d: nexar_init: %s\n", me, nexar_last_error());
+        return 1;
+    }
+    const char *delay = getenv("XM_DELAY_MS");
+    if (delay)
+        usleep((useconds_t)atoi(delay) * 1000);
+    double t0 = tl_now();
+    nexar_status_t st = nexar_all_reduce(w, a, 16, NEXAR_F32, NEXAR_SUM);
+    double dt = tl_now() - t0;
+    char text1[1024];
+    snprintf(text1, sizeof(text1), "%s", st ? nexar_last_error() : "");
+    /* The communicator after it: failed for good, or usable. */
+    int32_t v = 1;
+    nexar_status_t st2 = nexar_all_reduce(w, &v, 1, NEXAR_I32, NEXAR_SUM);
+    char out[3072];
+    snprintf(out, sizeof(out), "%d %.3f %d %d\n%s\n%s\n", st, dt, st2, v, text1,
+             st2 ? nexar_last_error() : "");
+    tl_put_file(getenv("HX_OUT"), "end", me, out);
+    nexar_finalize();
+    return 0;
+}
+
+/* ---- the test ------------------------------------------------------------------------ */
+
+static int fails;
+static struct cu_node nd[2];
+static char g_self[512];
+
+struct end {
+    int st, st2, v;
+    double dt;
+    char text[1024], text2[1024];
+};
+
+static int read_end(int r, struct end *e)
+{
+    char buf[3072];
+    if (cu_wait_file("end", r, 40) || cu_read("end", r, buf, sizeof(buf)))
+        return -1;
+    memset(e, 0, sizeof(*e));
+    int off = 0;
+    if (sscanf(buf, "%d %lf %d %d\n%n", &e->st, &e->dt, &e->st2, &e->v, &off) < 4)
+        return -1;
+    const char *l1 = buf + off, *l2 = strchr(l1, '\n');
+    snprintf(e->text, sizeof(e->text), "%.*s", (int)(l2 ? l2 - l1 : (long)strlen(l1)), l1);
+    if (l2)
+        snprintf(e->text2, sizeof(e->text2), "%.*s", (int)strcspn(l2 + 1, "\n"), l2 + 1);
+    return 0;
+}
+
+/* Runs one job: dev[r] says whether rank r passes device memory, delay_ms[r] when it
+ * calls.  Fills e[] (status -1: the rank reported nothing). */
+static void run_job(const char *tag, const int *dev, const int *delay_ms, char *job,
+                    size_t joblen, struct end *e)
+{
+    static const int node[NR] = {0, 0, 1, 1};
+    pid_t pid[NR];
+    hx_rmtree(cu_out());
+    mkdir(cu_out(), 0700);
+    hx_job_name(job, joblen, tag);
+    const char *argv[] = {g_self, "rank", NULL};
+    for (int r = 0; r < NR; r++) {
+        char e_dev[32], e_delay[32];
+        snprintf(e_dev, sizeof(e_dev), "XM_DEV=%d", dev[r]);
+        snprintf(e_delay, sizeof(e_delay), "XM_DELAY_MS=%d", delay_ms[r]);
+        const char *env[] = {e_dev, e_delay, NULL};
+        pid[r] = cu_rank_exec(nd[node[r]].d.sock, nd[0].addr, job, r, NR, 30, argv, env, NULL);
+    }
+    for (int r = 0; r < NR; r++) {
+        if (read_end(r, &e[r])) {
+            e[r].st = -1;
+            EXPECT_TRUE(fails, 0, "%s: rank %d reported nothing", tag, r);
+        } else {
+            tl_log("   rank %d (node %c, %s): %s after %.2f s: \"%s\"; then a host all_reduce: "
+                   "%s \"%s\"", r, 'A' + node[r], dev[r] ? "device" : "host",
+                   tl_status_name(e[r].st), e[r].dt, e[r].text, tl_status_name(e[r].st2),
+                   e[r].text2);
+            EXPECT_TRUE(fails, e[r].dt <= BUDGET_S, "%s: rank %d waited %.2f s (NEXAR_TIMEOUT "
+                        "is 30 s: nobody may wait for the deadline)", tag, r, e[r].dt);
+        }
+    }
+    for (int r = 0; r < NR; r++) {
+        int code = cu_wait_exit(pid[r], 20);
+        EXPECT_TRUE(fails, code == 0, "%s: rank %d exited %d", tag, r, code);
+    }
+}
+
+/* The communicator's id in a text ("on comm 3", "communicator 3"): nexard numbers
+ * communicators itself, so the expected texts take it from there.  0 when absent. */
+static unsigned comm_id(const char *text)
+{
+    const char *p = strstr(text, "on comm ");
+    unsigned id = 0;
+    if (p && sscanf(p, "on comm %u", &id) == 1)
+        return id;
+    p = strstr(text, "communicator ");
+    if (p && sscanf(p, "communicator %u", &id) == 1)
+        return id;
+    return 0;
+}
+
+/* Every rank: MISMATCH with exactly fmt (%u: the communicator's id, then %s the job), and
+ * the communicator failed with it. */
+static void expect_mismatch(const char *tag, const struct end *e, const char *fmt,
+                            const char *job)
+{
+    char want[1024];
+    for (int r = 0; r < NR; r++) {
+        if (e[r].st < 0)
+            continue;
+        snprintf(want, sizeof(want), fmt, comm_id(e[r].text), job);
+        EXPECT_TRUE(fails, e[r].st == NEXAR_ERR_MISMATCH, "%s: rank %d got %s, expected "
+                    "NEXAR_ERR_MISMATCH", tag, r, tl_status_name(e[r].st));
+        EXPECT_TRUE(fails, !strcmp(e[r].text, want), "%s: rank %d's text\n     \"%s\"\n   "
+                    "expected\n     \"%s\"", tag, r, e[r].text, want);
+        EXPECT_TRUE(fails, e[r].st2 == NEXAR_ERR_MISMATCH && !strcmp(e[r].text2, want),
+                    "%s: rank %d: the next op got %s \"%s\", expected the failed "
+                    "communicator's NEXAR_ERR_MISMATCH and text", tag, r,
+                    tl_status_name(e[r].st2), e[r].text2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "rank"))
+        return rank_main();
+    if (!getenv("NX_FAKE_CUDA")) {
+        tl_log("SKIP: NX_FAKE_CUDA is not set");
+        return HX_SKIP;
+    }
+    const char *shim_cuda = getenv("NX_SHIM_CUDA");
+    if (shim_cuda && !strcmp(shim_cuda, "0")) {
+        tl_log("SKIP: this libnexarshim was built with -Dcuda=disabled: it refuses every "
+               "device buffer before nexard sees it");
+        return HX_SKIP;
+    }
+    ssize_t n = readlink("/proc/self/exe", g_self, sizeof(g_self) - 1);
+    if (n <= 0) {
+        tl_log("FAIL: readlink /proc/self/exe");
+        return 1;
+    }
+    g_self[n] = '\0';
+    cu_init("xmix");
+    if (cu_node_start(&nd[0], "node0", "ca", NULL) < 0 ||
+        cu_node_start(&nd[1], "node1", "ca", NULL) < 0)
+        return 1;
+
+    char job[64], want[1024];
+    struct end e[NR];
+    static const int none[NR] = {0, 0, 0, 0};
+
+    tl_log("1. cross: device buffers on node A (ranks 0, 1), host buffers on node B (2, 3)");
+    static const int dev1[NR] = {1, 1, 0, 0};
+    run_job("xm-cross", dev1, none, job, sizeof(job), e);
+    snprintf(want, sizeof(want),
+             "all_reduce seq 0 on comm %%u (job \"%%s\"): rank 0 on node 0 (%s, ranks 0-1) "
+             "called all_reduce(count=16, f32, device, sum) but rank 2 on node 1 (%s, ranks "
+             "2-3) called all_reduce(count=16, f32, sum): one op takes device buffers on "
+             "every rank or host buffers on every rank", nd[0].addr, nd[1].addr);
+    expect_mismatch("cross", e, want, job);
+
+    tl_log("2. local: a device buffer on rank 0, a host buffer on rank 1 (0.3 s later), "
+           "host buffers on node B (1 s later)");
+    static const int dev2[NR] = {1, 0, 0, 0}, late[NR] = {0, 300, 1000, 1000};
+    run_job("xm-local", dev2, late, job, sizeof(job), e);
+    expect_mismatch("local", e,
+                    "all_reduce seq 0 on comm %u (job \"%s\"): rank 0 called all_reduce("
+                    "count=16, f32, device, sum) but rank 1 called all_reduce(count=16, f32, "
+                    "sum)", job);
+
+    tl_log("3. alldev: device buffers on every rank");
+    static const int dev3[NR] = {1, 1, 1, 1};
+    run_job("xm-alldev", dev3, none, job, sizeof(job), e);
+    for (int r = 0; r < NR; r++) {
+        if (e[r].st < 0)
+            continue;
+        snprintf(want, sizeof(want),
+                 "all_reduce on device buffers on communicator %u (job \"%s\"), which spans "
+                 "2 nodes: device buffers across nodes are not supported yet (host buffers "
+                 "are)", comm_id(e[r].text), job);
+        EXPECT_TRUE(fails, e[r].st == NEXAR_ERR_UNSUPPORTED && !strcmp(e[r].text, want),
+                    "alldev: rank %d got %s \"%s\", expected NEXAR_ERR_UNSUPPORTED \"%s\"", r,
+                    tl_status_name(e[r].st), e[r].text, want);
+        EXPECT_TRUE(fails, e[r].st2 == NEXAR_OK && e[r].v == NR, "alldev: rank %d: the host "
+                    "all_reduce after it got %s, sum %d (expected %d): the communicator must "
+                    "stay usable", r, tl_status_name(e[r].st2), e[r].v, NR);
+    }
+
+    for (int i = 0; i < 2; i++)
+        EXPECT_TRUE(fails, hx_daemon_stop(&nd[i].d) == 0, "daemon %c did not stop cleanly",
+                    'A' + i);
+    cu_fini();
+    tl_log("%s", fails ? "FAILED" : "PASSED");
+    return fails ? 1 : 0;
+}
