@@ -75,9 +75,11 @@ int main(int argc, char **argv)
             return 21;
         }
         char text[1024];
-        snprintf(text, sizeof(text), "%s\n%s\n%s\n%s\n%s\n%d\n%d\n", env("NEXAR_RANK"),
-                 env("NEXAR_WORLD_SIZE"), env("NEXAR_LOCAL_RANK"), env("NEXAR_JOB"),
-                 env("NEXAR_SOCKET"), me, n);
+        snprintf(text, sizeof(text), "%s\n%s\n%s\n%s\n%s\n%d\n%d\n%s\n%s\n%s\n%s\n%s\n%s\n",
+                 env("NEXAR_RANK"), env("NEXAR_WORLD_SIZE"), env("NEXAR_LOCAL_RANK"),
+                 env("NEXAR_JOB"), env("NEXAR_SOCKET"), me, n, env("RANK"), env("WORLD_SIZE"),
+                 env("LOCAL_RANK"), env("LOCAL_WORLD_SIZE"), env("MASTER_ADDR"),
+                 env("MASTER_PORT"));
         put("env", text);
         nexar_finalize();
         return 0;

@@ -2,7 +2,9 @@
  * test_nexar_run.c - the launcher.
  *
  *  - nexar-run -n 3 on a running daemon: every rank gets NEXAR_RANK 0..2,
- *    NEXAR_WORLD_SIZE 3, NEXAR_LOCAL_RANK = rank, one NEXAR_JOB and the socket;
+ *    NEXAR_WORLD_SIZE 3, NEXAR_LOCAL_RANK = rank, one NEXAR_JOB and the socket; and
+ *    torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR 127.0.0.1 and
+ *    one MASTER_PORT;
  *    the job works; exit 0;
  *  - with no daemon at --socket it starts a private one (passing --daemon-arg), the
  *    job works, and the private daemon is gone afterwards; a bad --daemon-arg makes
@@ -88,9 +90,9 @@ static int file_exists(const char *name, int rank)
 
 static void check_env(int n, const char *sock)
 {
-    char job0[256] = "";
+    char job0[256] = "", port0[256] = "";
     for (int r = 0; r < n; r++) {
-        char p[300], l[7][256];
+        char p[300], l[13][256];
         snprintf(p, sizeof(p), "%s/env%d", g_out, r);
         FILE *f = fopen(p, "r");
         if (!f) {
@@ -98,7 +100,7 @@ static void check_env(int n, const char *sock)
             fails++;
             continue;
         }
-        for (int i = 0; i < 7; i++) {
+        for (int i = 0; i < 13; i++) {
             l[i][0] = 0;
             if (fgets(l[i], sizeof(l[i]), f))
                 l[i][strcspn(l[i], "\n")] = 0;
@@ -109,6 +111,20 @@ static void check_env(int n, const char *sock)
             tl_log("FAIL: rank %d env: NEXAR_RANK=%s NEXAR_WORLD_SIZE=%s NEXAR_LOCAL_RANK=%s "
                    "NEXAR_JOB=%s NEXAR_SOCKET=%s comm %s/%s", r, l[0], l[1], l[2], l[3], l[4],
                    l[5], l[6]);
+            fails++;
+        }
+        /* torchrun's variables, for torch.distributed's env:// (one node here). */
+        if (atoi(l[7]) != r || atoi(l[8]) != n || atoi(l[9]) != r || atoi(l[10]) != n ||
+            strcmp(l[11], "127.0.0.1") || atoi(l[12]) <= 0 || atoi(l[12]) > 65535) {
+            tl_log("FAIL: rank %d torchrun env: RANK=%s WORLD_SIZE=%s LOCAL_RANK=%s "
+                   "LOCAL_WORLD_SIZE=%s MASTER_ADDR=%s MASTER_PORT=%s", r, l[7], l[8], l[9],
+                   l[10], l[11], l[12]);
+            fails++;
+        }
+        if (r == 0)
+            snprintf(port0, sizeof(port0), "%s", l[12]);
+        else if (strcmp(port0, l[12])) {
+            tl_log("FAIL: rank %d MASTER_PORT %s differs from rank 0's %s", r, l[12], port0);
             fails++;
         }
         if (r == 0)
