@@ -9,6 +9,11 @@
 #include <time.h>
 
 struct fk_fail fk_fail;
+struct fk_fail_at fk_fail_at;
+static unsigned copy_delay_us[5]; /* by cudaMemcpyKind */
+static struct fk_copy copy_log[FK_COPY_LOG];
+static int ncopies;
+static int host_free_busy;
 
 enum kind { K_WAIT_EVENT, K_RECORD, K_HOST_FN, K_MEMCPY, K_FREE, K_CALL, K_WAIT_VALUE };
 
@@ -23,18 +28,22 @@ struct item {
     const void *src;
     size_t n;
     const uint64_t *word;
+    enum cudaMemcpyKind copy_kind;
+    int log; /* index in copy_log, or -1 */
 };
 
 struct CUstream_st {
     struct CUstream_st *all_next;
     struct item *head, **tail;
     bool busy, destroyed, done;
+    cudaError_t err; /* a copy failed on it: later records carry the error (sticky) */
     pthread_t thread;
 };
 
 struct CUevent_st {
     struct CUevent_st *all_next;
     uint64_t recorded, fired;
+    cudaError_t err; /* the stream's error when its last record ran */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -42,6 +51,54 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct CUstream_st *streams;
 static struct CUevent_st *events;
 static int nstreams;
+
+double fk_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void fk_sleep_until(double t)
+{
+    struct timespec ts = {.tv_sec = (time_t)t, .tv_nsec = (long)((t - (double)(time_t)t) * 1e9)};
+    if (ts.tv_nsec >= 1000000000L)
+        ts.tv_nsec = 999999999L;
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+/* Locked: whether the countdown *c reaches its call now (k-th call from when it was set). */
+static bool countdown(int *c)
+{
+    return *c > 0 && --*c == 0;
+}
+
+/* Unlocked, on the stream's thread: the copy, after its delay; false when it fails. */
+static bool run_copy(const struct CUstream_st *s, struct item *it)
+{
+    pthread_mutex_lock(&mu);
+    if (s->err != cudaSuccess) { /* a stream with an error runs nothing more */
+        pthread_mutex_unlock(&mu);
+        return true;
+    }
+    unsigned us = copy_delay_us[it->copy_kind < 5 ? it->copy_kind : 0];
+    bool fail = countdown(&fk_fail_at.copy_exec);
+    double t0 = fk_now();
+    if (it->log >= 0)
+        copy_log[it->log].t_start = t0;
+    pthread_mutex_unlock(&mu);
+    if (!fail)
+        memmove(it->dst, it->src, it->n);
+    fk_sleep_until(t0 + us * 1e-6); /* the delay includes the memmove: stages stay even */
+    pthread_mutex_lock(&mu);
+    if (it->log >= 0) {
+        copy_log[it->log].t_end = fk_now();
+        copy_log[it->log].failed = fail;
+    }
+    pthread_mutex_unlock(&mu);
+    return !fail;
+}
 
 static void timed_wait(void)
 {
@@ -83,16 +140,23 @@ static void *worker(void *arg)
         }
         s->busy = true;
         pthread_mutex_unlock(&mu);
+        bool copy_failed = false;
         switch (it->kind) {
         case K_HOST_FN: it->fn(it->arg); break;
         case K_CALL: it->fn(it->arg); free(it->arg); break;
-        case K_MEMCPY: memmove(it->dst, it->src, it->n); break;
+        case K_MEMCPY:
+            copy_failed = !run_copy(s, it);
+            break;
         case K_FREE: free(it->dst); break;
         default: break;
         }
         pthread_mutex_lock(&mu);
-        if (it->kind == K_RECORD && it->ev->fired < it->seq)
+        if (copy_failed)
+            s->err = cudaErrorIllegalAddress;
+        if (it->kind == K_RECORD && it->ev->fired < it->seq) {
             it->ev->fired = it->seq;
+            it->ev->err = s->err;
+        }
         s->head = it->next;
         if (!s->head)
             s->tail = &s->head;
@@ -157,8 +221,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
     pthread_mutex_lock(&mu);
     while (s->head || s->busy)
         pthread_cond_wait(&cv, &mu);
+    cudaError_t e = s->err;
     pthread_mutex_unlock(&mu);
-    return cudaSuccess;
+    return e;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int flags)
@@ -216,11 +281,13 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned int flags)
 
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
 {
-    if (fk_fail.event_record > 0) {
-        fk_fail.event_record--;
+    pthread_mutex_lock(&mu);
+    if (fk_fail.event_record > 0 || countdown(&fk_fail_at.event_record)) {
+        if (fk_fail.event_record > 0)
+            fk_fail.event_record--;
+        pthread_mutex_unlock(&mu);
         return cudaErrorInvalidResourceHandle;
     }
-    pthread_mutex_lock(&mu);
     uint64_t seq = ++ev->recorded;
     pthread_mutex_unlock(&mu);
     push(s, (struct item){.kind = K_RECORD, .ev = ev, .seq = seq});
@@ -229,7 +296,20 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
 
 cudaError_t cudaEventQuery(cudaEvent_t ev)
 {
-    return fk_event_done(ev) ? cudaSuccess : cudaErrorNotReady;
+    pthread_mutex_lock(&mu);
+    cudaError_t e = ev->fired >= ev->recorded ? ev->err : cudaErrorNotReady;
+    pthread_mutex_unlock(&mu);
+    return e;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t ev)
+{
+    pthread_mutex_lock(&mu);
+    while (ev->fired < ev->recorded)
+        pthread_cond_wait(&cv, &mu);
+    cudaError_t e = ev->err;
+    pthread_mutex_unlock(&mu);
+    return e;
 }
 
 bool fk_event_done(cudaEvent_t ev)
@@ -275,13 +355,106 @@ cudaError_t cudaFree(void *p)
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
                             cudaStream_t s)
 {
-    (void)kind;
-    if (fk_fail.memcpy_async > 0) {
-        fk_fail.memcpy_async--;
+    pthread_mutex_lock(&mu);
+    if (fk_fail.memcpy_async > 0 || countdown(&fk_fail_at.memcpy_async)) {
+        if (fk_fail.memcpy_async > 0)
+            fk_fail.memcpy_async--;
+        pthread_mutex_unlock(&mu);
         return cudaErrorInvalidValue;
     }
-    push(s, (struct item){.kind = K_MEMCPY, .dst = dst, .src = src, .n = n});
+    int log = -1;
+    if (ncopies < FK_COPY_LOG) {
+        log = ncopies++;
+        copy_log[log] = (struct fk_copy){.kind = kind, .dst = dst, .src = src, .n = n,
+                                         .t_queued = fk_now()};
+    }
+    pthread_mutex_unlock(&mu);
+    push(s, (struct item){.kind = K_MEMCPY, .dst = dst, .src = src, .n = n, .copy_kind = kind,
+                          .log = log});
     return cudaSuccess;
+}
+
+/* Pinned memory is plain heap memory here, with its size in front so that cudaFreeHost
+ * can tell whether a queued copy still uses it. */
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags)
+{
+    (void)flags;
+    size_t *h = malloc(sizeof(size_t) * 2 + n);
+    if (!h)
+        return cudaErrorMemoryAllocation;
+    h[0] = n;
+    *p = h + 2;
+    return cudaSuccess;
+}
+
+static bool overlaps(const void *a, size_t an, const void *b, size_t bn)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + bn && y < x + an;
+}
+
+cudaError_t cudaFreeHost(void *p)
+{
+    size_t *h = (size_t *)p - 2;
+    pthread_mutex_lock(&mu);
+    for (struct CUstream_st *s = streams; s; s = s->all_next)
+        for (struct item *it = s->head; it; it = it->next)
+            if (it->kind == K_MEMCPY &&
+                (overlaps(it->dst, it->n, p, h[0]) || overlaps(it->src, it->n, p, h[0])))
+                host_free_busy++;
+    pthread_mutex_unlock(&mu);
+    free(h); /* at once, as the real one frees: a copy still queued would use freed memory */
+    return cudaSuccess;
+}
+
+void fk_set_copy_delay(enum cudaMemcpyKind kind, unsigned us)
+{
+    pthread_mutex_lock(&mu);
+    copy_delay_us[kind < 5 ? kind : 0] = us;
+    pthread_mutex_unlock(&mu);
+}
+
+int fk_copies(struct fk_copy *out, int max)
+{
+    pthread_mutex_lock(&mu);
+    int n = ncopies < max ? ncopies : max;
+    memcpy(out, copy_log, sizeof(*out) * (size_t)n);
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+int fk_copies_in_flight(void)
+{
+    int n = 0;
+    pthread_mutex_lock(&mu);
+    for (struct CUstream_st *s = streams; s; s = s->all_next)
+        for (struct item *it = s->head; it; it = it->next)
+            n += it->kind == K_MEMCPY;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+int fk_host_free_busy(void)
+{
+    pthread_mutex_lock(&mu);
+    int n = host_free_busy;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+void fk_reset(void)
+{
+    pthread_mutex_lock(&mu);
+    for (struct CUstream_st *s = streams; s; s = s->all_next)
+        s->err = cudaSuccess;
+    for (struct CUevent_st *e = events; e; e = e->all_next)
+        e->err = cudaSuccess;
+    memset(copy_delay_us, 0, sizeof(copy_delay_us));
+    memset(&fk_fail, 0, sizeof(fk_fail));
+    memset(&fk_fail_at, 0, sizeof(fk_fail_at));
+    ncopies = 0;
+    host_free_busy = 0;
+    pthread_mutex_unlock(&mu);
 }
 
 /* ---- the rest ------------------------------------------------------------------------------ */
