@@ -28,6 +28,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "fake_cuda.h"
+
 #define API __attribute__((visibility("default")))
 #define FAIL 999           /* CUDA_ERROR_UNKNOWN */
 #define INVALID_VALUE 1    /* CUDA_ERROR_INVALID_VALUE */
@@ -142,11 +144,6 @@ void *nx_fake_cuda_stream(void)
 
 /* A handle the fake calls invalid (CUDA_ERROR_INVALID_HANDLE) wherever a stream goes. */
 #define BAD_STREAM ((const void *)0xbad0)
-
-struct nx_fake_wait {
-    uint64_t value, t_enq_ns, t_rel_ns; /* t_rel_ns 0: not released */
-    int dropped;
-};
 
 /* Copies out up to cap waits, in the order they were queued; returns how many exist. */
 API int nx_fake_cuda_waits(struct nx_fake_wait *out, int cap);

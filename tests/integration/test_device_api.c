@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
+#include "fake_cuda.h"
 #include "frame.h"
 #include "itest.h"
 #include "nexar.pb-c.h"
@@ -74,14 +75,11 @@ static int rank_no_cuda(struct hx_rank *r)
 /* Part 2: a fake driver that calls one buffer device memory. */
 static int rank_fake_device(struct hx_rank *r)
 {
-    const char *path = getenv("NX_FAKE_CUDA");
     int fails = 0;
-    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : NULL;
-    void (*mark)(void *, size_t) = lib ? (void (*)(void *, size_t))dlsym(lib,
-                                             "nx_fake_cuda_device_range") : NULL;
-    if (!mark) {
-        tl_log("FAIL: cannot load the fake libcuda (%s): %s", path ? path : "NX_FAKE_CUDA unset",
-               dlerror());
+    struct nx_fake_cuda f;
+    char err[512];
+    if (nx_fake_cuda_load(&f, err, sizeof(err))) {
+        tl_log("FAIL: %s", err);
         return 1;
     }
     nexar_comm_t *w = NULL;
@@ -91,7 +89,7 @@ static int rank_fake_device(struct hx_rank *r)
     float *dev = malloc(1024 * sizeof(float)), host[1024];
     for (int i = 0; i < 1024; i++)
         dev[i] = host[i] = (float)(i + me);
-    mark(dev, 1024 * sizeof(float));
+    f.mark(dev, 1024 * sizeof(float));
 
     expect_refusal(&fails, "all_reduce on device memory, nexard without device support",
                    NEXAR_ERR_UNSUPPORTED, nexar_all_reduce(w, dev, 1024, NEXAR_F32, NEXAR_SUM),

@@ -24,14 +24,10 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "fake_cuda.h"
 #include "itest.h"
 
 #define DELAY_MS 500
-
-struct nx_fake_wait {
-    uint64_t value, t_enq_ns, t_rel_ns;
-    int dropped;
-};
 
 static int expect_st(int *fails, const char *what, nexar_status_t want, nexar_status_t st,
                      const char *needle)
@@ -127,17 +123,15 @@ static int rank_fake(struct hx_rank *r)
 {
     (void)r;
     int fails = 0;
-    const char *path = getenv("NX_FAKE_CUDA");
-    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : NULL;
-    void (*mark)(void *, size_t) = lib ? (void (*)(void *, size_t))dlsym(lib,
-                                             "nx_fake_cuda_device_range") : NULL;
-    void *(*new_stream)(void) = lib ? (void *(*)(void))dlsym(lib, "nx_fake_cuda_stream") : NULL;
-    int (*waits)(struct nx_fake_wait *, int) =
-        lib ? (int (*)(struct nx_fake_wait *, int))dlsym(lib, "nx_fake_cuda_waits") : NULL;
-    if (!mark || !new_stream || !waits) {
-        tl_log("FAIL: cannot load the fake libcuda (%s)", path ? path : "NX_FAKE_CUDA unset");
+    struct nx_fake_cuda f;
+    char err[512];
+    if (nx_fake_cuda_load(&f, err, sizeof(err))) {
+        tl_log("FAIL: %s", err);
         return 1;
     }
+    void (*mark)(void *, size_t) = f.mark;
+    void *(*new_stream)(void) = f.stream;
+    int (*waits)(struct nx_fake_wait *, int) = f.waits;
     nexar_comm_t *w = NULL, *c2 = NULL;
     if (hx_init(&w) != NEXAR_OK)
         return 1;

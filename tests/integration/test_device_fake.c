@@ -19,46 +19,26 @@
  *      is in nexard's ring when its call returns: a program that then waits on its
  *      stream (nexar_event_synchronize, no nexar call that makes progress) is not stuck.
  */
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "fake_cuda.h"
 #include "itest.h"
 
 #define DELAY_MS 800
 
-struct nx_fake_wait {
-    uint64_t value, t_enq_ns, t_rel_ns;
-    int dropped;
-};
-
-struct fake {
-    void (*mark)(void *, size_t);
-    void (*free_)(void *);
-    void *(*stream)(void);
-    int (*waits)(struct nx_fake_wait *, int);
-};
-
 static char g_log[256]; /* the fake backend's log (NX_FAKEDEV_LOG) */
 
-static int load_fake(struct fake *f)
+/* Every rank's start: the fake libcuda, then the job.  NULL (having said why) on failure. */
+static nexar_comm_t *rank_start(struct nx_fake_cuda *f)
 {
-    const char *path = getenv("NX_FAKE_CUDA");
-    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : NULL;
-    if (!lib) {
-        tl_log("FAIL: cannot load the fake libcuda (%s): %s", path ? path : "NX_FAKE_CUDA unset",
-               dlerror());
-        return -1;
+    char err[512];
+    if (nx_fake_cuda_load(f, err, sizeof(err))) {
+        tl_log("FAIL: %s", err);
+        return NULL;
     }
-    f->mark = (void (*)(void *, size_t))dlsym(lib, "nx_fake_cuda_device_range");
-    f->free_ = (void (*)(void *))dlsym(lib, "nx_fake_cuda_free");
-    f->stream = (void *(*)(void))dlsym(lib, "nx_fake_cuda_stream");
-    f->waits = (int (*)(struct nx_fake_wait *, int))dlsym(lib, "nx_fake_cuda_waits");
-    if (!f->mark || !f->free_ || !f->stream || !f->waits) {
-        tl_log("FAIL: the fake libcuda lacks the test's entry points");
-        return -1;
-    }
-    return 0;
+    nexar_comm_t *w = NULL;
+    return hx_init(&w) == NEXAR_OK ? w : NULL;
 }
 
 static uint64_t now_ns(void)
@@ -128,12 +108,10 @@ static int all_reduce_dev(int *fails, nexar_comm_t *w, float *p, const char *wha
 static int rank_release(struct hx_rank *r)
 {
     (void)r;
-    struct fake f;
+    struct nx_fake_cuda f;
     int fails = 0;
-    if (load_fake(&f))
-        return 1;
-    nexar_comm_t *w = NULL;
-    if (hx_init(&w) != NEXAR_OK)
+    nexar_comm_t *w = rank_start(&f);
+    if (!w)
         return 1;
     /* One block, carved: freed "allocations" keep their addresses (no malloc reuse). */
     enum { SZ = 4096 };
@@ -203,12 +181,10 @@ static int rank_release(struct hx_rank *r)
 static int rank_finalize_ordered(struct hx_rank *r)
 {
     (void)r;
-    struct fake f;
+    struct nx_fake_cuda f;
     int fails = 0;
-    if (load_fake(&f))
-        return 1;
-    nexar_comm_t *w = NULL;
-    if (hx_init(&w) != NEXAR_OK)
+    nexar_comm_t *w = rank_start(&f);
+    if (!w)
         return 1;
     static float a[64] __attribute__((aligned(64)));
     f.mark(a, sizeof(a));
@@ -247,12 +223,10 @@ static int rank_finalize_ordered(struct hx_rank *r)
 static int rank_finalize_mixed(struct hx_rank *r)
 {
     (void)r;
-    struct fake f;
+    struct nx_fake_cuda f;
     int fails = 0;
-    if (load_fake(&f))
-        return 1;
-    nexar_comm_t *w = NULL, *c2 = NULL;
-    if (hx_init(&w) != NEXAR_OK)
+    nexar_comm_t *w = rank_start(&f), *c2 = NULL;
+    if (!w)
         return 1;
     static float a[64] __attribute__((aligned(64))), b[64] __attribute__((aligned(64)));
     f.mark(a, sizeof(a));
@@ -296,12 +270,10 @@ static int rank_finalize_mixed(struct hx_rank *r)
 static int rank_submitted(struct hx_rank *r)
 {
     (void)r;
-    struct fake f;
+    struct nx_fake_cuda f;
     int fails = 0;
-    if (load_fake(&f))
-        return 1;
-    nexar_comm_t *w = NULL;
-    if (hx_init(&w) != NEXAR_OK)
+    nexar_comm_t *w = rank_start(&f);
+    if (!w)
         return 1;
     static float a[64] __attribute__((aligned(64)));
     static float host[16384]; /* 64 KiB through one 4 KiB slot: 32 chunks */
@@ -340,12 +312,10 @@ static int rank_submitted(struct hx_rank *r)
 static int rank_heap0(struct hx_rank *r)
 {
     (void)r;
-    struct fake f;
+    struct nx_fake_cuda f;
     int fails = 0;
-    if (load_fake(&f))
-        return 1;
-    nexar_comm_t *w = NULL;
-    if (hx_init(&w) != NEXAR_OK)
+    nexar_comm_t *w = rank_start(&f);
+    if (!w)
         return 1;
     static float a[64] __attribute__((aligned(64)));
     f.mark(a, sizeof(a));

@@ -22,13 +22,13 @@
  *   itest_test_device_xmix            the test (starts the daemons and the ranks)
  *   itest_test_device_xmix rank       one rank (XM_DEV=0|1, XM_DELAY_MS)
  */
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cluster_util.h"
+#include "fake_cuda.h"
 #include "itest.h"
 #include "outfile.h"
 
@@ -39,12 +39,10 @@
 
 static int rank_main(void)
 {
-    const char *fake = getenv("NX_FAKE_CUDA");
-    void *lib = fake ? dlopen(fake, RTLD_NOW | RTLD_GLOBAL) : NULL;
-    void (*mark)(void *, size_t) =
-        lib ? (void (*)(void *, size_t))dlsym(lib, "nx_fake_cuda_device_range") : NULL;
-    if (!mark) {
-        fprintf(stderr, "xmix rank: cannot load the fake libcuda (%s)\n", fake ? fake : "unset");
+    struct nx_fake_cuda f;
+    char err[512];
+    if (nx_fake_cuda_load(&f, err, sizeof(err))) {
+        fprintf(stderr, "xmix rank: %s\n", err);
         return 1;
     }
     int me = atoi(getenv("NEXAR_RANK"));
@@ -52,7 +50,7 @@ static int rank_main(void)
     for (int i = 0; i < 64; i++)
         a[i] = 1.0f;
     if (atoi(getenv("XM_DEV") ? getenv("XM_DEV") : "0"))
-        mark(a, sizeof(a));
+        f.mark(a, sizeof(a));
     nexar_comm_t *w = NULL;
     if (nexar_init(&w) != NEXAR_OK) {
         fprintf(stderr, "xmix rank %d: nexar_init: %s\n", me, nexar_last_error());
