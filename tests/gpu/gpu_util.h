@@ -21,6 +21,16 @@ extern "C" {
 /* Exits GX_SKIP, saying why, unless a CUDA device is usable; test names the program. */
 void gx_require_gpu(const char *test);
 
+/*
+ * The main of a program whose ranks share the GPU: --world N (default 2) ranks of fn
+ * against a private nexard (NEXAR_TIMEOUT 120), stopped after limit_s.  Skips (exits
+ * GX_SKIP) without a GPU, as gx_require_gpu(test) does; tag prefixes the log.  0 when
+ * every rank returned 0, else 1.
+ */
+struct hx_rank;
+int gx_job_main(int argc, char **argv, const char *test, const char *tag,
+                int (*fn)(struct hx_rank *r), double limit_s);
+
 /* CUDA error text of the last failed call in this process ("" when none). */
 const char *gx_cuda_error(void);
 

@@ -16,7 +16,6 @@
  * (NEXAR_ERR_MISMATCH, on a split communicator).
  */
 #include <cuda_runtime_api.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,21 +314,5 @@ static int rank_main(struct hx_rank *r)
 
 int main(int argc, char **argv)
 {
-    int world = 2;
-    static const struct option lo[] = {{"world", required_argument, NULL, 'w'}, {0, 0, 0, 0}};
-    for (int ch; (ch = getopt_long(argc, argv, "", lo, NULL)) != -1;)
-        if (ch == 'w')
-            world = atoi(optarg);
-    gx_require_gpu("test_gpu_coll");
-    hx_require_nexard();
-    tl_set_log_tag("gpu-coll");
-    struct hx_daemon d;
-    if (hx_daemon_start(&d, NULL) < 0)
-        return 1;
-    struct hx_job_opts o = {.sock = d.sock, .size = world, .fn = rank_main,
-                            .nexar_timeout_s = 120};
-    int rv = hx_run(&o, 900);
-    if (hx_daemon_stop(&d) < 0)
-        rv = -1;
-    return rv ? 1 : 0;
+    return gx_job_main(argc, argv, "test_gpu_coll", "gpu-coll", rank_main, 900);
 }

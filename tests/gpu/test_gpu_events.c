@@ -18,7 +18,6 @@
  *   3. nexar_comm_stream_synchronize on a communicator without a stream is nexar_sync.
  */
 #include <cuda_runtime_api.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -153,21 +152,5 @@ static int rank_main(struct hx_rank *hr)
 
 int main(int argc, char **argv)
 {
-    int world = 2;
-    static const struct option lo[] = {{"world", required_argument, NULL, 'w'}, {0, 0, 0, 0}};
-    for (int ch; (ch = getopt_long(argc, argv, "", lo, NULL)) != -1;)
-        if (ch == 'w')
-            world = atoi(optarg);
-    gx_require_gpu("test_gpu_events");
-    hx_require_nexard();
-    tl_set_log_tag("gpu-events");
-    struct hx_daemon d;
-    if (hx_daemon_start(&d, NULL) < 0)
-        return 1;
-    struct hx_job_opts o = {.sock = d.sock, .size = world, .fn = rank_main,
-                            .nexar_timeout_s = 120};
-    int rv = hx_run(&o, 300);
-    if (hx_daemon_stop(&d) < 0)
-        rv = -1;
-    return rv ? 1 : 0;
+    return gx_job_main(argc, argv, "test_gpu_events", "gpu-events", rank_main, 300);
 }
