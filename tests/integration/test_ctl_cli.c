@@ -178,26 +178,6 @@ static int source_keys(char keys[][64], int max)
     return n;
 }
 
-/* A table row with its blanks folded: "slots 16 command line". */
-static bool has_row(const char *out, const char *row)
-{
-    for (const char *line = out; line && *line;) {
-        const char *nl = strchr(line, '\n');
-        char norm[512];
-        size_t k = 0;
-        for (const char *p = line; *p && *p != '\n' && k + 1 < sizeof(norm); p++)
-            if (*p != ' ' || (k && norm[k - 1] != ' '))
-                norm[k++] = *p;
-        while (k && norm[k - 1] == ' ')
-            k--;
-        norm[k] = '\0';
-        if (!strcmp(norm, row))
-            return true;
-        line = nl ? nl + 1 : NULL;
-    }
-    return false;
-}
-
 /* key's value and source in the config JSON. */
 static void entry(const struct tj *v, const char *key, const char **value, const char **src)
 {
@@ -284,7 +264,7 @@ static void section_config(void)
                           "allow_uids 1000,1001 config file", "heap_bytes 1048576 command line",
                           "listen - default", "inspect on default", sockrow};
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-        EXPECT_TRUE(fails, has_row(r->out, rows[i]), "config table lacks \"%s\":\n%s", rows[i],
+        EXPECT_TRUE(fails, tl_has_row(r->out, rows[i]), "config table lacks \"%s\":\n%s", rows[i],
                     r->out);
     EXPECT_TRUE(fails, !strstr(r->out, "note:"), "config table with a note:\n%s", r->out);
     tl_log("config: every key, value and source, table and JSON");

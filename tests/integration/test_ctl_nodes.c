@@ -106,23 +106,10 @@ static void check_jobs(const struct cu_node *n, const char *who, int first_here,
     for (int r = 0; r < WORLD; r++) {
         if (r >= first_here && r < first_here + 2)
             continue;
-        char row[128], *line = out, *hit = NULL;
+        char row[128];
         snprintf(row, sizeof(row), "%d %u %d remote 0 0 0 B", r, (unsigned)getuid(),
                  (int)pids[r]);
-        for (char *nl; line && *line; line = nl ? nl + 1 : NULL) {
-            nl = strchr(line, '\n');
-            char norm[256];
-            size_t k = 0;
-            for (const char *p = line; *p && *p != '\n' && k + 1 < sizeof(norm); p++)
-                if (*p != ' ' || (k && norm[k - 1] != ' '))
-                    norm[k++] = *p;
-            while (k && norm[k - 1] == ' ')
-                k--;
-            norm[k] = '\0';
-            if (!strcmp(norm, row))
-                hit = line;
-        }
-        EXPECT_TRUE(fails, hit, "%s: no row \"%s\" in\n%s", who, row, out);
+        EXPECT_TRUE(fails, tl_has_row(out, row), "%s: no row \"%s\" in\n%s", who, row, out);
     }
     if (fails == before)
         tl_log("ok: %s: jobs says 4/4 ranks joined, the other node's pids and uids", who);

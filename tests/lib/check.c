@@ -91,6 +91,25 @@ int tl_check_contains(const char *ctx, const char *text, const char *needle)
     return -1;
 }
 
+int tl_has_row(const char *out, const char *row)
+{
+    for (const char *line = out; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        char norm[512];
+        size_t k = 0;
+        for (const char *p = line; *p && *p != '\n' && k + 1 < sizeof(norm); p++)
+            if (*p != ' ' || (k && norm[k - 1] != ' '))
+                norm[k++] = *p;
+        while (k && norm[k - 1] == ' ')
+            k--;
+        norm[k] = '\0';
+        if (!strcmp(norm, row))
+            return 1;
+        line = nl ? nl + 1 : NULL;
+    }
+    return 0;
+}
+
 int tl_check_names_rank(const char *what, const char *text, int r)
 {
     for (const char *p = text ? strstr(text, "rank") : NULL; p; p = strstr(p + 4, "rank")) {

@@ -24,6 +24,10 @@ int tl_check_status(const char *ctx, nexar_status_t want, nexar_status_t st);
 /* Case-sensitive substring check of text; prints the text on failure. */
 int tl_check_contains(const char *ctx, const char *text, const char *needle);
 
+/* 1 when a line of out (a table nexarctl printed) reads row once its runs of blanks are
+ * folded to one and trailing ones dropped ("slots 16 command line"), else 0. */
+int tl_has_row(const char *out, const char *row);
+
 /* Checks that text names rank r: "rank 2", "ranks 0, 2", "rank(s) 2-3", "ranks 1 and 3",
  * "rank 1 (pid ...)".  Prints what and the text when it does not; returns 0 when it does,
  * 1 otherwise (so that failures add up). */
