@@ -144,6 +144,9 @@ static const struct nx_device_ops cuda_ops = {
     .run = nx_cuda_exec_run,
     .client_gone = cu_client_gone,
     .comm_gone = nx_cuda_exec_comm_gone,
+    .host_alloc = nx_cuda_host_alloc,
+    .host_free = nx_cuda_host_free,
+    .copy = nx_cuda_exec_copy,
 };
 
 /* ---- start and stop ------------------------------------------------------------------- */
@@ -216,5 +219,6 @@ void nx_cuda_fini(void)
         return;
     nx_cuda_exec_fini();
     nx_staging_fini();
+    nx_cuda_hostmem_fini();
     nx_cuda_host = NULL;
 }

@@ -65,7 +65,16 @@ void nx_staging_fini(void);
 /* Runs a matched op: queues its work and its completion on a stream and returns; never
  * waits for the GPU (exec.c says why). */
 void nx_cuda_exec_run(const struct nx_dev_job *job);
+void nx_cuda_exec_copy(uint32_t comm_id, const struct nx_dev_copy *v, size_t n, int dir,
+                       const char *what, nx_dev_copy_done done, void *arg);
 void nx_cuda_exec_comm_gone(uint32_t comm_id);
+
+/* ---- pinned host memory for staging across nodes (hostmem.c) ------------------------ */
+
+void *nx_cuda_host_alloc(size_t bytes);
+void nx_cuda_host_free(void *p);
+/* Frees the cached blocks (at exit). */
+void nx_cuda_hostmem_fini(void);
 int nx_cuda_exec_init(void);
 /* Shutdown: returns at once.  The loop runs on while ops are in flight, completing them;
  * the last one, or nx_cuda_stop_grace_ms, closes the handles so that the loop ends. */

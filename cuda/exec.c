@@ -71,6 +71,8 @@ struct ticket {
     uint32_t status;           /* what every part completes with */
     char text[320];            /* its reason, when status is not NEXAR_OK */
     cudaEvent_t ev;            /* parked: recorded behind the op's work, polled */
+    nx_dev_copy_done done;     /* a staging copy (nx_cuda_exec_copy): told instead */
+    void *done_arg;
 };
 
 unsigned nx_cuda_stop_grace_ms = 5000;
@@ -140,6 +142,8 @@ static void ticket_free(struct ticket *t)
 
 static void ticket_complete(struct ticket *t)
 {
+    if (t->done)
+        t->done(t->done_arg, t->status, t->status ? t->text : NULL);
     for (size_t i = 0; i < t->nparts; i++)
         nx_cuda_host->part_done(&t->parts[i], t->status, t->status ? t->text : NULL);
     inflight--;
@@ -285,6 +289,7 @@ static uint8_t *resolve(struct ticket *t, const struct nx_dev_part *p,
 
 struct exec {
     const struct nx_dev_job *job;
+    const char *what;
     struct ticket *t;
     int dev;
     cudaStream_t s;
@@ -469,18 +474,21 @@ static void finish(struct exec *x)
     struct ticket *t = x->t;
     if (x->status) {
         t->status = x->status;
-        snprintf(t->text, sizeof(t->text), "%s on device %d: %s", x->job->what, x->dev, x->why);
+        snprintf(t->text, sizeof(t->text), "%s on device %d: %s", x->what, x->dev, x->why);
         NX_WARN("cuda", "%s", t->text);
     }
     if (!x->s) { /* nothing was queued */
         free(x->scratch);
-        ticket_complete(t);
+        if (t->done)
+            host_done(t); /* a copy's caller hears of it from the loop, never from within */
+        else
+            ticket_complete(t);
         return;
     }
     for (size_t i = 0; i < x->nscratch; i++)
         if (cudaFreeAsync(x->scratch[i], x->s) != cudaSuccess)
             NX_WARN("cuda", "%s: scratch memory leaked: cudaFreeAsync failed",
-                    x->job->what); /* never cudaFree: it waits for the device */
+                    x->what); /* never cudaFree: it waits for the device */
     free(x->scratch);
     cudaGetLastError();
     if (cudaLaunchHostFunc(x->s, host_done, t) == cudaSuccess)
@@ -489,7 +497,7 @@ static void finish(struct exec *x)
     if (!t->status) {
         t->status = NEXAR_ERR_INTERNAL;
         snprintf(t->text, sizeof(t->text), "%s on device %d: cudaLaunchHostFunc failed",
-                 x->job->what, x->dev);
+                 x->what, x->dev);
         NX_WARN("cuda", "%s", t->text);
     }
     park(t, x->s);
@@ -498,7 +506,7 @@ static void finish(struct exec *x)
 void nx_cuda_exec_run(const struct nx_dev_job *job)
 {
     struct ticket *t = nx_xcalloc(1, sizeof(*t));
-    struct exec x = {.job = job, .t = t, .es = nx_dtype_size(job->dtype)};
+    struct exec x = {.job = job, .what = job->what, .t = t, .es = nx_dtype_size(job->dtype)};
     t->nparts = job->size;
     t->parts = nx_xcalloc(job->size, sizeof(*t->parts));
     for (uint32_t r = 0; r < job->size; r++) {
@@ -527,6 +535,49 @@ void nx_cuda_exec_run(const struct nx_dev_job *job)
             run_send(&x);
         else
             run_coll(&x);
+    }
+    finish(&x);
+}
+
+/*
+ * A staging copy of an op across nodes (device.h's copy): on the communicator's stream of
+ * the first range's device, after its earlier work and the ranks' ready events, with the
+ * end handed to the loop like an op's.  The host memory is pinned (hostmem.c), so that
+ * cudaMemcpyAsync never waits on this thread.
+ */
+void nx_cuda_exec_copy(uint32_t comm_id, const struct nx_dev_copy *v, size_t n, int dir,
+                       const char *what, nx_dev_copy_done done, void *arg)
+{
+    struct ticket *t = nx_xcalloc(1, sizeof(*t));
+    struct exec x = {.what = what, .t = t, .dev = -1};
+    t->done = done;
+    t->done_arg = arg;
+    inflight++;
+    struct nx_reg *first = n ? nx_cuda_reg_mem(v[0].client_id, v[0].mem) : NULL;
+    x.dev = first ? first->device : -1;
+    if (n && (x.dev < 0 || x.dev >= MAX_DEVICES || cudaSetDevice(x.dev) != cudaSuccess ||
+              !(x.s = comm_stream(comm_id, x.dev)))) {
+        fail(&x, NEXAR_ERR_INTERNAL, "no stream on the device of the op's buffers");
+        x.s = NULL;
+    }
+    for (size_t i = 0; i < n && !x.status; i++) {
+        struct nx_reg *r = nx_cuda_reg_mem(v[i].client_id, v[i].mem);
+        struct nx_reg *ev = v[i].wait_event ? nx_cuda_reg_event(v[i].client_id,
+                                                                 v[i].wait_event) : NULL;
+        if (!r || (v[i].wait_event && !ev)) {
+            fail(&x, NEXAR_ERR_INTERNAL, "a device registration vanished before the op ran");
+            break;
+        }
+        hold(t, r);
+        if (ev && (hold(t, ev), cudaStreamWaitEvent(x.s, ev->handle, 0)) != cudaSuccess) {
+            fail(&x, NEXAR_ERR_INTERNAL, "cudaStreamWaitEvent on a rank's ready event failed");
+            break;
+        }
+        uint8_t *d = (uint8_t *)r->handle + v[i].off;
+        if (dir == NX_DEV_D2H)
+            copy(&x, v[i].host, d, v[i].bytes);
+        else
+            copy(&x, d, v[i].host, v[i].bytes);
     }
     finish(&x);
 }

@@ -70,6 +70,25 @@ struct nx_device_host {
     struct nx_dev_client *(*client)(uint32_t client_id);
 };
 
+/* The parts a device op across nodes is cut into: this many bytes of each block, on
+ * every node alike (xcoll.c finds a part by its offset). */
+#define NX_DEV_XCHUNK_BYTES (4u << 20)
+
+/* One range of a rank's device memory and the host memory it moves from or to: the
+ * cross-node path (node/devstage.c) stages a device op's chunks through host memory. */
+struct nx_dev_copy {
+    uint32_t client_id;
+    uint32_t mem;        /* the rank's registration */
+    uint64_t off, bytes; /* inside it (validated when the op was loaded) */
+    uint32_t wait_event; /* D2H: the rank's ready event, waited for first; or 0 */
+    uint8_t *host;       /* from the backend's host_alloc */
+};
+
+enum { NX_DEV_D2H = 1, NX_DEV_H2D = 2 };
+
+/* On the loop thread, never from within copy(): status NEXAR_OK, or why it failed. */
+typedef void (*nx_dev_copy_done)(void *arg, uint32_t status, const char *text);
+
 struct nx_device_ops {
     const char *name;
     /* A registration of rank dc (kind NX_DEV_*).  Returns 0 with *id (never 0) and, for
@@ -92,6 +111,18 @@ struct nx_device_ops {
     void (*client_gone)(struct nx_dev_client *dc);
     /* The communicator was freed: its streams may go. */
     void (*comm_gone)(uint32_t comm_id);
+    /*
+     * Staging across nodes; NULL in a backend without it (device buffers across nodes
+     * are then UNSUPPORTED).  host_alloc: host memory that copy() moves fastest (pinned),
+     * NULL when there is none.  copy: moves every range of v in direction dir, after the
+     * device work queued before it for comm_id, and calls done once all are through or one
+     * failed.  The backend holds the registrations until then; the host memory must stay
+     * until done is called.  what names the op for messages.
+     */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_free)(void *p);
+    void (*copy)(uint32_t comm_id, const struct nx_dev_copy *v, size_t n, int dir,
+                 const char *what, nx_dev_copy_done done, void *arg);
 };
 
 #endif

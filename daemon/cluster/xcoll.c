@@ -21,6 +21,7 @@
 #include "nexar.h"
 #include "rendezvous.h"
 #include "xcomm.h"
+#include "devstage.h"
 #include "xlocal.h"
 
 #define ID_BUCKETS 256u
@@ -47,9 +48,11 @@ struct xpart {
     struct nx_rank_io *io; /* per local rank: its chunk's buffers */
     uint64_t *user_data;   /* per local rank: its staged chunk's descriptor */
     bool *staged;
+    struct nx_devstage *dev; /* device op: its host staging (devstage.h) */
     bool ended;
     uint32_t status;
     char *text;
+    bool text_whole; /* names the node itself: no legend of the others */
     LIST_ENTRY(xpart) op_link;
     LIST_ENTRY(xpart) id_link;
     TAILQ_ENTRY(xpart) q_link;
@@ -68,6 +71,7 @@ struct nx_xrun {
     bool confirm_sent;
     uint32_t confirms;
     uint8_t *confirmed; /* per comm node */
+    bool dev_agreed;    /* device op: every node's ranks called it on device buffers */
 };
 
 static int depth;
@@ -78,6 +82,9 @@ static uint32_t next_id = 1;
 static void start_parts(struct nx_op *op);
 static void complete_part(struct xpart *p);
 static void dev_run(struct nx_op *op);
+static void dev_complete(struct nx_op *op, uint32_t status, const char *text);
+static void enter(void);
+static void leave(void);
 
 /* ---- helpers -------------------------------------------------------------------- */
 
@@ -127,6 +134,12 @@ static bool needs_confirm(uint8_t kind)
     default:
         return false;
     }
+}
+
+/* A device op's nodes agreed on it before any data moved (dev_run): no confirmation. */
+static bool op_confirms(const struct nx_op *op)
+{
+    return needs_confirm(op->sig.kind) && !is_dev(op);
 }
 
 /* The op's signature as DATA headers carry it in full. */
@@ -221,6 +234,7 @@ static void part_free(struct xpart *p)
     LIST_REMOVE(p, id_link);
     p->op->xr->live--;
     nx_xop_destroy(p->x);
+    nx_devstage_release(p->dev);
     if (!p->in_place) {
         free(p->in);
         free(p->out);
@@ -326,7 +340,7 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
     /* Node-level elements: f32 partials for half-type reductions. */
     uint8_t ndtype = j.wide ? NEXAR_F32 : op->sig.dtype;
     uint32_t es = wire_esize(op);
-    bool staged = c->size == 1 && p->staged[0];
+    bool staged = c->size == 1 && (p->staged[0] || p->dev); /* this part's own memory */
     if (p->n && nx_xlocal_in_place(&j, staged, &p->in, &p->out)) {
         p->in_place = true;
     } else {
@@ -396,6 +410,43 @@ static void feed_held(struct xpart *p)
     }
 }
 
+/* The node-level buffers are built and the xop starts. */
+static void part_run(struct xpart *p)
+{
+    char err[512];
+    if (part_setup(p, err, sizeof(err)) < 0) {
+        part_ended(p, NEXAR_ERR_INTERNAL, err);
+        return;
+    }
+    feed_held(p);
+    nx_xop_start(p->x);
+}
+
+/* A device backend's copy failed: the part ends with what failed, and where. */
+static void part_dev_failed(struct xpart *p, const char *dir, uint32_t status, const char *text)
+{
+    char what[192], node[192], buf[800];
+    struct nx_comm *c = p->op->comm;
+    what_of(p->op, p->index, what, sizeof(what));
+    nx_xcomm_node_name(c, c->x->me, node, sizeof(node));
+    snprintf(buf, sizeof(buf), "%s: staging device buffers %s failed on %s: %s", what, dir,
+             node, text ? text : nx_status_text(status));
+    part_ended(p, status, buf);
+    p->text_whole = true;
+}
+
+/* The part's device inputs are in host memory (devstage.h). */
+static void part_dev_in(void *arg, uint32_t status, const char *text)
+{
+    struct xpart *p = arg;
+    enter();
+    if (status != NEXAR_OK)
+        part_dev_failed(p, "in", status, text);
+    else
+        part_run(p);
+    leave();
+}
+
 static void part_start(struct nx_op *op)
 {
     struct nx_comm *c = op->comm;
@@ -411,9 +462,10 @@ static void part_start(struct nx_op *op)
     p->io = nx_xcalloc(c->size, sizeof(*p->io));
     p->user_data = nx_xcalloc(c->size, sizeof(*p->user_data));
     p->staged = nx_xcalloc(c->size, sizeof(*p->staged));
-    nx_op_chunk_io(op, off, p->n, p->io);
+    if (!is_dev(op)) /* a device part's io is its host staging (below) */
+        nx_op_chunk_io(op, off, p->n, p->io);
     /* The staged chunks are the part's now: completed when it ends. */
-    for (uint32_t r = 0; r < c->size; r++) {
+    for (uint32_t r = 0; r < c->size && !is_dev(op); r++) {
         struct nx_part *rp = &op->parts[r];
         if (nx_part_direct(rp))
             continue;
@@ -425,13 +477,17 @@ static void part_start(struct nx_op *op)
     xr->live++;
     op->started = nx_now();
     nxd.stats.chunks++;
-    char err[512];
-    if (part_setup(p, err, sizeof(err)) < 0) {
-        part_ended(p, NEXAR_ERR_INTERNAL, err);
-        return;
+    if (is_dev(op)) {
+        char err[256], what[192], text[480];
+        p->dev = nx_devstage_in(op, off, p->n, p->io, part_dev_in, p, err, sizeof(err));
+        if (!p->dev) {
+            what_of(op, k, what, sizeof(what));
+            snprintf(text, sizeof(text), "%s: %s", what, err);
+            part_ended(p, NEXAR_ERR_NOMEM, text);
+        }
+        return; /* the xop starts when the copies are in */
     }
-    feed_held(p);
-    nx_xop_start(p->x);
+    part_run(p);
 }
 
 /* Every other node of the communicator hears that this node ran the op to its end
@@ -491,7 +547,7 @@ static void kick(struct nx_comm *c)
         if (i++ >= XC_OPS_PER_COMM)
             break;
         /* A newly allowed op has no part ending yet, so this never frees it. */
-        if (it->xr && !it->xr->failed && !is_dev(it))
+        if (it->xr && !it->xr->failed && (!is_dev(it) || it->xr->dev_agreed))
             start_parts(it);
     }
 }
@@ -499,15 +555,15 @@ static void kick(struct nx_comm *c)
 static void start_parts(struct nx_op *op)
 {
     struct nx_xrun *xr = op->xr;
-    if (is_dev(op))
+    if (is_dev(op) && !xr->dev_agreed)
         return dev_run(op);
     while (!xr->failed && op->next_chunk < op->nchunks && xr->live < XC_PARTS_PER_OP &&
-           may_run(op) && nx_op_chunk_ready(op))
+           may_run(op) && (is_dev(op) || nx_op_chunk_ready(op)))
         part_start(op);
     if (xr->failed || xr->done < op->nchunks)
         return;
     struct nx_comm *c = op->comm;
-    if (needs_confirm(op->sig.kind)) {
+    if (op_confirms(op)) {
         if (!xr->confirm_sent) {
             xr->confirm_sent = true;
             send_note(op, NX_XSTEP_CONFIRM);
@@ -522,6 +578,8 @@ static void start_parts(struct nx_op *op)
     else
         nxd.stats.bytes_copied += op->sig.count * esize(op) * c->size;
     drop_held(c, false, op->seq); /* stale now */
+    if (is_dev(op))
+        dev_complete(op, NEXAR_OK, NULL);
     nx_op_finish(op);
     kick(c);
 }
@@ -538,10 +596,14 @@ static void complete_part(struct xpart *p)
 
 static void part_fail_text(struct xpart *p, char *buf, size_t len)
 {
-    char leg[512];
-    legend(p->op->comm, leg, sizeof(leg));
+    char leg[512] = "";
+    if (!p->text_whole)
+        legend(p->op->comm, leg, sizeof(leg));
     snprintf(buf, len, "%s%s", p->text ? p->text : nx_status_text(p->status), leg);
 }
+
+static void part_done(struct xpart *p);
+static void part_dev_out(void *arg, uint32_t status, const char *text);
 
 static void handle_ended(struct xpart *p)
 {
@@ -560,8 +622,31 @@ static void handle_ended(struct xpart *p)
         xlocal_of(p, &j);
         nx_xlocal_scatter(&nx_adapter_cpu, &j);
     }
+    if (p->dev)
+        return nx_devstage_out(p->dev, part_dev_out, p);
+    part_done(p);
+}
+
+/* The part's outputs are back in the ranks' device buffers. */
+static void part_dev_out(void *arg, uint32_t status, const char *text)
+{
+    struct xpart *p = arg;
+    enter();
+    if (status != NEXAR_OK) {
+        p->ended = false; /* ended again, with the copy's failure */
+        part_dev_failed(p, "out", status, text);
+    } else {
+        part_done(p);
+    }
+    leave();
+}
+
+/* The part ran to its end here and its results are in the ranks' buffers. */
+static void part_done(struct xpart *p)
+{
+    struct nx_op *op = p->op;
     op->xr->done++;
-    if (needs_confirm(op->sig.kind) && op->xr->done == op->nchunks) {
+    if (op_confirms(op) && op->xr->done == op->nchunks) {
         /* The ranks' last chunks complete once every node confirmed (start_parts). */
         nx_xop_destroy(p->x);
         p->x = NULL;
@@ -626,6 +711,14 @@ static uint32_t first_rank_on(const struct nx_comm *c, uint32_t node)
     return 0;
 }
 
+/* Whether a message from node (a device note, or not) fits op: a device note only a device
+ * op; anything else a host op, or a device op once that node's note came (a node sends
+ * its note before its data, on the same ordered channel). */
+static bool dev_agrees(const struct nx_op *op, uint32_t node, bool note)
+{
+    return note ? is_dev(op) : !is_dev(op) || op->xr->confirmed[node];
+}
+
 /* Node `node` called op on host buffers where this node's ranks called it on device
  * buffers, or the other way round.  The text is the same whichever node sees it first:
  * the device side first, each node by its first rank. */
@@ -649,11 +742,22 @@ static void mismatch_dev(struct nx_comm *c, struct nx_op *op, uint32_t node)
                  first_rank_on(c, dn), dw, dsig, first_rank_on(c, hn), hw, hsig);
 }
 
+/* Every local rank's part of a device op completes (its done word, its completion). */
+static void dev_complete(struct nx_op *op, uint32_t status, const char *text)
+{
+    for (uint32_t r = 0; r < op->comm->size; r++) {
+        struct nx_part *p = &op->parts[r];
+        if (p->dev && nx_dev_part_complete(p->dev, status, text))
+            p->client->pending--;
+    }
+}
+
 /*
- * A device op across nodes: the backend runs ops among one node's ranks only, so it ends
- * with NEXAR_ERR_UNSUPPORTED, but only once every node said that all its ranks called it
- * on device buffers (NX_XSTEP_DEVICE).  A node whose ranks called it on host buffers
- * fails the communicator with a mismatch instead, and none waits for the deadline.
+ * A device op across nodes runs only once every node said that all its ranks called it on
+ * device buffers (NX_XSTEP_DEVICE): a node whose ranks called it on host buffers fails
+ * the communicator with a mismatch instead, and none waits for the deadline.  Its parts
+ * then stage through host memory (devstage.h); a backend that cannot ends it with
+ * NEXAR_ERR_UNSUPPORTED, and the communicator stays usable.
  */
 static void dev_run(struct nx_op *op)
 {
@@ -667,16 +771,16 @@ static void dev_run(struct nx_op *op)
     }
     if (xr->confirms + 1 < c->x->nnodes)
         return;
-    char text[256];
+    if (nx_devstage_available()) {
+        xr->dev_agreed = true;
+        return start_parts(op);
+    }
+    char text[320];
     snprintf(text, sizeof(text),
              "%s on device buffers on communicator %u (job \"%s\"), which spans %u nodes: "
-             "device buffers across nodes are not supported yet (host buffers are)",
-             nx_kind_name(op->sig.kind), c->id, c->job->name, c->x->nnodes);
-    for (uint32_t r = 0; r < c->size; r++) {
-        struct nx_part *p = &op->parts[r];
-        if (p->dev && nx_dev_part_complete(p->dev, NEXAR_ERR_UNSUPPORTED, text))
-            p->client->pending--;
-    }
+             "this nexard's device backend (%s) cannot stage them across nodes",
+             nx_kind_name(op->sig.kind), c->id, c->job->name, c->x->nnodes, nx_device->name);
+    dev_complete(op, NEXAR_ERR_UNSUPPORTED, text);
     drop_held(c, false, op->seq);
     nx_op_finish(op);
 }
@@ -713,7 +817,7 @@ void nx_xcoll_run(struct nx_op *op)
                 return;
             }
             bool note = h->h.step == NX_XSTEP_DEVICE;
-            if (note != is_dev(op)) {
+            if (!dev_agrees(op, h->src, note)) {
                 mismatch_dev(c, op, h->src); /* frees op */
                 leave();
                 return;
@@ -812,7 +916,7 @@ static void deliver(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *
     }
     if (!op->xr || !sig_same(op, h))
         return mismatch(c, op, node, h); /* another op here (or a split) */
-    if (note != is_dev(op))
+    if (!dev_agrees(op, node, note))
         return mismatch_dev(c, op, node);
     if (confirm || note) {
         if (op->xr->confirmed[node]) {
@@ -838,8 +942,11 @@ static void deliver(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *
     }
     struct xpart *p = live_part(op->xr, k);
     if (p) {
-        if (!p->ended)
-            nx_xop_on_data(p->x, node, h->step, h->sig, h->offset - part_base(op, k), data, len);
+        if (p->ended)
+            return;
+        if (!p->x) /* a device part still copying in: fed when its xop starts */
+            return hold(c, node, h, data, len);
+        nx_xop_on_data(p->x, node, h->step, h->sig, h->offset - part_base(op, k), data, len);
         return;
     }
     if (k >= op->next_chunk)
@@ -865,7 +972,7 @@ const char *nx_xcoll_on_data(struct nx_tpeer *tp, uint64_t channel, const struct
 void nx_xcoll_on_sent(uint64_t token)
 {
     struct xpart *p = part_by_id((uint32_t)(token >> 32) % ID_LIMIT);
-    if (!p || p->ended)
+    if (!p || p->ended || !p->x)
         return;
     enter();
     nx_xop_on_sent(p->x, (uint32_t)token);
@@ -888,7 +995,7 @@ void nx_xcoll_describe(const struct nx_op *op, char *buf, size_t len)
     LIST_FOREACH(p, &op->xr->parts, op_link)
         if (!oldest || p->index < oldest->index)
             oldest = p;
-    if (op->xr->confirm_sent) {
+    if (op->xr->confirm_sent && !op->xr->dev_agreed) {
         size_t off = (size_t)snprintf(buf, len, "waiting for the %s of",
                                       is_dev(op) ? "device note" : "confirmation");
         for (uint32_t i = 0; i < op->comm->x->nnodes && off < len; i++) {
@@ -899,6 +1006,11 @@ void nx_xcoll_describe(const struct nx_op *op, char *buf, size_t len)
                 nx_xcomm_node_name(op->comm, i, buf + off, len - off);
             off += strlen(buf + off);
         }
+        return;
+    }
+    if (oldest && oldest->dev && (!oldest->x || oldest->ended)) {
+        snprintf(buf, len, "part %" PRIu64 "/%" PRIu64 ": copying device buffers %s",
+                 oldest->index + 1, op->nchunks, oldest->ended ? "back" : "in");
         return;
     }
     if (!oldest || !oldest->x)

@@ -11,6 +11,8 @@
 #include "client.h"
 #include "comm.h"
 #include "context.h"
+#include "devop.h"
+#include "devstage.h"
 #include "job.h"
 #include "mem.h"
 #include "nexar.h"
@@ -26,6 +28,7 @@ struct piece {
 /* A local rank's send to a rank on another node. */
 struct nx_xsend {
     TAILQ_ENTRY(nx_xsend) link;
+    struct nx_comm *comm;
     struct nx_client *cl;
     uint32_t rank; /* local index of the sender */
     uint32_t src;  /* the sender as the communicator numbers it */
@@ -38,6 +41,10 @@ struct nx_xsend {
                                         only the rank's word) */
     size_t cap;
     double since; /* last progress */
+    /* A send from device memory: the whole message staged into host memory first
+     * (devstage.h), then sent from there like a direct send. */
+    struct nx_dev_part *dev;
+    struct nx_devstage *stage;
 };
 
 static struct nx_xsend *find(struct nx_comm *c, uint32_t src, uint32_t dst, uint32_t tag,
@@ -54,6 +61,11 @@ static struct nx_xsend *find(struct nx_comm *c, uint32_t src, uint32_t dst, uint
 static void xs_free(struct nx_comm *c, struct nx_xsend *xs)
 {
     TAILQ_REMOVE(&c->x->sends, xs, link);
+    nx_devstage_release(xs->stage);
+    if (xs->dev) {
+        nx_dev_part_release(xs->dev);
+        free(xs->dev);
+    }
     free(xs->q);
     free(xs);
 }
@@ -63,6 +75,15 @@ static void complete(struct nx_client *cl, uint64_t user_data, uint32_t status, 
     struct nx_done d = {.user_data = user_data, .status = status};
     nx_client_complete(cl, &d, text);
     cl->pending--;
+}
+
+/* The send ended for its rank: the descriptor (or the device record) completes. */
+static void complete_send(struct nx_xsend *xs, uint32_t status, const char *text)
+{
+    if (!xs->dev)
+        return complete(xs->cl, xs->first.user_data, status, text);
+    if (nx_dev_part_complete(xs->dev, status, text))
+        xs->cl->pending--;
 }
 
 static void msg_name(struct nx_comm *c, const struct nx_xsend *xs, char *buf, size_t len)
@@ -106,7 +127,8 @@ static bool pump(struct nx_comm *c, struct nx_xsend *xs)
         uint8_t hdr[NX_WIRE_ENV_BYTES + NX_P2P_HDR_BYTES];
         size_t hl = put_hdr(hdr, c, &xs->first, xs->src, 0, xs->sent * xs->E * xs->es,
                             (uint32_t)pc->bytes);
-        struct iovec iov[2] = {{hdr, hl}, {xs->cl->seg.arena + pc->off, pc->bytes}};
+        uint8_t *base = xs->stage ? nx_devstage_host(xs->stage) : xs->cl->seg.arena;
+        struct iovec iov[2] = {{hdr, hl}, {base + pc->off, pc->bytes}};
         int rv = nx_xcomm_send(c, node, channel, iov, pc->bytes ? 2 : 1, 0);
         if (rv < 0) {
             char what[320];
@@ -118,6 +140,66 @@ static bool pump(struct nx_comm *c, struct nx_xsend *xs)
         xs->sent++;
     }
     return true;
+}
+
+/* The device message is in host memory: it goes out as a direct send's pieces. */
+static void dev_staged(void *arg, uint32_t status, const char *text)
+{
+    struct nx_xsend *xs = arg;
+    struct nx_comm *c = xs->comm;
+    if (status != NEXAR_OK) {
+        char what[320], node[192];
+        msg_name(c, xs, what, sizeof(what));
+        nx_xcomm_node_name(c, c->x->me, node, sizeof(node));
+        nx_comm_fail(c, status, "%s: staging its device buffer failed on %s: %s", what, node,
+                     text ? text : nx_status_text(status));
+        return;
+    }
+    nx_grow((void **)&xs->q, &xs->cap, xs->nchunks, sizeof(*xs->q));
+    for (uint64_t ch = 0; ch < xs->nchunks; ch++) {
+        uint64_t off = ch * xs->E, n = xs->first.count > off ? xs->first.count - off : 0;
+        if (n > xs->E)
+            n = xs->E;
+        xs->q[ch] = (struct piece){.off = off * xs->es, .bytes = n * xs->es};
+    }
+    xs->submitted = xs->nchunks;
+    xs->since = nx_now();
+    pump(c, xs);
+}
+
+/* A send from device memory to another node: staged whole, then sent. */
+static void dev_submit(struct nx_comm *c, struct nx_xsend *xs, const struct nx_sqe *e)
+{
+    char why[512], what[320];
+    struct nx_dev_part *dev = nx_xcalloc(1, sizeof(*dev));
+    struct nx_client *cl = xs->cl;
+    if (nx_dev_part_load(cl, e, nx_comm_span_size(c), xs->src, dev, why, sizeof(why)) < 0) {
+        nx_dev_part_release(dev);
+        free(dev);
+        xs_free(c, xs);
+        return nx_client_violation(cl, why);
+    }
+    xs->dev = dev;
+    xs->direct = true; /* one record, completed when the last piece is acknowledged */
+    cl->pending++;
+    msg_name(c, xs, what, sizeof(what));
+    if (!nx_devstage_available()) {
+        snprintf(why, sizeof(why), "%s: device buffers across nodes need a device backend "
+                 "that stages them (this one: %s)", what, nx_device->name);
+        complete_send(xs, NEXAR_ERR_UNSUPPORTED, why);
+        return xs_free(c, xs);
+    }
+    xs->stage = nx_devstage_new(c->id, e->count * xs->es, what, why, sizeof(why));
+    if (!xs->stage) {
+        nx_comm_fail(c, NEXAR_ERR_NOMEM, "%s: %s", what, why);
+        return;
+    }
+    struct nx_dev_copy *v = NULL;
+    size_t nv = 0, cap = 0;
+    nx_devstage_ranges(dev, &dev->rec.in, e->count, 0, 0, e->count, xs->es,
+                       nx_devstage_host(xs->stage), dev->rec.ready_event, &v, &nv, &cap);
+    nx_devstage_copy(xs->stage, v, nv, NX_DEV_D2H, dev_staged, xs);
+    free(v);
 }
 
 void nx_xp2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
@@ -133,6 +215,7 @@ void nx_xp2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
         if (!(e->flags & NX_SQE_DIRECT) && e->chunk != 0)
             return nx_client_violation(cl, "a message's first descriptor is not chunk 0");
         xs = nx_xcalloc(1, sizeof(*xs));
+        xs->comm = c;
         xs->cl = cl;
         xs->rank = rank;
         xs->src = src;
@@ -143,6 +226,8 @@ void nx_xp2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
         xs->nchunks = nx_chunk_count(e->count, xs->E);
         xs->since = nx_now();
         TAILQ_INSERT_TAIL(&c->x->sends, xs, link);
+        if (e->flags & NX_SQE_DEVICE)
+            return dev_submit(c, xs, e);
     }
     cl->pending++;
     uint64_t first = xs->direct ? 0 : e->chunk, last = xs->direct ? xs->nchunks : first + 1;
@@ -172,7 +257,7 @@ static const char *on_ack(struct nx_comm *c, const struct nx_p2p_hdr *h)
     xs->since = nx_now();
     if (xs->acked == xs->nchunks) {
         if (xs->direct)
-            complete(xs->cl, xs->first.user_data, NEXAR_OK, NULL);
+            complete_send(xs, NEXAR_OK, NULL);
         xs_free(c, xs);
         return NULL;
     }
@@ -209,7 +294,7 @@ void nx_xp2p_fail_all(struct nx_comm *c)
     while (!TAILQ_EMPTY(&c->x->sends)) {
         struct nx_xsend *xs = TAILQ_FIRST(&c->x->sends);
         if (xs->direct)
-            complete(xs->cl, xs->first.user_data, c->failed_status, c->failed_text);
+            complete_send(xs, c->failed_status, c->failed_text);
         else
             for (uint64_t i = xs->acked; i < xs->submitted; i++)
                 complete(xs->cl, xs->q[i].user_data, c->failed_status, c->failed_text);

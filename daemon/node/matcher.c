@@ -138,8 +138,13 @@ static struct nx_op *op_new(struct nx_comm *c, const struct nx_sqe *e, uint32_t 
     op->chunk_elems = nx_chunk_elems(e->kind, nx_comm_span_size(c), nx_dtype_size(e->dtype),
                                      nxd.cfg.slot_bytes);
     op->nchunks = nx_chunk_count(e->count, op->chunk_elems);
-    if (e->flags & NX_SQE_DEVICE) /* the backend runs the whole op at once */
-        op->nchunks = 1;
+    /* On one node the backend runs a device op at once; across nodes its parts stage
+     * through host memory (node/devstage.h), cut the same way on every node. */
+    if (e->flags & NX_SQE_DEVICE) {
+        op->chunk_elems = nx_chunk_elems(e->kind, nx_comm_span_size(c), nx_dtype_size(e->dtype),
+                                         NX_DEV_XCHUNK_BYTES);
+        op->nchunks = c->nodes > 1 ? nx_chunk_count(e->count, op->chunk_elems) : 1;
+    }
     op->started = nx_now();
     /* Keep the list in seq order: ops open in order on each rank, but ranks differ. */
     struct nx_op *it;
@@ -405,7 +410,10 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
             return nx_client_violation(cl, "an op's first descriptor is not chunk 0");
         if (e->flags & NX_SQE_DEVICE) {
             dev = nx_xcalloc(1, sizeof(*dev));
-            if (nx_dev_part_load(cl, e, c->size, rank, dev, why, sizeof(why)) < 0) {
+            /* The op's shape is the whole communicator's: across nodes a rank's local
+             * index is not its rank, and a root elsewhere is no root here. */
+            if (nx_dev_part_load(cl, e, nx_comm_span_size(c), nx_comm_span_rank(c, rank), dev,
+                                 why, sizeof(why)) < 0) {
                 nx_dev_part_release(dev);
                 free(dev);
                 return nx_client_violation(cl, why);
@@ -451,32 +459,6 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
     }
     cl->pending++;
     run_ready(op);
-}
-
-/*
- * A device send or receive on a communicator spanning nodes: the CUDA backend moves
- * messages between ranks of one node only, so it ends at once with NEXAR_ERR_UNSUPPORTED,
- * through its device record (the rank's stream waits on its done word).  Collectives
- * are not refused here: every node must agree that every rank called the op on device
- * buffers first, or a mix of host and device buffers would leave the host ranks waiting
- * for the deadline (xcoll.c refuses them, or fails the communicator with a mismatch).
- */
-static void refuse_device_spanning(struct nx_comm *c, struct nx_client *cl, uint32_t rank,
-                                   const struct nx_sqe *e)
-{
-    char text[256], why[128];
-    snprintf(text, sizeof(text),
-             "%s on device buffers on communicator %u (job \"%s\"), which spans %u nodes: "
-             "device buffers across nodes are not supported yet (host buffers are)",
-             nx_kind_name(e->kind), c->id, c->job ? c->job->name : "?", c->nodes);
-    struct nx_dev_part *dev = nx_xcalloc(1, sizeof(*dev));
-    if (nx_dev_part_load(cl, e, nx_comm_span_size(c), nx_comm_span_rank(c, rank), dev, why,
-                         sizeof(why)) < 0)
-        nx_client_violation(cl, why);
-    else
-        nx_dev_part_complete(dev, NEXAR_ERR_UNSUPPORTED, text);
-    nx_dev_part_release(dev);
-    free(dev);
 }
 
 /* The payload a validated descriptor hands in (its chunk's input, or a direct op's);
@@ -538,10 +520,6 @@ void nx_match_submit(struct nx_client *cl, const struct nx_sqe *e)
         }
         return fail_desc(c, cl, e);
     }
-
-    if (c->nodes > 1 && (e->flags & NX_SQE_DEVICE) &&
-        (e->kind == NX_K_SEND || e->kind == NX_K_RECV))
-        return refuse_device_spanning(c, cl, rank, e);
 
     switch (e->kind) {
     case NX_K_COMM_GROW:

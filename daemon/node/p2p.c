@@ -13,6 +13,7 @@
 #include "comm.h"
 #include "context.h"
 #include "devop.h"
+#include "devstage.h"
 #include "job.h"
 #include "mem.h"
 #include "nexar.h"
@@ -33,6 +34,9 @@ struct nx_side {
     bool have, direct, completed, remote;
     bool orphan; /* a completed send whose rank left: only our copies remain */
     struct nx_dev_part *dev; /* a device side: its record (no entries, no eager copy) */
+    /* A device recv of a send from another node: the message lands here, as in a direct
+     * recv's buffer, and goes to the device once whole (devstage.h). */
+    struct nx_devstage *stage;
     struct nx_sqe first;
     uint64_t nchunks, submitted, finished;
     struct nx_pentry *q;
@@ -78,6 +82,7 @@ static void side_free(struct nx_side *sd)
         for (size_t i = sd->head; i < sd->len; i++)
             free(sd->q[i].buf);
     free(sd->q);
+    nx_devstage_release(sd->stage);
     if (sd->dev) {
         nx_dev_part_release(sd->dev);
         free(sd->dev);
@@ -99,10 +104,56 @@ static void done(struct nx_client *cl, uint64_t user_data, uint32_t status, cons
     cl->pending--;
 }
 
+/* A staged device recv's message, copied to its device buffer. */
+struct landing {
+    struct nx_dev_part part;
+    struct nx_devstage *stage;
+    char what[200];
+};
+
+static void landed(void *arg, uint32_t status, const char *text)
+{
+    struct landing *l = arg;
+    char buf[512];
+    if (status != NEXAR_OK)
+        snprintf(buf, sizeof(buf), "%s: copying it to device memory failed on this node: %s",
+                 l->what, text ? text : nx_status_text(status));
+    struct nx_client *cl = nx_dev_part_complete(&l->part, status, status ? buf : NULL);
+    if (cl)
+        cl->pending--;
+    nx_devstage_release(l->stage);
+    free(l);
+}
+
+/* The whole message is in the staging memory: to the device with it.  The copy owns the
+ * memory now, and the recv completes when it ends, whatever happens to the message. */
+static void land(struct nx_comm *c, struct nx_msg *m)
+{
+    struct nx_side *sd = &m->r;
+    struct landing *l = nx_xcalloc(1, sizeof(*l));
+    l->part = *sd->dev;
+    l->part.iov = NULL;
+    l->stage = sd->stage;
+    sd->stage = NULL;
+    sd->completed = true;
+    snprintf(l->what, sizeof(l->what), "message %" PRIu64 " from rank %u to rank %u with "
+             "tag %u on comm %u (job \"%s\")", m->k, m->src, m->dst, m->tag, c->id,
+             c->job->name);
+    struct nx_dev_copy *v = NULL;
+    size_t nv = 0, cap = 0;
+    uint64_t n = sd->first.count;
+    nx_devstage_ranges(&l->part, &l->part.rec.out, n, 0, 0, n, nx_dtype_size(sd->first.dtype),
+                       nx_devstage_host(l->stage), 0, &v, &nv, &cap);
+    nx_devstage_copy(l->stage, v, nv, NX_DEV_H2D, landed, l);
+    free(v);
+}
+
 /* One chunk of side finished (delivered, or eagerly held for a send). */
 static void finish_chunk(struct nx_side *sd, const struct nx_pentry *pe)
 {
     sd->finished++;
+    if (sd->stage)
+        return; /* one completion, when the message is on the device (land) */
     if (!sd->direct)
         done(sd->cl, pe->user_data, NEXAR_OK, NULL);
     else if (sd->finished == sd->nchunks && !sd->completed) {
@@ -138,7 +189,7 @@ static bool match(struct nx_comm *c, struct nx_msg *m)
     while (s->head < s->len && r->head < r->len) {
         struct nx_pentry *se = &s->q[s->head++], *re = &r->q[r->head++];
         if (re->bytes)
-            memcpy(r->cl->seg.arena + re->off,
+            memcpy((r->stage ? nx_devstage_host(r->stage) : r->cl->seg.arena) + re->off,
                    se->buf || !s->cl ? se->buf : s->cl->seg.arena + se->off, re->bytes);
         nxd.stats.bytes_copied += re->bytes;
         if (s->remote) {
@@ -153,6 +204,8 @@ static bool match(struct nx_comm *c, struct nx_msg *m)
             finish_chunk(s, se);
         }
         finish_chunk(r, re);
+        if (r->stage && r->finished == r->nchunks)
+            land(c, m);
         m->since = nx_now();
     }
     if (side_closed(s) && side_closed(r)) {
@@ -254,10 +307,12 @@ void nx_p2p_fail_all(struct nx_comm *c)
     }
 }
 
-static bool sizes_differ(const struct nx_sqe *a, const struct nx_sqe *b)
+/* Across nodes the bytes travel through host memory either way: a device send may meet
+ * a host recv and the other way round.  On one node they may not (nx_device's run). */
+static bool sizes_differ(const struct nx_sqe *a, const struct nx_sqe *b, bool across)
 {
     return a->count != b->count || a->dtype != b->dtype ||
-           ((a->flags ^ b->flags) & NX_SQE_DEVICE);
+           (!across && ((a->flags ^ b->flags) & NX_SQE_DEVICE));
 }
 
 static void fail_mismatch(struct nx_comm *c, const struct nx_msg *m, const struct nx_sqe *se,
@@ -273,6 +328,42 @@ static void fail_mismatch(struct nx_comm *c, const struct nx_msg *m, const struc
                  (se->flags & NX_SQE_DEVICE) ? " in device memory" : "", re->count,
                  nx_dtype_name(re->dtype),
                  (re->flags & NX_SQE_DEVICE) ? " in device memory" : "");
+}
+
+/* Whether the communicator's rank r is one of this node's. */
+static bool rank_here(const struct nx_comm *c, uint32_t r)
+{
+    for (uint32_t i = 0; i < c->size; i++)
+        if (nx_comm_span_rank(c, i) == r)
+            return true;
+    return false;
+}
+
+/* A device recv whose send comes from another node: its pieces land in staging memory,
+ * chunk by chunk of the sender's plan, like a direct recv's (land() takes it on). */
+static void stage_recv(struct nx_comm *c, struct nx_msg *m)
+{
+    struct nx_side *r = &m->r;
+    uint32_t es = nx_dtype_size(r->first.dtype);
+    uint64_t E = nx_chunk_elems(NX_K_SEND, 1, es, nxd.cfg.slot_bytes); /* the pieces' */
+    char what[256], why[256];
+    snprintf(what, sizeof(what), "message %" PRIu64 " from rank %u to rank %u with tag %u on "
+             "comm %u (job \"%s\")", m->k, m->src, m->dst, m->tag, c->id, c->job->name);
+    if (!nx_devstage_available()) {
+        return nx_comm_fail(c, NEXAR_ERR_UNSUPPORTED, "%s: a device recv across nodes needs a "
+                            "device backend that stages it (this one: %s)", what,
+                            nx_device->name);
+    }
+    r->stage = nx_devstage_new(c->id, r->first.count * es, what, why, sizeof(why));
+    if (!r->stage)
+        return nx_comm_fail(c, NEXAR_ERR_NOMEM, "%s: %s", what, why);
+    r->direct = true;
+    r->nchunks = nx_chunk_count(r->first.count, E);
+    for (uint64_t ch = 0; ch < r->nchunks; ch++) {
+        uint64_t off = ch * E, n = r->first.count > off ? r->first.count - off : 0;
+        push(r, 0, off * es, (n < E ? n : E) * es);
+    }
+    match(c, m);
 }
 
 void nx_p2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
@@ -308,7 +399,7 @@ void nx_p2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
         }
         /* Checked before this side joins the message: failing the communicator frees
          * the message, and this descriptor is completed here, once. */
-        if (other->have && sizes_differ(&other->first, e)) {
+        if (other->have && sizes_differ(&other->first, e, other->remote)) {
             fail_mismatch(c, m, is_send ? e : &other->first, is_send ? &other->first : e);
             if (!dev) {
                 struct nx_done d = {.user_data = e->user_data, .status = c->failed_status};
@@ -327,6 +418,8 @@ void nx_p2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
         sd->nchunks = nx_chunk_count(e->count, E);
     }
     cl->pending++;
+    if (sd->dev && !is_send && c->nodes > 1 && !rank_here(c, src))
+        return stage_recv(c, m);
     if (sd->dev) {
         if (other->have)
             run_device(c, m);
@@ -386,7 +479,7 @@ const char *nx_p2p_remote_piece(struct nx_comm *c, const struct nx_p2p_hdr *h,
         s->first = (struct nx_sqe){.kind = NX_K_SEND, .dtype = h->dtype, .count = h->count,
                                    .peer = h->dst, .tag = h->tag, .seq = h->k};
         s->nchunks = nx_chunk_count(h->count, E);
-        if (r->have && sizes_differ(&s->first, &r->first)) {
+        if (r->have && sizes_differ(&s->first, &r->first, true)) {
             fail_mismatch(c, m, &s->first, &r->first);
             return NULL;
         }

@@ -3,11 +3,12 @@
  * the shim's device path can be tested: a test loads it by path, as a CUDA program has
  * the real one loaded, and names address ranges of its own (host) memory that the fake
  * then reports as device allocations.  The symbol names are those the shim resolves
- * (cudrv.c).  It moves no data and runs no kernels; what it models is what the shim's
- * logic depends on:
+ * (cudrv.c).  It runs no kernels; what it models is what the shim's logic depends on:
  *
  *   - allocations: each range has its own buffer id; nx_fake_cuda_free() makes it unknown
- *     to the driver, as cudaFree does;
+ *     to the driver, as cudaFree does.  nx_fake_cuda_shared() allocates in a POSIX shm
+ *     object that the test nexard maps through the IPC handle, so that its copies move
+ *     real data (the path across nodes, node/devstage.h);
  *   - IPC handles that name the allocation (tests/integration/fakedev_backend.c, the fake
  *     device backend of a test nexard, reads them);
  *   - streams as lists of conditions: cuStreamWaitValue64 adds "word >= value", an event
@@ -20,13 +21,16 @@
  * (every device op is refused before any of this is reached); test_device_fake.c and
  * test_device_events.c against the test nexard with the fake backend.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fake_cuda.h"
 
@@ -49,7 +53,7 @@ struct fake_ipc {
     char magic[8]; /* "NXFKMEM" or "NXFKEVT" */
     uint64_t base, size, buffer_id;
     uint64_t event;
-    char pad[64 - 40];
+    char shm[64 - 40]; /* memory from nx_fake_cuda_shared: its POSIX shm name; else "" */
 };
 _Static_assert(sizeof(struct fake_ipc) == 64, "an IPC handle is 64 bytes");
 
@@ -57,6 +61,7 @@ struct alloc {
     uintptr_t lo, hi;
     uint64_t bid;
     int freed;
+    char shm[24]; /* nx_fake_cuda_shared: unlinked and unmapped when freed */
 };
 
 /* One cuStreamWaitValue64. */
@@ -108,15 +113,59 @@ static uint64_t now_ns(void)
 
 /* ---- the test's handles -------------------------------------------------------------- */
 
+/* Locked: a slot for a new allocation (a freed one's when all are taken), or NULL. */
+static struct alloc *alloc_slot(void)
+{
+    if (nallocs < MAX_ALLOCS)
+        return &allocs[nallocs++];
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].freed && !allocs[i].shm[0])
+            return &allocs[i];
+    return NULL;
+}
+
 /* [p, p + n) is a device allocation from now on (a new buffer id). */
 API void nx_fake_cuda_device_range(void *p, size_t n);
 void nx_fake_cuda_device_range(void *p, size_t n)
 {
     pthread_mutex_lock(&mu);
-    if (nallocs < MAX_ALLOCS)
-        allocs[nallocs++] = (struct alloc){.lo = (uintptr_t)p, .hi = (uintptr_t)p + n,
-                                           .bid = next_bid++};
+    struct alloc *a = alloc_slot();
+    if (a)
+        *a = (struct alloc){.lo = (uintptr_t)p, .hi = (uintptr_t)p + n, .bid = next_bid++};
     pthread_mutex_unlock(&mu);
+}
+
+/*
+ * n bytes of "device" memory that the fake device backend of a test nexard maps too (a
+ * POSIX shm object named in the IPC handle), so that its ops move real data; NULL on
+ * failure.  Freed with nx_fake_cuda_free.
+ */
+API void *nx_fake_cuda_shared(size_t n);
+void *nx_fake_cuda_shared(size_t n)
+{
+    static unsigned seq;
+    char name[24];
+    pthread_mutex_lock(&mu);
+    snprintf(name, sizeof(name), "/nxfk.%d.%u", (int)getpid() % 10000000, seq++ % 1000000);
+    struct alloc *a = alloc_slot();
+    int fd = a ? shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600) : -1;
+    void *p = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, (off_t)(n ? n : 1)) == 0)
+        p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0)
+        close(fd);
+    if (p == MAP_FAILED) {
+        if (fd >= 0)
+            shm_unlink(name);
+        if (a)
+            *a = (struct alloc){.freed = 1};
+        pthread_mutex_unlock(&mu);
+        return NULL;
+    }
+    *a = (struct alloc){.lo = (uintptr_t)p, .hi = (uintptr_t)p + n, .bid = next_bid++};
+    snprintf(a->shm, sizeof(a->shm), "%s", name);
+    pthread_mutex_unlock(&mu);
+    return p;
 }
 
 /* The allocation holding p is freed (cudaFree): the driver no longer knows it. */
@@ -124,9 +173,17 @@ API void nx_fake_cuda_free(void *p);
 void nx_fake_cuda_free(void *p)
 {
     pthread_mutex_lock(&mu);
-    for (int i = 0; i < nallocs; i++)
-        if (!allocs[i].freed && (uintptr_t)p >= allocs[i].lo && (uintptr_t)p < allocs[i].hi)
-            allocs[i].freed = 1;
+    for (int i = 0; i < nallocs; i++) {
+        struct alloc *a = &allocs[i];
+        if (a->freed || (uintptr_t)p < a->lo || (uintptr_t)p >= a->hi)
+            continue;
+        a->freed = 1;
+        if (a->shm[0]) { /* a nexard that mapped it keeps its mapping until it unmaps */
+            shm_unlink(a->shm);
+            munmap((void *)a->lo, a->hi > a->lo ? a->hi - a->lo : 1);
+            a->shm[0] = '\0';
+        }
+    }
     pthread_mutex_unlock(&mu);
 }
 
@@ -296,8 +353,11 @@ int cuIpcGetMemHandle(struct fake_ipc *h, devptr p)
     pthread_mutex_lock(&mu);
     const struct alloc *a = alloc_of(p);
     if (a && a->lo == p)
+    {
         *h = (struct fake_ipc){.magic = "NXFKMEM", .base = a->lo, .size = a->hi - a->lo,
                                .buffer_id = a->bid};
+        memcpy(h->shm, a->shm, sizeof(h->shm));
+    }
     pthread_mutex_unlock(&mu);
     return a && a->lo == p ? 0 : INVALID_VALUE;
 }

@@ -20,6 +20,7 @@ struct nx_fake_cuda {
     void (*free_)(void *p);                   /* nx_fake_cuda_free: the allocation goes */
     void *(*stream)(void);                    /* nx_fake_cuda_stream: a new stream */
     int (*waits)(struct nx_fake_wait *, int); /* nx_fake_cuda_waits: copies them out */
+    void *(*shared)(size_t n);                /* nx_fake_cuda_shared: data nexard moves */
 };
 
 /*

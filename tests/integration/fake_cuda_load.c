@@ -18,7 +18,8 @@ int nx_fake_cuda_load(struct nx_fake_cuda *f, char *err, size_t errlen)
     f->free_ = (void (*)(void *))dlsym(lib, "nx_fake_cuda_free");
     f->stream = (void *(*)(void))dlsym(lib, "nx_fake_cuda_stream");
     f->waits = (int (*)(struct nx_fake_wait *, int))dlsym(lib, "nx_fake_cuda_waits");
-    if (!f->mark || !f->free_ || !f->stream || !f->waits) {
+    f->shared = (void *(*)(size_t))dlsym(lib, "nx_fake_cuda_shared");
+    if (!f->mark || !f->free_ || !f->stream || !f->waits || !f->shared) {
         snprintf(err, errlen, "the fake libcuda %s lacks the tests' entry points", path);
         return -1;
     }

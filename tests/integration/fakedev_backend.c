@@ -4,20 +4,29 @@
  * path runs end to end on a host without a GPU: registrations, the op's record, the
  * matcher, completion and the done words are all nexard's real code.  It implements
  * cuda_backend.h and device.h the way cuda/backend.c does, with the IPC handles of the
- * fake libcuda (fake_cuda.c), and it moves no data: an op "runs" for
- * NX_FAKEDEV_DELAY_MS milliseconds (default 0) on a timer and then completes with
- * NEXAR_OK.  What it did goes, one line per event, to the file NX_FAKEDEV_LOG names:
+ * fake libcuda (fake_cuda.c).  An op among one node's ranks moves no data: it "runs"
+ * for NX_FAKEDEV_DELAY_MS milliseconds (default 0) on a timer and then completes with
+ * NEXAR_OK.  The staging copies of ops across nodes (device.h's copy, node/devstage.h)
+ * are real: memory from nx_fake_cuda_shared is mapped here through the shm name in its
+ * handle, and each copy runs on a libuv worker thread (after NX_FAKEDEV_DELAY_MS), so
+ * that it ends asynchronously as a GPU's would.  NX_FAKEDEV_FAIL_COPY=k makes the k-th
+ * copy fail, once.  What it did goes, one line per event, to the file NX_FAKEDEV_LOG
+ * names:
  *
  *   reg mem client=C id=I base=0xB size=S   reg event client=C id=I
  *   unreg client=C id=I                     run WHAT                done WHAT
+ *   copy d2h|h2d N ranges B bytes WHAT
  *
  * so that a test can see which mappings nexard holds.  It tests nexard's and the
  * shim's logic, not CUDA.
  */
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cuda_backend.h"
 #include "log.h"
@@ -29,7 +38,7 @@ struct fake_ipc {
     char magic[8];
     uint64_t base, size, buffer_id;
     uint64_t event;
-    char pad[24];
+    char shm[24];
 };
 
 struct run {
@@ -61,7 +70,24 @@ static void note(const char *fmt, ...)
 
 static void close_reg(struct nx_reg *r)
 {
-    (void)r; /* nothing is mapped */
+    if (r->handle)
+        munmap(r->handle, r->size ? r->size : 1);
+}
+
+/* Memory from nx_fake_cuda_shared: mapped here too.  NULL for any other. */
+static void *map_shared(const struct fake_ipc *h)
+{
+    char name[sizeof(h->shm) + 1];
+    memcpy(name, h->shm, sizeof(h->shm));
+    name[sizeof(h->shm)] = '\0';
+    if (name[0] != '/')
+        return NULL;
+    int fd = shm_open(name, O_RDWR, 0);
+    if (fd < 0)
+        return NULL;
+    void *p = mmap(NULL, h->size ? h->size : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    return p == MAP_FAILED ? NULL : p;
 }
 
 static uint32_t fk_reg(struct nx_dev_client *dc, int kind, const uint8_t *handle, size_t len,
@@ -81,8 +107,11 @@ static uint32_t fk_reg(struct nx_dev_client *dc, int kind, const uint8_t *handle
     }
     if (!dc->state)
         dc->state = nx_regtab_new(close_reg);
-    struct nx_reg *r = dc->state ? nx_regtab_add(dc->state, kind, 0, NULL, h.size) : NULL;
+    void *map = kind == NX_DEV_MEMORY ? map_shared(&h) : NULL;
+    struct nx_reg *r = dc->state ? nx_regtab_add(dc->state, kind, 0, map, h.size) : NULL;
     if (!r) {
+        if (map)
+            munmap(map, h.size ? h.size : 1);
         snprintf(err, errlen, "out of memory");
         return NEXAR_ERR_NOMEM;
     }
@@ -170,6 +199,100 @@ static void fk_run(const struct nx_dev_job *job)
     uv_timer_start(&x->timer, run_done, delay_ms, 0);
 }
 
+/* ---- staging across nodes ---------------------------------------------------------- */
+
+struct copy {
+    uv_work_t work;
+    int dir;
+    size_t n;
+    struct nx_dev_copy *v;
+    uint8_t **dev;         /* v[i]'s device side, mapped here */
+    struct nx_reg **regs;  /* held until done */
+    size_t nregs;
+    bool fail;
+    char text[200];
+    nx_dev_copy_done done;
+    void *arg;
+};
+
+static unsigned copies, fail_copy;
+
+static void copy_work(uv_work_t *w)
+{
+    struct copy *x = w->data;
+    if (delay_ms)
+        usleep((useconds_t)(delay_ms * 1000));
+    for (size_t i = 0; i < x->n && !x->fail; i++)
+        if (x->dir == NX_DEV_D2H)
+            memcpy(x->v[i].host, x->dev[i], x->v[i].bytes);
+        else
+            memcpy(x->dev[i], x->v[i].host, x->v[i].bytes);
+}
+
+static void copy_after(uv_work_t *w, int status)
+{
+    struct copy *x = w->data;
+    (void)status;
+    x->done(x->arg, x->text[0] ? NEXAR_ERR_INTERNAL : NEXAR_OK, x->text[0] ? x->text : NULL);
+    for (size_t i = 0; i < x->nregs; i++)
+        nx_reg_unref(x->regs[i]);
+    free(x->regs);
+    free(x->dev);
+    free(x->v);
+    free(x);
+    inflight--;
+}
+
+static void *fk_host_alloc(size_t bytes)
+{
+    return malloc(bytes);
+}
+
+static void fk_host_free(void *p)
+{
+    free(p);
+}
+
+static void fk_copy(uint32_t comm_id, const struct nx_dev_copy *v, size_t n, int dir,
+                    const char *what, nx_dev_copy_done done, void *arg)
+{
+    (void)comm_id;
+    struct copy *x = nx_xcalloc(1, sizeof(*x));
+    uint64_t bytes = 0;
+    x->dir = dir;
+    x->n = n;
+    x->v = nx_xcalloc(n ? n : 1, sizeof(*x->v));
+    x->dev = nx_xcalloc(n ? n : 1, sizeof(*x->dev));
+    x->regs = nx_xcalloc(n ? n : 1, sizeof(*x->regs));
+    x->done = done;
+    x->arg = arg;
+    x->work.data = x;
+    memcpy(x->v, v, n * sizeof(*v));
+    for (size_t i = 0; i < n && !x->text[0]; i++) {
+        struct nx_dev_client *dc = host->client(v[i].client_id);
+        struct nx_reg *r = dc && dc->state ? nx_regtab_get(dc->state, v[i].mem, NX_DEV_MEMORY)
+                                           : NULL;
+        if (!r || !r->handle) {
+            snprintf(x->text, sizeof(x->text), "the fake device memory of client %u "
+                     "(registration %u) is %s", v[i].client_id, v[i].mem,
+                     r ? "not shared (nx_fake_cuda_shared)" : "not registered");
+            break;
+        }
+        nx_reg_ref(r);
+        x->regs[x->nregs++] = r;
+        x->dev[i] = (uint8_t *)r->handle + v[i].off;
+        bytes += v[i].bytes;
+    }
+    if (fail_copy && ++copies == fail_copy)
+        snprintf(x->text, sizeof(x->text), "copy %u failed as NX_FAKEDEV_FAIL_COPY asked",
+                 copies);
+    x->fail = x->text[0] != '\0';
+    note("copy %s %zu ranges %llu bytes %s", dir == NX_DEV_D2H ? "d2h" : "h2d", n,
+         (unsigned long long)bytes, what);
+    inflight++;
+    uv_queue_work(host->loop, &x->work, copy_work, copy_after);
+}
+
 static void fk_client_gone(struct nx_dev_client *dc)
 {
     if (dc->state)
@@ -191,6 +314,9 @@ static const struct nx_device_ops fake_ops = {
     .run = fk_run,
     .client_gone = fk_client_gone,
     .comm_gone = fk_comm_gone,
+    .host_alloc = fk_host_alloc,
+    .host_free = fk_host_free,
+    .copy = fk_copy,
 };
 
 int nx_cuda_init(const struct nx_device_host *h, const struct nx_device_ops **ops, char *note_,
@@ -198,10 +324,13 @@ int nx_cuda_init(const struct nx_device_host *h, const struct nx_device_ops **op
 {
     const char *path = getenv("NX_FAKEDEV_LOG"), *d = getenv("NX_FAKEDEV_DELAY_MS");
     host = h;
+    const char *fc = getenv("NX_FAKEDEV_FAIL_COPY");
     delay_ms = d ? strtoull(d, NULL, 10) : 0;
+    fail_copy = fc ? (unsigned)strtoul(fc, NULL, 10) : 0;
+    copies = 0;
     logfile = path && *path ? fopen(path, "a") : NULL;
-    snprintf(note_, notelen, "the fake device backend of the tests (no GPU: ops complete "
-             "after %llu ms and move no data)", (unsigned long long)delay_ms);
+    snprintf(note_, notelen, "the fake device backend of the tests (no GPU: ops on one node "
+             "complete after %llu ms and move no data)", (unsigned long long)delay_ms);
     NX_INFO("cuda", "device buffers on: %s", note_);
     *ops = &fake_ops;
     return 0;

@@ -15,9 +15,14 @@
  *     later, so that node A's matcher sees both ranks first).  Every rank gets the
  *     matcher's NEXAR_ERR_MISMATCH naming rank 0 (device) and rank 1 (host).  Before the
  *     fix: UNSUPPORTED on rank 0, TIMEOUT on the others.
- *  3. alldev: every rank passes device buffers.  Every rank gets NEXAR_ERR_UNSUPPORTED
- *     ("not supported yet"), and the communicator stays usable: a host all_reduce after
- *     it sums exactly.
+ *  3. alldev: every rank passes device buffers (the fake libcuda's shared memory, which
+ *     the fake backend's staging copies move).  Every rank gets NEXAR_OK and the exact
+ *     sum in all 16 elements, and a host all_reduce after it sums exactly.  Before
+ *     device buffers crossed nodes: NEXAR_ERR_UNSUPPORTED.
+ *  4. copyfail: as alldev, with node B's daemon restarted so that its first staging copy
+ *     fails (NX_FAKEDEV_FAIL_COPY=1).  Every rank gets NEXAR_ERR_INTERNAL within the
+ *     budget, with one text that names the op, node B (its address and ranks) and the
+ *     failed copy; the communicator stays failed.
  *
  *   itest_test_device_xmix            the test (starts the daemons and the ranks)
  *   itest_test_device_xmix rank       one rank (XM_DEV=0|1, XM_DELAY_MS)
@@ -46,11 +51,14 @@ static int rank_main(void)
         return 1;
     }
     int me = atoi(getenv("NEXAR_RANK"));
-    static float a[64] __attribute__((aligned(4096)));
+    static float host[64] __attribute__((aligned(4096)));
+    float *a = atoi(getenv("XM_DEV") ? getenv("XM_DEV") : "0") ? f.shared(sizeof(host)) : host;
+    if (!a) {
+        fprintf(stderr, "xmix rank %d: no shared fake device memory\n", me);
+        return 1;
+    }
     for (int i = 0; i < 64; i++)
         a[i] = 1.0f;
-    if (atoi(getenv("XM_DEV") ? getenv("XM_DEV") : "0"))
-        f.mark(a, sizeof(a));
     nexar_comm_t *w = NULL;
     if (nexar_init(&w) != NEXAR_OK) {
         fprintf(stderr, "xmix rank %d: nexar_init: %s\n", me, nexar_last_error());
@@ -62,13 +70,16 @@ static int rank_main(void)
     double t0 = tl_now();
     nexar_status_t st = nexar_all_reduce(w, a, 16, NEXAR_F32, NEXAR_SUM);
     double dt = tl_now() - t0;
+    int exact = 0; /* elements equal to the sum over the ranks */
+    for (int i = 0; i < 16; i++)
+        exact += a[i] == (float)NR;
     char text1[1024];
     snprintf(text1, sizeof(text1), "%s", st ? nexar_last_error() : "");
     /* The communicator after it: failed for good, or usable. */
     int32_t v = 1;
     nexar_status_t st2 = nexar_all_reduce(w, &v, 1, NEXAR_I32, NEXAR_SUM);
     char out[3072];
-    snprintf(out, sizeof(out), "%d %.3f %d %d\n%s\n%s\n", st, dt, st2, v, text1,
+    snprintf(out, sizeof(out), "%d %.3f %d %d %d\n%s\n%s\n", st, dt, st2, v, exact, text1,
              st2 ? nexar_last_error() : "");
     tl_put_file(getenv("HX_OUT"), "end", me, out);
     nexar_finalize();
@@ -82,7 +93,7 @@ static struct cu_node nd[2];
 static char g_self[512];
 
 struct end {
-    int st, st2, v;
+    int st, st2, v, exact;
     double dt;
     char text[1024], text2[1024];
 };
@@ -94,7 +105,7 @@ static int read_end(int r, struct end *e)
         return -1;
     memset(e, 0, sizeof(*e));
     int off = 0;
-    if (sscanf(buf, "%d %lf %d %d\n%n", &e->st, &e->dt, &e->st2, &e->v, &off) < 4)
+    if (sscanf(buf, "%d %lf %d %d %d\n%n", &e->st, &e->dt, &e->st2, &e->v, &e->exact, &off) < 5)
         return -1;
     const char *l1 = buf + off, *l2 = strchr(l1, '\n');
     snprintf(e->text, sizeof(e->text), "%.*s", (int)(l2 ? l2 - l1 : (long)strlen(l1)), l1);
@@ -229,16 +240,35 @@ int main(int argc, char **argv)
     for (int r = 0; r < NR; r++) {
         if (e[r].st < 0)
             continue;
-        snprintf(want, sizeof(want),
-                 "all_reduce on device buffers on communicator %u (job \"%s\"), which spans "
-                 "2 nodes: device buffers across nodes are not supported yet (host buffers "
-                 "are)", comm_id(e[r].text), job);
-        EXPECT_TRUE(fails, e[r].st == NEXAR_ERR_UNSUPPORTED && !strcmp(e[r].text, want),
-                    "alldev: rank %d got %s \"%s\", expected NEXAR_ERR_UNSUPPORTED \"%s\"", r,
-                    tl_status_name(e[r].st), e[r].text, want);
+        EXPECT_TRUE(fails, e[r].st == NEXAR_OK && e[r].exact == 16, "alldev: rank %d got %s "
+                    "\"%s\" with %d of 16 elements equal to %d, expected NEXAR_OK and all 16",
+                    r, tl_status_name(e[r].st), e[r].text, e[r].exact, NR);
         EXPECT_TRUE(fails, e[r].st2 == NEXAR_OK && e[r].v == NR, "alldev: rank %d: the host "
                     "all_reduce after it got %s, sum %d (expected %d): the communicator must "
                     "stay usable", r, tl_status_name(e[r].st2), e[r].v, NR);
+    }
+
+    tl_log("4. copyfail: device buffers on every rank; node B's first staging copy fails");
+    EXPECT_TRUE(fails, hx_daemon_stop(&nd[1].d) == 0, "daemon B did not stop cleanly");
+    setenv("NX_FAKEDEV_FAIL_COPY", "1", 1);
+    int started = cu_node_start(&nd[1], "node1", "ca", NULL);
+    unsetenv("NX_FAKEDEV_FAIL_COPY");
+    if (started < 0)
+        return 1;
+    run_job("xm-copyfail", dev3, none, job, sizeof(job), e);
+    for (int r = 0; r < NR; r++) {
+        if (e[r].st < 0)
+            continue;
+        /* node B's text; node A hears it through the communicator's abort */
+        snprintf(want, sizeof(want),
+                 "all_reduce seq 0 on comm %u (job \"%s\"): staging device buffers in failed "
+                 "on node 1 (%s, ranks 2-3): copy 1 failed as NX_FAKEDEV_FAIL_COPY asked",
+                 comm_id(e[r].text), job, nd[1].addr);
+        EXPECT_TRUE(fails, e[r].st == NEXAR_ERR_INTERNAL && !strcmp(e[r].text, want),
+                    "copyfail: rank %d got %s \"%s\", expected NEXAR_ERR_INTERNAL with \"%s\"",
+                    r, tl_status_name(e[r].st), e[r].text, want);
+        EXPECT_TRUE(fails, e[r].st2 != NEXAR_OK, "copyfail: rank %d: a host all_reduce after "
+                    "the failure succeeded; the communicator must stay failed", r);
     }
 
     for (int i = 0; i < 2; i++)

@@ -16,17 +16,28 @@
  *         small counts); --long runs it at ten counts in every buffer mode and call form.
  * p2p     xcoll_p2p.c;  split  xcoll_split.c.
  *
+ * --level device: the matrix on device buffers (issue 15), for a job whose daemons are
+ *         the test nexard with the fake device backend and whose ranks load the fake
+ *         libcuda ($NX_FAKE_CUDA): its shared "device" memory is what nexard's staging
+ *         copies move.  Small counts, and counts that cut each op into two parts of
+ *         NX_DEV_XCHUNK_BYTES (device.h).  Part devp2p: messages to the next rank
+ *         around the ring of nodes and from the previous, device to device, device to
+ *         host and host to device, at counts of no, one and several pieces.  It tests
+ *         nexard's logic, not CUDA.
+ *
  * A part stops at its first error status (the communicator may be failed; later cases
  * would only repeat it) or after 10 cases with wrong data.  Every failure line names
  * the rank, the case (tl_case_str) and the status with nexar_last_error().  Exit 0
  * when every check passed, 1 otherwise.
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "collref.h"
+#include "fake_cuda.h"
 #include "harness.h"
 #include "xcoll.h"
 
@@ -157,8 +168,29 @@ struct sweep {
     int nops;
     const size_t *counts;
     int ncounts;
-    int big; /* one more count per dtype x op: big_count() */
+    int big; /* one more count per dtype x op: big_count(), or with 2 dev_count() */
 };
+
+/* Node-level elements per rank and element of the op's plan (proto/shm_abi.c's units). */
+static size_t plan_units(int coll, int w)
+{
+    switch (coll) {
+    case TL_ALL_GATHER:
+    case TL_GATHER:
+    case TL_REDUCE_SCATTER:
+    case TL_SCATTER: return (size_t)w + 1;
+    case TL_ALL_TO_ALL: return 2 * (size_t)w;
+    default: return 1;
+    }
+}
+
+/* One and a half of the parts a device op across nodes is cut into (4 MiB of a rank's
+ * staged input and output, device.h's NX_DEV_XCHUNK_BYTES): two parts, the last short. */
+static size_t dev_count(int coll, int dtype, int w)
+{
+    size_t part = (4u * MiB) / (tl_esize(dtype) * plan_units(coll, w));
+    return part + part / 2 + 7;
+}
 
 /* Every collective over s's dtypes x ops (where it has one) x counts; barrier once. */
 static int sweep(nexar_comm_t *w, struct tally *t, const struct sweep *s)
@@ -179,7 +211,9 @@ static int sweep(nexar_comm_t *w, struct tally *t, const struct sweep *s)
                 for (int k = 0; k < s->ncounts + (s->big ? 1 : 0); k++) {
                     struct tl_case c = {.coll = coll, .dtype = s->dt[d], .op = s->ops[o],
                                         .mode = s->mode, .call = s->call};
-                    c.count = k < s->ncounts ? s->counts[k] : big_count(coll, c.dtype, size);
+                    c.count = k < s->ncounts ? s->counts[k]
+                              : s->big == 2  ? dev_count(coll, c.dtype, size)
+                                             : big_count(coll, c.dtype, size);
                     c.root = (t->cases + k) % size; /* the roots rotate */
                     if (run1(w, t, &c))
                         return -1;
@@ -301,7 +335,7 @@ static int overlap(nexar_comm_t *w, struct tally *t)
     return bad ? -1 : 0;
 }
 
-enum { L_SMALL, L_REP, L_FULL };
+enum { L_SMALL, L_REP, L_FULL, L_DEVICE };
 
 static const int all_dt[] = {NEXAR_F32, NEXAR_F64, NEXAR_F16, NEXAR_BF16, NEXAR_I8,
                              NEXAR_U8,  NEXAR_I32, NEXAR_U32, NEXAR_I64,  NEXAR_U64};
@@ -366,8 +400,27 @@ static const struct sweep small_set[] = {
     {"F mixed f64 sum", TL_MIXED, TL_BLOCKING, NA(NEXAR_F64), NA(NEXAR_SUM), NC(1001), 0},
 };
 
+static const struct sweep device_set[] = {
+    {"G device every dtype, sum, 0 7 1001", TL_DEVICE, TL_BLOCKING, ALL_DT, NA(NEXAR_SUM),
+     NC(0, 7, 1001), 0},
+    {"G device f32 f16 i32 u64, max, 1 13", TL_DEVICE, TL_BLOCKING,
+     NA(NEXAR_F32, NEXAR_F16, NEXAR_I32, NEXAR_U64), NA(NEXAR_MAX), NC(1, 13), 0},
+    {"G device f32 bf16 i32 sum, two parts", TL_DEVICE, TL_BLOCKING,
+     NA(NEXAR_F32, NEXAR_BF16, NEXAR_I32), NA(NEXAR_SUM), NULL, 0, 2},
+    {"G device iwait f64 prod", TL_DEVICE, TL_WAIT, NA(NEXAR_F64),
+     NA(NEXAR_PROD), NC(13, 1001), 0},
+    {"G device itest u8 min", TL_DEVICE, TL_TESTLOOP, NA(NEXAR_U8), NA(NEXAR_MIN), NC(1001),
+     0},
+};
+
 static int matrix(nexar_comm_t *w, int level, int lng, struct tally *t)
 {
+    if (level == L_DEVICE) {
+        for (size_t i = 0; i < sizeof(device_set) / sizeof(device_set[0]); i++)
+            if (sweep(w, t, &device_set[i]))
+                return -1;
+        return 0;
+    }
     if (lng) {
         static const size_t longc[] = {0, 1, 2, 3, 7, 13, 64, 1001, 4097, 65537};
         char label[64];
@@ -411,6 +464,63 @@ static int matrix(nexar_comm_t *w, int level, int lng, struct tally *t)
     return 0;
 }
 
+/* ---- send/recv on device buffers (--level device) --------------------------------- */
+
+static struct tl_devmem g_devmem;
+
+/* Rank r sends to xc_next(r) and receives from xc_prev(r): across nodes with 2 nodes.
+ * The sides' memory: 0 device to device, 1 device to host, 2 host to device. */
+static int dev_p2p(nexar_comm_t *w, const struct xc_place *p)
+{
+    static const size_t counts[] = {0, 1, 1001, 50000}; /* 50000 f32: 4 pieces of 64 KiB */
+    int me = nexar_comm_rank(w), size = nexar_comm_size(w), bad = 0, n_ok = 0;
+    int next = xc_next(p, me), prev = xc_prev(p, me);
+    double t0 = tl_now();
+    for (int mix = 0; mix < 3; mix++) {
+        for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+            size_t n = counts[ci], bytes = n * 4 + 64;
+            bool sdev = mix != 2, rdev = mix != 1;
+            float *sb = sdev ? g_devmem.alloc(bytes) : malloc(bytes);
+            float *rb = rdev ? g_devmem.alloc(bytes) : malloc(bytes);
+            float *want = malloc(bytes);
+            if (!sb || !rb || !want) {
+                tl_log("FAIL rank %d: devp2p buffers of %zu bytes", me, bytes);
+                return 1;
+            }
+            uint64_t seed = 9000u + (uint64_t)mix * 17u + ci;
+            tl_pattern(NEXAR_F32, -1, seed, me, 0, sb, n);
+            tl_pattern(NEXAR_F32, -1, seed, prev, 0, want, n);
+            memset(rb, 0x5a, bytes);
+            nexar_request_t *rq = NULL, *sq = NULL;
+            char ctx[200];
+            snprintf(ctx, sizeof(ctx), "rank %d/%d devp2p %s count=%zu from %d to %d", me,
+                     size, mix == 0 ? "device->device" : mix == 1 ? "device->host"
+                                                                  : "host->device",
+                     n, me, next);
+            nexar_status_t st = nexar_irecv(w, rb, n, NEXAR_F32, prev, 7, &rq);
+            if (st == NEXAR_OK)
+                st = nexar_isend(w, sb, n, NEXAR_F32, next, 7, &sq);
+            if (st == NEXAR_OK)
+                st = nexar_wait(sq);
+            if (st == NEXAR_OK)
+                st = nexar_wait(rq);
+            if (tl_check_status(ctx, NEXAR_OK, st))
+                return 1; /* the communicator may be failed: nothing more to learn */
+            if (tl_check_elems(ctx, NEXAR_F32, want, rb, n))
+                bad++;
+            else
+                n_ok++;
+            sdev ? g_devmem.free(sb) : free(sb);
+            rdev ? g_devmem.free(rb) : free(rb);
+            free(want);
+        }
+    }
+    if (me == 0)
+        tl_log("%-44s %5d msgs, %5.1f s, %s", "devp2p to the next node and back", n_ok + bad,
+               tl_now() - t0, bad ? "WRONG RESULTS (above)" : "all exact");
+    return bad;
+}
+
 /* ---- main -------------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -423,7 +533,10 @@ int main(int argc, char **argv)
                                        {NULL, 0, NULL, 0}};
     for (int ch; (ch = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         if (ch == 'L')
-            level = !strcmp(optarg, "full") ? L_FULL : !strcmp(optarg, "small") ? L_SMALL : L_REP;
+            level = !strcmp(optarg, "full")     ? L_FULL
+                    : !strcmp(optarg, "small")  ? L_SMALL
+                    : !strcmp(optarg, "device") ? L_DEVICE
+                                                : L_REP;
         else if (ch == 'l')
             lng = 1;
         else if (ch == 'p')
@@ -437,6 +550,16 @@ int main(int argc, char **argv)
     snprintf(tag, sizeof(tag), "xcoll r%s", er ? er : "?");
     tl_set_log_tag(tag);
 
+    if (level == L_DEVICE) { /* before nexar_init, so that the shim finds it */
+        static struct nx_fake_cuda f;
+        char err[512];
+        if (nx_fake_cuda_load(&f, err, sizeof(err))) {
+            tl_log("FAIL: %s", err);
+            return 1;
+        }
+        g_devmem = (struct tl_devmem){.alloc = f.shared, .free = f.free_};
+        tl_set_devmem(&g_devmem);
+    }
     nexar_comm_t *w = NULL;
     if (hx_init(&w) != NEXAR_OK)
         return 1;
@@ -453,7 +576,11 @@ int main(int argc, char **argv)
         char pl[64];
         xc_place_str(&p, pl, sizeof(pl));
         tl_log("%d ranks on %d node(s), rank -> node %s; %s level, parts %s", size, p.nodes,
-               pl, lng ? "long" : level == L_FULL ? "full" : level == L_REP ? "rep" : "small",
+               pl, lng                 ? "long"
+                   : level == L_FULL   ? "full"
+                   : level == L_REP    ? "rep"
+                   : level == L_DEVICE ? "device"
+                                       : "small",
                parts);
     }
 
@@ -467,7 +594,9 @@ int main(int argc, char **argv)
                    rc ? ", stopped at an error (above)" : "", tl_now() - t0);
         fails += t.wrong + (rc != 0);
     }
-    if (strstr(parts, "p2p"))
+    if (strstr(parts, "devp2p"))
+        fails += dev_p2p(w, &p);
+    else if (strstr(parts, "p2p"))
         fails += xc_p2p(w, &p);
     if (strstr(parts, "split"))
         fails += xc_split(w, &p);

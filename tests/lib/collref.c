@@ -25,6 +25,8 @@ const char *tl_coll_name(int coll)
 const char *tl_mode_name(int mode)
 {
     static const char *const n[] = {"heap", "arena", "mixed", "half"};
+    if (mode == TL_DEVICE)
+        return "device";
     return mode >= 0 && mode < TL_MODE_COUNT ? n[mode] : "?";
 }
 
@@ -53,19 +55,35 @@ void tl_case_str(const struct tl_case *c, char *out, size_t len)
 
 /* ---- buffers -------------------------------------------------------------------- */
 
+enum { BUF_HEAP, BUF_ARENA, BUF_DEVICE };
+
 struct buf {
     void *base; /* what to free */
     void *p;    /* what the op gets */
-    int arena;
+    int kind;
 };
 
-static int buf_get(struct buf *b, size_t bytes, int arena, int interior, size_t es,
+static struct tl_devmem devmem;
+
+void tl_set_devmem(const struct tl_devmem *m)
+{
+    devmem = *m;
+}
+
+static int buf_get(struct buf *b, size_t bytes, int kind, int interior, size_t es,
                    const char *ctx)
 {
     memset(b, 0, sizeof(*b));
     size_t pad = interior ? 3 * es : 0;
     size_t want = bytes + pad ? bytes + pad : 64;
-    if (arena) {
+    if (kind == BUF_DEVICE) {
+        if (!devmem.alloc || !(b->base = devmem.alloc(want))) {
+            tl_log("FAIL %s: device memory of %zu bytes: %s", ctx, want,
+                   devmem.alloc ? "allocation failed" : "no allocator (tl_set_devmem)");
+            return -1;
+        }
+        b->kind = BUF_DEVICE;
+    } else if (kind == BUF_ARENA) {
         nexar_status_t st = nexar_alloc(want, &b->base);
         if (st != NEXAR_OK) {
             tl_log("FAIL %s: nexar_alloc(%zu): %s: %s", ctx, want, tl_status_name((int)st),
@@ -76,7 +94,7 @@ static int buf_get(struct buf *b, size_t bytes, int arena, int interior, size_t 
             tl_log("FAIL %s: nexar_alloc returned %p, not 64-byte aligned", ctx, b->base);
             return -1;
         }
-        b->arena = 1;
+        b->kind = BUF_ARENA;
     } else {
         b->base = malloc(want);
         if (!b->base) {
@@ -91,8 +109,10 @@ static int buf_get(struct buf *b, size_t bytes, int arena, int interior, size_t 
 
 static void buf_put(struct buf *b)
 {
-    if (b->arena)
+    if (b->kind == BUF_ARENA)
         nexar_free(b->base);
+    else if (b->kind == BUF_DEVICE)
+        devmem.free(b->base);
     else
         free(b->base);
     b->base = b->p = NULL;
@@ -308,16 +328,17 @@ int tl_run_case(nexar_comm_t *comm, const struct tl_case *c)
         tl_pattern(c->dtype, pop, c->seed, r, 0, in[r], in_n);
     }
 
-    int arena_in = 0, arena_out = 0;
+    int arena_in = BUF_HEAP, arena_out = BUF_HEAP; /* BUF_* */
     switch (c->mode) {
-    case TL_ARENA: arena_in = arena_out = 1; break;
-    case TL_MIXED: arena_in = arena_out = me % 2 == 0; break;
+    case TL_ARENA: arena_in = arena_out = BUF_ARENA; break;
+    case TL_MIXED: arena_in = arena_out = me % 2 == 0 ? BUF_ARENA : BUF_HEAP; break;
     case TL_HALF:
         if (in_place(c->coll))
-            arena_in = arena_out = me % 2 == 0;
+            arena_in = arena_out = me % 2 == 0 ? BUF_ARENA : BUF_HEAP;
         else
-            arena_in = 1;
+            arena_in = BUF_ARENA;
         break;
+    case TL_DEVICE: arena_in = arena_out = BUF_DEVICE; break;
     default: break;
     }
     int interior = c->mode == TL_ARENA && me % 2 == 1;
@@ -327,7 +348,7 @@ int tl_run_case(nexar_comm_t *comm, const struct tl_case *c)
         size_t off = 0;
         for (size_t k = 0; k < npieces; k++) {
             /* half mode: the iovs alternate between arena and malloc in one call */
-            int ar = c->mode == TL_HALF ? (int)(k % 2 == 0) : arena_in;
+            int ar = c->mode == TL_HALF ? (k % 2 == 0 ? BUF_ARENA : BUF_HEAP) : arena_in;
             if (buf_get(&pieces[k], pc[k] * es, ar, interior, es, ctx))
                 goto out;
             memcpy(pieces[k].p, (char *)in[me] + off * es, pc[k] * es);

@@ -35,8 +35,19 @@ enum tl_bufmode {
     TL_MIXED, /* even ranks arena, odd ranks malloc */
     TL_HALF,  /* input in the arena, output malloc (in-place ops: by rank parity;
                  bucketed: the iovs of one call alternate arena / malloc) */
-    TL_MODE_COUNT
+    TL_MODE_COUNT,
+    /* Not in the loops over TL_MODE_COUNT: every buffer from tl_set_devmem's allocator
+     * (device memory the rank can also address, as the fake libcuda's shared memory) */
+    TL_DEVICE = 100
 };
+
+struct tl_devmem {
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+};
+
+/* Where mode TL_DEVICE takes its buffers from. */
+void tl_set_devmem(const struct tl_devmem *m);
 
 /* How the op is called. */
 enum tl_call { TL_BLOCKING, TL_WAIT, TL_TESTLOOP };

@@ -1,0 +1,168 @@
+/* devstage.c - see devstage.h. */
+#include "devstage.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "devop.h"
+#include "mem.h"
+#include "nexar.h"
+#include "op.h"
+
+struct nx_devstage {
+    uint32_t comm_id;
+    uint8_t *host;
+    struct nx_dev_copy *out; /* the H2D ranges, known when the part starts */
+    size_t nout, out_cap;
+    bool busy, orphan;
+    nx_devstage_done done;
+    void *arg;
+    char what[128];
+};
+
+bool nx_devstage_available(void)
+{
+    return nx_device && nx_device->copy && nx_device->host_alloc && nx_device->host_free;
+}
+
+static void add(struct nx_dev_copy **v, size_t *nv, size_t *cap, const struct nx_dev_copy *c)
+{
+    if (c->bytes == 0)
+        return;
+    nx_grow((void **)v, cap, *nv + 1, sizeof(**v));
+    (*v)[(*nv)++] = *c;
+}
+
+/* Bucketed ops name a list of buffers (iovs) that hold the op's elements one after
+ * another: a range of them may span several. */
+void nx_devstage_ranges(const struct nx_dev_part *p, const struct nx_dev_buf *b, uint64_t count,
+                    uint64_t blk, uint64_t off, uint64_t n, uint32_t es, uint8_t *host,
+                    uint32_t wait_event, struct nx_dev_copy **v, size_t *nv, size_t *cap)
+{
+    if (p->rec.niov == 0 || p->iov == NULL) {
+        struct nx_dev_copy c = {.client_id = p->client_id, .mem = b->mem,
+                                .off = b->off + (blk * count + off) * es, .bytes = n * es,
+                                .wait_event = wait_event, .host = host};
+        return add(v, nv, cap, &c);
+    }
+    uint64_t start = 0;
+    for (uint32_t i = 0; i < p->rec.niov; i++) {
+        const struct nx_dev_iov *io = &p->iov[i];
+        uint64_t lo = off > start ? off : start, end = start + io->count;
+        uint64_t hi = off + n < end ? off + n : end;
+        if (lo < hi) {
+            struct nx_dev_copy c = {.client_id = p->client_id, .mem = io->buf.mem,
+                                    .off = io->buf.off + (lo - start) * es,
+                                    .bytes = (hi - lo) * es, .wait_event = wait_event,
+                                    .host = host + (lo - off) * es};
+            add(v, nv, cap, &c);
+            wait_event = 0;
+        }
+        start = end;
+    }
+}
+
+static void copied(void *arg, uint32_t status, const char *text)
+{
+    struct nx_devstage *d = arg;
+    d->busy = false;
+    if (d->orphan)
+        return nx_devstage_release(d);
+    d->done(d->arg, status, text);
+}
+
+struct nx_devstage *nx_devstage_new(uint32_t comm_id, uint64_t bytes, const char *what, char *err,
+                            size_t errlen)
+{
+    struct nx_devstage *d = nx_xcalloc(1, sizeof(*d));
+    d->comm_id = comm_id;
+    d->host = nx_device->host_alloc(bytes ? bytes : 64);
+    if (!d->host) {
+        snprintf(err, errlen, "no host memory to stage %llu bytes of device buffers through",
+                 (unsigned long long)bytes);
+        free(d);
+        return NULL;
+    }
+    snprintf(d->what, sizeof(d->what), "%s", what);
+    return d;
+}
+
+uint8_t *nx_devstage_host(const struct nx_devstage *d)
+{
+    return d->host;
+}
+
+void nx_devstage_copy(struct nx_devstage *d, const struct nx_dev_copy *v, size_t n, int dir,
+                  nx_devstage_done done, void *arg)
+{
+    d->done = done;
+    d->arg = arg;
+    d->busy = true;
+    nx_device->copy(d->comm_id, v, n, dir, d->what, copied, d);
+}
+
+struct nx_devstage *nx_devstage_in(const struct nx_op *op, uint64_t off, uint64_t n,
+                           struct nx_rank_io *io, nx_devstage_done done, void *arg, char *err,
+                           size_t errlen)
+{
+    const struct nx_comm *c = op->comm;
+    uint32_t es = nx_dtype_size(op->sig.dtype), P = nx_comm_span_size(c);
+    uint64_t total = 0;
+    struct nx_shape s;
+    for (uint32_t r = 0; r < c->size; r++) {
+        nx_kind_shape(op->sig.kind, P, nx_comm_span_rank(c, r), op->sig.peer, &s);
+        total += n * es * (s.in_mul + s.out_mul);
+    }
+    char what[128];
+    snprintf(what, sizeof(what), "%s seq %llu on comm %u", nx_kind_name(op->sig.kind),
+             (unsigned long long)op->seq, c->id);
+    struct nx_devstage *d = nx_devstage_new(c->id, total, what, err, errlen);
+    if (!d)
+        return NULL;
+    struct nx_dev_copy *in = NULL;
+    size_t nin = 0, in_cap = 0;
+    uint8_t *h = d->host;
+    for (uint32_t r = 0; r < c->size; r++) {
+        const struct nx_dev_part *p = op->parts[r].dev;
+        nx_kind_shape(op->sig.kind, P, nx_comm_span_rank(c, r), op->sig.peer, &s);
+        io[r] = (struct nx_rank_io){.in_stride = n, .out_stride = n};
+        uint32_t ev = p->rec.ready_event;
+        if (s.in_mul) {
+            io[r].in = h;
+            for (uint32_t b = 0; b < s.in_mul; b++, ev = 0)
+                nx_devstage_ranges(p, &p->rec.in, op->sig.count, b, off, n, es, h + b * n * es, ev,
+                               &in, &nin, &in_cap);
+            h += s.in_mul * n * es;
+        }
+        if (s.out_mul) {
+            io[r].out = h;
+            for (uint32_t b = 0; b < s.out_mul; b++)
+                nx_devstage_ranges(p, &p->rec.out, op->sig.count, b, off, n, es, h + b * n * es,
+                               0, &d->out, &d->nout, &d->out_cap);
+            h += s.out_mul * n * es;
+        }
+    }
+    nx_devstage_copy(d, in, nin, NX_DEV_D2H, done, arg);
+    free(in);
+    return d;
+}
+
+void nx_devstage_out(struct nx_devstage *d, nx_devstage_done done, void *arg)
+{
+    nx_devstage_copy(d, d->out, d->nout, NX_DEV_H2D, done, arg);
+}
+
+void nx_devstage_release(struct nx_devstage *d)
+{
+    if (!d)
+        return;
+    if (d->busy) {
+        d->orphan = true;
+        return;
+    }
+    nx_device->host_free(d->host);
+    free(d->out);
+    free(d);
+}
