@@ -555,8 +555,10 @@ void nx_cuda_exec_copy(uint32_t comm_id, const struct nx_dev_copy *v, size_t n, 
     inflight++;
     struct nx_reg *first = n ? nx_cuda_reg_mem(v[0].client_id, v[0].mem) : NULL;
     x.dev = first ? first->device : -1;
-    if (n && (x.dev < 0 || x.dev >= MAX_DEVICES || cudaSetDevice(x.dev) != cudaSuccess ||
-              !(x.s = comm_stream(comm_id, x.dev)))) {
+    if (n && !first) {
+        fail(&x, NEXAR_ERR_INTERNAL, "a device registration vanished before the op ran");
+    } else if (n && (x.dev < 0 || x.dev >= MAX_DEVICES || cudaSetDevice(x.dev) != cudaSuccess ||
+                     !(x.s = comm_stream(comm_id, x.dev)))) {
         fail(&x, NEXAR_ERR_INTERNAL, "no stream on the device of the op's buffers");
         x.s = NULL;
     }

@@ -23,6 +23,11 @@
  *                loop and op k+1 waiting behind it: the loop runs on and both complete
  *   grace        nx_cuda_exec_stop with an op that never finishes: the loop ends after
  *                nx_cuda_stop_grace_ms, and the op's late end touches no closed handle
+ *   copy         the staging copies of ops across nodes (nx_cuda_exec_copy): a D2H of two
+ *                ranges waits for the rank's ready event, which fires only after a timer
+ *                of the loop, and its end is told from the loop with the bytes in place;
+ *                an H2D whose cudaMemcpyAsync fails, a copy naming no registration and an
+ *                empty copy are told from the loop too, never from within the call
  *
  *   test_exec_logic [CASE...]   runs the named cases only.
  */
@@ -434,6 +439,95 @@ static void case_host_fn(void)
         printf("host_fn: ok (%s)\n", d->text);
 }
 
+/* ---- copy ----------------------------------------------------------------------------------- */
+
+struct copied {
+    int calls;
+    bool in_call; /* set around nx_cuda_exec_copy: a call from within it is a bug */
+    bool from_within;
+    uint32_t status;
+    char text[400];
+    bool event_done; /* the ready event had fired when the end was told */
+};
+
+static struct copied cp[4];
+static uint8_t x_dev[512], x_host[512], x_back[512];
+static uint32_t x_mem, x_ev;
+static cudaEvent_t x_event;
+
+static void copy_done(void *arg, uint32_t status, const char *text)
+{
+    struct copied *c = arg;
+    c->calls++;
+    c->from_within |= c->in_call;
+    c->status = status;
+    snprintf(c->text, sizeof(c->text), "%s", text ? text : "");
+    c->event_done = fk_event_done(x_event);
+    g_progress++;
+    if (cp[0].calls && cp[1].calls && cp[2].calls && cp[3].calls)
+        uv_stop(loop);
+}
+
+static void copy_one(struct copied *c, const struct nx_dev_copy *v, size_t n, int dir)
+{
+    c->in_call = true;
+    nx_cuda_exec_copy(7, v, n, dir, "all_reduce seq 9 on comm 7", copy_done, c);
+    c->in_call = false;
+}
+
+static void copy_start(void)
+{
+    /* D2H of two ranges, behind the rank's ready event (it fires after the timer) */
+    struct nx_dev_copy in[2] = {
+        {.client_id = 1, .mem = x_mem, .off = 0, .bytes = 200, .wait_event = x_ev,
+         .host = x_host},
+        {.client_id = 1, .mem = x_mem, .off = 300, .bytes = 212, .host = x_host + 200}};
+    copy_one(&cp[0], in, 2, NX_DEV_D2H);
+    uv_timer_start(&release_timer, on_release, 50, 0);
+    struct nx_dev_copy out = {.client_id = 1, .mem = x_mem, .off = 0, .bytes = 64,
+                              .host = x_back};
+    fk_fail.memcpy_async = 1;
+    copy_one(&cp[1], &out, 1, NX_DEV_H2D);
+    struct nx_dev_copy none = {.client_id = 1, .mem = 999, .bytes = 8, .host = x_back};
+    copy_one(&cp[2], &none, 1, NX_DEV_D2H);
+    copy_one(&cp[3], NULL, 0, NX_DEV_H2D);
+}
+
+static void case_copy(void)
+{
+    cudaStream_t user;
+    cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&x_event, cudaEventDisableTiming);
+    for (size_t i = 0; i < sizeof(x_dev); i++)
+        x_dev[i] = (uint8_t)(i * 13 + 5);
+    fk_fail = (struct fk_fail){0}; /* what earlier cases left armed */
+    x_mem = reg(1, NX_DEV_MEMORY, x_dev, sizeof(x_dev));
+    x_ev = reg(1, NX_DEV_EVENT, x_event, 0);
+    __atomic_store_n(&words[8], 0, __ATOMIC_RELEASE);
+    fk_wait_value(user, &words[8], 1); /* the loop's timer sets word 8 */
+    cudaEventRecord(x_event, user);
+    start(copy_start);
+    g_case = "copy";
+    uv_run(loop, UV_RUN_DEFAULT);
+    for (int i = 0; i < 4; i++)
+        EXPECT(cp[i].calls == 1 && !cp[i].from_within, "copy %d: told %d times%s", i,
+               cp[i].calls, cp[i].from_within ? ", from within nx_cuda_exec_copy" : "");
+    EXPECT(cp[0].status == NEXAR_OK && cp[0].event_done,
+           "D2H: status %u \"%s\", ready event %s when told", cp[0].status, cp[0].text,
+           cp[0].event_done ? "fired" : "not fired");
+    EXPECT(memcmp(x_host, x_dev, 200) == 0 && memcmp(x_host + 200, x_dev + 300, 212) == 0,
+           "D2H: the host bytes differ from the device ranges");
+    EXPECT(cp[1].status == NEXAR_ERR_INTERNAL && strstr(cp[1].text, "cudaMemcpyAsync") &&
+               strstr(cp[1].text, "all_reduce seq 9 on comm 7"),
+           "failed H2D: status %u \"%s\"", cp[1].status, cp[1].text);
+    EXPECT(cp[2].status == NEXAR_ERR_INTERNAL && strstr(cp[2].text, "registration"),
+           "unknown registration: status %u \"%s\"", cp[2].status, cp[2].text);
+    EXPECT(cp[3].status == NEXAR_OK, "empty copy: status %u \"%s\"", cp[3].status,
+           cp[3].text);
+    if (!failures)
+        printf("copy: ok (failed H2D: %s; unknown registration: %s)\n", cp[1].text, cp[2].text);
+}
+
 /* ---- no_device --------------------------------------------------------------------------------- */
 
 static struct nx_dev_job job_n;
@@ -607,6 +701,8 @@ int main(int argc, char **argv)
         case_host_fn();
     if (want_case("no_device"))
         case_no_device();
+    if (want_case("copy"))
+        case_copy();
     if (want_case("stop"))
         case_stop();
     else

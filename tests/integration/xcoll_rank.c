@@ -22,8 +22,11 @@
  *         copies move.  Small counts, and counts that cut each op into two parts of
  *         NX_DEV_XCHUNK_BYTES (device.h).  Part devp2p: messages to the next rank
  *         around the ring of nodes and from the previous, device to device, device to
- *         host and host to device, at counts of no, one and several pieces.  It tests
- *         nexard's logic, not CUDA.
+ *         host and host to device, at counts of no, one and several pieces.  Part
+ *         devstream: a stream-ordered all_reduce across the nodes returns at once, and
+ *         the rank's stream (the fake's model of one) is released only once the result is
+ *         in the buffer, with no nexar call in between.  It tests nexard's logic, not
+ *         CUDA.
  *
  * A part stops at its first error status (the communicator may be failed; later cases
  * would only repeat it) or after 10 cases with wrong data.  Every failure line names
@@ -35,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collref.h"
 #include "fake_cuda.h"
@@ -467,6 +471,62 @@ static int matrix(nexar_comm_t *w, int level, int lng, struct tally *t)
 /* ---- send/recv on device buffers (--level device) --------------------------------- */
 
 static struct tl_devmem g_devmem;
+static struct nx_fake_cuda g_fake;
+
+/* A stream-ordered all_reduce across nodes: the call returns at once; the stream's wait on
+ * the op's done word is released only when the result is in place (checked as soon as it
+ * is released, without a nexar call that could make progress); nexar_sync reports it. */
+static int dev_stream(nexar_comm_t *w)
+{
+    enum { MAXW = 4096 };
+    int me = nexar_comm_rank(w), size = nexar_comm_size(w), bad = 0;
+    size_t n = 300001;
+    float *buf = g_devmem.alloc(n * 4), *want = malloc(n * 4);
+    float **in = calloc((size_t)size, sizeof(*in));
+    struct nx_fake_wait *wv = calloc(MAXW, sizeof(*wv));
+    for (int r = 0; r < size; r++) {
+        in[r] = malloc(n * 4);
+        tl_pattern(NEXAR_F32, NEXAR_SUM, 4242, r, 0, in[r], n);
+    }
+    tl_reduce(NEXAR_F32, NEXAR_SUM, want, (const void *const *)in, size, n);
+    memcpy(buf, in[me], n * 4);
+    char ctx[160];
+    snprintf(ctx, sizeof(ctx), "rank %d/%d devstream: stream-ordered all_reduce f32 sum "
+             "count=%zu", me, size, n);
+    int n0 = g_fake.waits(wv, MAXW);
+    if (tl_check_status(ctx, NEXAR_OK, nexar_comm_set_stream(w, g_fake.stream())))
+        return 1;
+    double t0 = tl_now();
+    nexar_status_t st = nexar_all_reduce(w, buf, n, NEXAR_F32, NEXAR_SUM);
+    double t_call = tl_now() - t0;
+    if (tl_check_status(ctx, NEXAR_OK, st))
+        return 1;
+    int nw = 0;
+    while ((nw = g_fake.waits(wv, MAXW)) <= n0 || nw > MAXW || !wv[n0].t_rel_ns) {
+        if (tl_now() - t0 > 30) {
+            tl_log("FAIL %s: the stream was not released within 30 s (%d waits queued "
+                   "before, %d now)", ctx, n0, nw);
+            return 1;
+        }
+        usleep(200);
+    }
+    /* released: the result must be there already */
+    bad += tl_check_elems(ctx, NEXAR_F32, want, buf, n) != 0;
+    bad += tl_check_status(ctx, NEXAR_OK, nexar_sync(w)) != 0;
+    bad += tl_check_status(ctx, NEXAR_OK, nexar_comm_set_stream(w, NULL)) != 0;
+    if (nw != n0 + 1) {
+        tl_log("FAIL %s: %d stream waits queued for one op, expected 1", ctx, nw - n0);
+        bad++;
+    }
+    if (me == 0 && !bad)
+        tl_log("%-44s %5d op,  %5.3f s call, stream released with the result in place",
+               "devstream stream-ordered all_reduce", 1, t_call);
+    for (int r = 0; r < size; r++)
+        free(in[r]);
+    free(in), free(want), free(wv);
+    g_devmem.free(buf);
+    return bad;
+}
 
 /* Rank r sends to xc_next(r) and receives from xc_prev(r): across nodes with 2 nodes.
  * The sides' memory: 0 device to device, 1 device to host, 2 host to device. */
@@ -551,13 +611,12 @@ int main(int argc, char **argv)
     tl_set_log_tag(tag);
 
     if (level == L_DEVICE) { /* before nexar_init, so that the shim finds it */
-        static struct nx_fake_cuda f;
         char err[512];
-        if (nx_fake_cuda_load(&f, err, sizeof(err))) {
+        if (nx_fake_cuda_load(&g_fake, err, sizeof(err))) {
             tl_log("FAIL: %s", err);
             return 1;
         }
-        g_devmem = (struct tl_devmem){.alloc = f.shared, .free = f.free_};
+        g_devmem = (struct tl_devmem){.alloc = g_fake.shared, .free = g_fake.free_};
         tl_set_devmem(&g_devmem);
     }
     nexar_comm_t *w = NULL;
@@ -594,6 +653,8 @@ int main(int argc, char **argv)
                    rc ? ", stopped at an error (above)" : "", tl_now() - t0);
         fails += t.wrong + (rc != 0);
     }
+    if (strstr(parts, "devstream"))
+        fails += dev_stream(w);
     if (strstr(parts, "devp2p"))
         fails += dev_p2p(w, &p);
     else if (strstr(parts, "p2p"))
