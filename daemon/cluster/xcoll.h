@@ -30,7 +30,9 @@
  * communicator with its text, naming the node with its address and ranks; the other
  * nodes learn any failure through the communicator's PeerAbort (xcomm.h).
  *
- * Everything runs on the loop thread.  The xops' done callbacks are queued and handled
+ * xcoll.c runs the parts, xcoll_net.c takes the other nodes' messages, xcoll_sig.c says
+ * what an op is on the wire and in texts (xcoll_int.h).  Everything runs on the loop
+ * thread.  The xops' done callbacks are queued and handled
  * when the outermost call into this module returns, so no caller ever sees an op or a
  * part vanish under it.
  */
@@ -54,11 +56,12 @@ struct nx_tpeer;
  * its end" (never an algorithm step, never NX_XSTEP_CREDIT). */
 #define NX_XSTEP_CONFIRM (UINT32_MAX - 1)
 /* The step of a device note: an empty DATA message that says "every rank of this node
- * called op seq on device buffers".  Device buffers do not cross nodes yet, so a node
- * ends such an op with NEXAR_ERR_UNSUPPORTED once every other node sent its note; a node
- * whose ranks called it on host buffers (and sends DATA or confirmations, never a note)
- * fails the communicator with NEXAR_ERR_MISMATCH naming a device rank and a host rank,
- * wherever it is seen first.  Neither waits for the deadline. */
+ * called op seq on device buffers".  A node starts such an op's parts (staged through
+ * host memory, node/devstage.h) once every other node sent its note, before its own
+ * data on the same channel; a node whose ranks called it on host buffers (and sends DATA
+ * or confirmations, never a note) fails the communicator with NEXAR_ERR_MISMATCH naming
+ * a device rank and a host rank, wherever it is seen first.  Neither waits for the
+ * deadline.  Device ops need no confirmation: the notes came before any data. */
 #define NX_XSTEP_DEVICE (UINT32_MAX - 2)
 
 /* The matcher has new descriptors of op (a collective on a spanning communicator):

@@ -1,0 +1,148 @@
+/* xcoll_net.c - the other nodes' DATA messages for collectives: routed to their op and
+ * part, held while early, checked against what this node called (xcoll.h). */
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include "algo.h"
+#include "comm.h"
+#include "job.h"
+#include "matcher.h"
+#include "mem.h"
+#include "nexar.h"
+#include "op.h"
+#include "xcoll.h"
+#include "xcoll_int.h"
+#include "xcomm.h"
+
+/* Every local rank is past seq: its op ended here (or failed). */
+static bool ended_here(const struct nx_comm *c, uint64_t seq)
+{
+    for (uint32_t r = 0; r < c->size; r++)
+        if (c->match.next_seq[r] <= seq)
+            return false;
+    return true;
+}
+
+static void hold(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *h,
+                 const void *data, size_t len)
+{
+    struct nx_xcomm *x = c->x;
+    if (x->held_bytes + len > XC_HELD_BYTES || x->held_msgs >= XC_HELD_MSGS) {
+        char who[160];
+        nx_xcomm_node_name(c, node, who, sizeof(who));
+        nx_comm_fail(c, NEXAR_ERR_INTERNAL,
+                     "comm %u (job \"%s\"): %s sent more than %llu MiB or %u messages for "
+                     "ops this node's ranks have not reached (at seq %" PRIu64 ")",
+                     c->id, c->job->name, who, (unsigned long long)(XC_HELD_BYTES >> 20),
+                     XC_HELD_MSGS, h->seq);
+        return;
+    }
+    struct nx_xheld *e = nx_xmalloc(sizeof(*e) + len);
+    *e = (struct nx_xheld){.h = *h, .src = node, .len = len};
+    memcpy(e->data, data, len);
+    TAILQ_INSERT_TAIL(&x->held, e, link);
+    x->held_bytes += len;
+    x->held_msgs++;
+}
+
+static struct xpart *live_part(const struct nx_xrun *xr, uint64_t k)
+{
+    struct xpart *p;
+    LIST_FOREACH(p, &xr->parts, op_link)
+        if (p->index == k)
+            return p;
+    return NULL;
+}
+
+/* A DATA message for c from comm node `node`. */
+static void deliver(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *h,
+                    const void *data, size_t len)
+{
+    bool confirm = h->step == NX_XSTEP_CONFIRM, note = h->step == NX_XSTEP_DEVICE;
+    if ((confirm || note) && (len || h->offset || (confirm && !xc_needs_confirm(h->kind)))) {
+        char who[160];
+        nx_xcomm_node_name(c, node, who, sizeof(who));
+        nx_comm_fail(c, NEXAR_ERR_INTERNAL,
+                     "comm %u (job \"%s\"): %s sent a malformed confirmation of seq %" PRIu64,
+                     c->id, c->job->name, who, h->seq);
+        return;
+    }
+    struct nx_op *op = nx_match_op_find(&c->match, h->seq);
+    if (!op) {
+        if (!ended_here(c, h->seq))
+            hold(c, node, h, data, len);
+        return; /* else a late credit */
+    }
+    if (!op->xr || !xc_sig_same(op, h))
+        return xc_mismatch(c, op, node, h); /* another op here (or a split) */
+    if (!xc_dev_agrees(op, node, note))
+        return xc_mismatch_dev(c, op, node);
+    if (confirm || note) {
+        if (op->xr->confirmed[node]) {
+            char who[160];
+            nx_xcomm_node_name(c, node, who, sizeof(who));
+            nx_comm_fail(c, NEXAR_ERR_INTERNAL,
+                         "comm %u (job \"%s\"): %s confirmed seq %" PRIu64 " twice", c->id,
+                         c->job->name, who, h->seq);
+            return;
+        }
+        return xc_confirmed_by(op, node);
+    }
+    uint64_t k = xc_part_of(op, h->offset);
+    if (k >= op->nchunks) {
+        char who[160];
+        nx_xcomm_node_name(c, node, who, sizeof(who));
+        nx_comm_fail(c, NEXAR_ERR_INTERNAL,
+                     "%s seq %" PRIu64 " on comm %u (job \"%s\"): %s sent data at byte %" PRIu64
+                     ", past the op's %" PRIu64 " parts (do the nodes' slot_bytes differ?)",
+                     nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, who, h->offset,
+                     op->nchunks);
+        return;
+    }
+    struct xpart *p = live_part(op->xr, k);
+    if (p) {
+        if (p->ended)
+            return;
+        if (!p->x) /* a device part still copying in: fed when its xop starts */
+            return hold(c, node, h, data, len);
+        nx_xop_on_data(p->x, node, h->step, h->sig, h->offset - xc_part_base(op, k), data, len);
+        return;
+    }
+    if (k >= op->next_chunk)
+        hold(c, node, h, data, len);
+    /* else that part ended here: a late credit */
+}
+
+const char *nx_xcoll_on_data(struct nx_tpeer *tp, uint64_t channel, const struct nx_wire_msg *w,
+                             const void *raw, size_t rawlen)
+{
+    struct nx_comm *c;
+    uint32_t node;
+    const char *why = NULL;
+    int r = nx_xcomm_route(tp, channel, w, raw, rawlen, &c, &node, &why);
+    if (r <= 0)
+        return r < 0 ? why : NULL;
+    xc_enter();
+    deliver(c, node, &w->hdr, w->body, w->body_len);
+    xc_leave();
+    return NULL;
+}
+
+void nx_xcoll_on_sent(uint64_t token)
+{
+    struct xpart *p = xc_part_by_id((uint32_t)(token >> 32) % ID_LIMIT);
+    if (!p || p->ended || !p->x)
+        return;
+    xc_enter();
+    nx_xop_on_sent(p->x, (uint32_t)token);
+    xc_leave();
+}
+
+void nx_xcoll_comm_gone(struct nx_comm *c)
+{
+    xc_drop_held(c, true, 0);
+}
