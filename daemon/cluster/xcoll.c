@@ -396,6 +396,13 @@ static void start_parts(struct nx_op *op)
     struct nx_xrun *xr = op->xr;
     if (xc_is_dev(op) && !xr->dev_agreed)
         return dev_run(op);
+    /* A confirmation says what this node's ranks called, known once they all came: sent
+     * now, it crosses while the op runs, not after it (one trip, not two, for a root that
+     * only sends). */
+    if (xc_op_confirms(op) && !xr->confirm_sent && op->arrived == op->comm->size) {
+        xr->confirm_sent = true;
+        send_note(op, NX_XSTEP_CONFIRM);
+    }
     while (!xr->failed && op->next_chunk < op->nchunks && xr->live < XC_PARTS_PER_OP &&
            may_run(op) && (xc_is_dev(op) || nx_op_chunk_ready(op)))
         part_start(op);

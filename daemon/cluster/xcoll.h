@@ -23,7 +23,8 @@
  * nodes (with their addresses and ranks) and both signatures, before any payload is
  * used.  For the kinds where a node can finish without hearing from every other
  * (broadcast, reduce, gather, scatter, scan, exscan) the nodes also confirm each op to
- * each other (an empty DATA at NX_XSTEP_CONFIRM) before it ends, so that no node
+ * each other (an empty DATA at NX_XSTEP_CONFIRM, sent as soon as all the node's ranks
+ * called it) and an op ends only once every node's confirmation came, so that no node
  * reports success for an op another node did not call.
  *
  * Failures: an xop that fails (a protocol error in the data, a lost node) fails the
@@ -52,8 +53,9 @@ struct nx_tpeer;
 #define XC_OPS_PER_COMM 2
 #define XC_HELD_BYTES (256ull << 20)
 #define XC_HELD_MSGS 65536u
-/* The step of a confirmation: an empty DATA message that says "this node ran op seq to
- * its end" (never an algorithm step, never NX_XSTEP_CREDIT). */
+/* The step of a confirmation: an empty DATA message that says "every rank of this node
+ * called op seq" with the signature its header carries (never an algorithm step, never
+ * NX_XSTEP_CREDIT). */
 #define NX_XSTEP_CONFIRM (UINT32_MAX - 1)
 /* The step of a device note: an empty DATA message that says "every rank of this node
  * called op seq on device buffers".  A node starts such an op's parts (staged through
