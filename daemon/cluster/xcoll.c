@@ -529,6 +529,7 @@ void xc_leave(void)
 /* Every local rank's part of a device op completes (its done word, its completion). */
 static void dev_complete(struct nx_op *op, uint32_t status, const char *text)
 {
+    op->xr->dev_completed = true;
     for (uint32_t r = 0; r < op->comm->size; r++) {
         struct nx_part *p = &op->parts[r];
         if (p->dev && nx_dev_part_complete(p->dev, status, text))
@@ -623,15 +624,29 @@ void nx_xcoll_op_free(struct nx_op *op)
 {
     struct nx_xrun *xr = op->xr;
     struct nx_comm *c = op->comm;
+    uint32_t status = c->failed_status ? c->failed_status : NEXAR_ERR_INTERNAL;
+    /* A device op's ranks complete once no staging copy uses their buffers (devstage.h). */
+    struct nx_devwait *w = NULL;
+    if (xc_is_dev(op) && !xr->dev_completed) {
+        w = nx_devwait_new(status, c->failed_text);
+        for (uint32_t r = 0; r < c->size; r++)
+            if (op->parts[r].dev && op->parts[r].client)
+                nx_devwait_add(w, op->parts[r].dev);
+        xr->dev_completed = true;
+    }
     while (!LIST_EMPTY(&xr->parts)) {
         struct xpart *p = LIST_FIRST(&xr->parts);
         for (uint32_t r = 0; r < c->size; r++)
             if (p->staged[r] && op->parts[r].client)
-                complete(op->parts[r].client, p->user_data[r],
-                         c->failed_status ? c->failed_status : NEXAR_ERR_INTERNAL,
-                         c->failed_text, 0);
+                complete(op->parts[r].client, p->user_data[r], status, c->failed_text, 0);
+        if (w) {
+            nx_devstage_release_to(p->dev, w);
+            p->dev = NULL;
+        }
         part_free(p);
     }
+    if (w)
+        nx_devwait_arm(w);
     free(xr->confirmed);
     free(xr);
     op->xr = NULL;

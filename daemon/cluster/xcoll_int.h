@@ -67,6 +67,7 @@ struct nx_xrun {
     uint32_t confirms;
     uint8_t *confirmed; /* per comm node */
     bool dev_agreed;    /* device op: every node's ranks called it on device buffers */
+    bool dev_completed; /* device op: its ranks' parts completed */
 };
 
 /* ---- xcoll.c ------------------------------------------------------------------------ */

@@ -293,11 +293,18 @@ void nx_xp2p_fail_all(struct nx_comm *c)
         return;
     while (!TAILQ_EMPTY(&c->x->sends)) {
         struct nx_xsend *xs = TAILQ_FIRST(&c->x->sends);
-        if (xs->direct)
+        if (xs->dev) { /* once no staging copy reads its buffer (devstage.h) */
+            struct nx_devwait *w = nx_devwait_new(c->failed_status, c->failed_text);
+            nx_devwait_add(w, xs->dev);
+            nx_devstage_release_to(xs->stage, w);
+            xs->stage = NULL;
+            nx_devwait_arm(w);
+        } else if (xs->direct) {
             complete_send(xs, c->failed_status, c->failed_text);
-        else
+        } else {
             for (uint64_t i = xs->acked; i < xs->submitted; i++)
                 complete(xs->cl, xs->q[i].user_data, c->failed_status, c->failed_text);
+        }
         xs_free(c, xs);
     }
 }

@@ -5,11 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client.h"
 #include "comm.h"
 #include "devop.h"
 #include "mem.h"
 #include "nexar.h"
 #include "op.h"
+
+struct nx_devwait {
+    size_t n;
+    struct nx_dev_part *parts; /* iov tables not kept */
+    uint32_t status;
+    char *text;
+    uint32_t pending; /* stages whose copy has not ended; +1 until armed */
+};
 
 struct nx_devstage {
     uint32_t comm_id;
@@ -17,6 +26,7 @@ struct nx_devstage {
     struct nx_dev_copy *out; /* the H2D ranges, known when the part starts */
     size_t nout, out_cap;
     bool busy, orphan;
+    struct nx_devwait *wait; /* orphaned: completes when the copy in flight ends */
     nx_devstage_done done;
     void *arg;
     char what[128];
@@ -64,13 +74,64 @@ void nx_devstage_ranges(const struct nx_dev_part *p, const struct nx_dev_buf *b,
     }
 }
 
+static void wait_drop(struct nx_devwait *w)
+{
+    if (--w->pending > 0)
+        return;
+    for (size_t i = 0; i < w->n; i++) {
+        struct nx_client *cl = nx_dev_part_complete(&w->parts[i], w->status, w->text);
+        if (cl)
+            cl->pending--;
+    }
+    free(w->parts);
+    free(w->text);
+    free(w);
+}
+
 static void copied(void *arg, uint32_t status, const char *text)
 {
     struct nx_devstage *d = arg;
     d->busy = false;
-    if (d->orphan)
-        return nx_devstage_release(d);
+    if (d->orphan) {
+        struct nx_devwait *w = d->wait;
+        d->wait = NULL;
+        nx_devstage_release(d);
+        if (w)
+            wait_drop(w);
+        return;
+    }
     d->done(d->arg, status, text);
+}
+
+struct nx_devwait *nx_devwait_new(uint32_t status, const char *text)
+{
+    struct nx_devwait *w = nx_xcalloc(1, sizeof(*w));
+    w->status = status;
+    w->text = nx_xstrdup(text ? text : nx_status_text(status));
+    w->pending = 1;
+    return w;
+}
+
+void nx_devwait_add(struct nx_devwait *w, const struct nx_dev_part *p)
+{
+    w->parts = nx_xrealloc(w->parts, (w->n + 1) * sizeof(*w->parts));
+    w->parts[w->n] = *p;
+    w->parts[w->n].iov = NULL;
+    w->n++;
+}
+
+void nx_devstage_release_to(struct nx_devstage *d, struct nx_devwait *w)
+{
+    if (d && d->busy && !d->wait) {
+        d->wait = w;
+        w->pending++;
+    }
+    nx_devstage_release(d);
+}
+
+void nx_devwait_arm(struct nx_devwait *w)
+{
+    wait_drop(w);
 }
 
 struct nx_devstage *nx_devstage_new(uint32_t comm_id, uint64_t bytes, const char *what, char *err,

@@ -73,4 +73,19 @@ void nx_devstage_out(struct nx_devstage *d, nx_devstage_done done, void *arg);
 /* The part is gone: d goes now, or when the copies in flight end (done is not called). */
 void nx_devstage_release(struct nx_devstage *d);
 
+/*
+ * Completions that wait for copies in flight.  An op that fails while a staging copy
+ * still reads or writes a rank's device buffer must not set the rank's done word before
+ * that copy ends: the rank's stream would go on and reuse the buffer under it.  So the
+ * failing side collects the ranks' parts in a devwait, releases its stages to it, and
+ * arms it: the parts complete (with status and text) when the last of those copies
+ * ended, at once when none was in flight.
+ */
+struct nx_devwait;
+struct nx_devwait *nx_devwait_new(uint32_t status, const char *text);
+void nx_devwait_add(struct nx_devwait *w, const struct nx_dev_part *p);
+/* nx_devstage_release, with w waiting for d's copy in flight (if any). */
+void nx_devstage_release_to(struct nx_devstage *d, struct nx_devwait *w);
+void nx_devwait_arm(struct nx_devwait *w);
+
 #endif

@@ -552,7 +552,9 @@ void nx_match_fail_all(struct nx_comm *c)
             if (!p->client)
                 continue;
             if (p->dev) {
-                if (nx_dev_part_complete(p->dev, c->failed_status, c->failed_text))
+                /* Across nodes a staging copy may still use the rank's buffer: the
+                 * cluster layer completes the part once it ended (op_free). */
+                if (!op->xr && nx_dev_part_complete(p->dev, c->failed_status, c->failed_text))
                     p->client->pending--;
                 continue;
             }

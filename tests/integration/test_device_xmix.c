@@ -23,6 +23,11 @@
  *     fails (NX_FAKEDEV_FAIL_COPY=1).  Every rank gets NEXAR_ERR_INTERNAL within the
  *     budget, with one text that names the op, node B (its address and ranks) and the
  *     failed copy; the communicator stays failed.
+ *  5. inflight: as copyfail, with node A's copies taking 400 ms (NX_FAKEDEV_DELAY_MS), so
+ *     that node B's failure reaches node A while A still copies its ranks' buffers.  A's
+ *     ranks must complete only after that copy ended (their done words would let their
+ *     streams reuse the buffers under it): at least 0.3 s after the call, with B's text.
+ *     Before the fix they completed at once.
  *
  *   itest_test_device_xmix            the test (starts the daemons and the ranks)
  *   itest_test_device_xmix rank       one rank (XM_DEV=0|1, XM_DELAY_MS)
@@ -269,6 +274,34 @@ int main(int argc, char **argv)
                     r, tl_status_name(e[r].st), e[r].text, want);
         EXPECT_TRUE(fails, e[r].st2 != NEXAR_OK, "copyfail: rank %d: a host all_reduce after "
                     "the failure succeeded; the communicator must stay failed", r);
+    }
+
+    tl_log("5. inflight: node A's copies take 400 ms; node B's first copy fails at once");
+    EXPECT_TRUE(fails, hx_daemon_stop(&nd[0].d) == 0, "daemon A did not stop cleanly");
+    EXPECT_TRUE(fails, hx_daemon_stop(&nd[1].d) == 0, "daemon B did not stop cleanly");
+    setenv("NX_FAKEDEV_DELAY_MS", "400", 1);
+    started = cu_node_start(&nd[0], "node0", "ca", NULL);
+    unsetenv("NX_FAKEDEV_DELAY_MS");
+    setenv("NX_FAKEDEV_FAIL_COPY", "1", 1);
+    started |= cu_node_start(&nd[1], "node1", "ca", NULL);
+    unsetenv("NX_FAKEDEV_FAIL_COPY");
+    if (started < 0)
+        return 1;
+    run_job("xm-inflight", dev3, none, job, sizeof(job), e);
+    for (int r = 0; r < NR; r++) {
+        if (e[r].st < 0)
+            continue;
+        snprintf(want, sizeof(want),
+                 "all_reduce seq 0 on comm %u (job \"%s\"): staging device buffers in failed "
+                 "on node 1 (%s, ranks 2-3): copy 1 failed as NX_FAKEDEV_FAIL_COPY asked",
+                 comm_id(e[r].text), job, nd[1].addr);
+        EXPECT_TRUE(fails, e[r].st == NEXAR_ERR_INTERNAL && !strcmp(e[r].text, want),
+                    "inflight: rank %d got %s \"%s\", expected NEXAR_ERR_INTERNAL with \"%s\"",
+                    r, tl_status_name(e[r].st), e[r].text, want);
+        if (r < 2)
+            EXPECT_TRUE(fails, e[r].dt >= 0.3, "inflight: rank %d on node A completed %.3f s "
+                        "after its call, while node A's 400 ms copy of its buffer still ran",
+                        r, e[r].dt);
     }
 
     for (int i = 0; i < 2; i++)
