@@ -25,6 +25,13 @@ struct piece {
     uint64_t user_data, off, bytes;
 };
 
+/* A piece of a device send in host memory (devstage.h); ready once its copy ended. */
+struct dpiece {
+    struct nx_xsend *xs;
+    struct nx_devstage *st;
+    bool ready;
+};
+
 /* A local rank's send to a rank on another node. */
 struct nx_xsend {
     TAILQ_ENTRY(nx_xsend) link;
@@ -41,10 +48,13 @@ struct nx_xsend {
                                         only the rank's word) */
     size_t cap;
     double since; /* last progress */
-    /* A send from device memory: the whole message staged into host memory first
-     * (devstage.h), then sent from there like a direct send. */
+    /* A send from device memory: its pieces are copied to host memory a window ahead of
+     * the acknowledgements (chunk i in dp[i % XP_WINDOW]) and sent from there, so the
+     * copy of one overlaps the sending of others, and a message of any size holds at
+     * most XP_WINDOW pieces of host memory. */
     struct nx_dev_part *dev;
-    struct nx_devstage *stage;
+    struct dpiece dp[XP_WINDOW];
+    uint64_t staging; /* chunks whose copy started */
 };
 
 static struct nx_xsend *find(struct nx_comm *c, uint32_t src, uint32_t dst, uint32_t tag,
@@ -61,7 +71,8 @@ static struct nx_xsend *find(struct nx_comm *c, uint32_t src, uint32_t dst, uint
 static void xs_free(struct nx_comm *c, struct nx_xsend *xs)
 {
     TAILQ_REMOVE(&c->x->sends, xs, link);
-    nx_devstage_release(xs->stage);
+    for (unsigned i = 0; i < XP_WINDOW; i++)
+        nx_devstage_release(xs->dp[i].st);
     if (xs->dev) {
         nx_dev_part_release(xs->dev);
         free(xs->dev);
@@ -117,18 +128,25 @@ static size_t put_hdr(uint8_t *out, const struct nx_comm *c, const struct nx_sqe
     return nx_wire_put_p2p(out, flags, &h);
 }
 
+static bool stage_more(struct nx_comm *c, struct nx_xsend *xs);
+
 /* Sends what the window allows.  False when that failed the communicator (xs is gone). */
 static bool pump(struct nx_comm *c, struct nx_xsend *xs)
 {
     uint64_t channel = nx_xcomm_p2p_channel(c, xs->first.tag);
     uint32_t node = c->x->rank_node[xs->first.peer];
+    if (xs->dev && !stage_more(c, xs))
+        return false;
     while (xs->sent < xs->submitted && xs->sent - xs->acked < XP_WINDOW) {
         const struct piece *pc = &xs->q[xs->sent];
+        struct dpiece *dp = xs->dev ? &xs->dp[xs->sent % XP_WINDOW] : NULL;
+        if (dp && !dp->ready)
+            break; /* its copy has not ended */
         uint8_t hdr[NX_WIRE_ENV_BYTES + NX_P2P_HDR_BYTES];
         size_t hl = put_hdr(hdr, c, &xs->first, xs->src, 0, xs->sent * xs->E * xs->es,
                             (uint32_t)pc->bytes);
-        uint8_t *base = xs->stage ? nx_devstage_host(xs->stage) : xs->cl->seg.arena;
-        struct iovec iov[2] = {{hdr, hl}, {base + pc->off, pc->bytes}};
+        uint8_t *data = dp ? nx_devstage_host(dp->st) : xs->cl->seg.arena + pc->off;
+        struct iovec iov[2] = {{hdr, hl}, {data, pc->bytes}};
         int rv = nx_xcomm_send(c, node, channel, iov, pc->bytes ? 2 : 1, 0);
         if (rv < 0) {
             char what[320];
@@ -137,15 +155,20 @@ static bool pump(struct nx_comm *c, struct nx_xsend *xs)
                          "%s: cannot send to its node: %s", what, strerror(-rv));
             return false;
         }
+        if (dp) { /* the transport copied it */
+            nx_devstage_release(dp->st);
+            *dp = (struct dpiece){.xs = xs};
+        }
         xs->sent++;
     }
     return true;
 }
 
-/* The device message is in host memory: it goes out as a direct send's pieces. */
-static void dev_staged(void *arg, uint32_t status, const char *text)
+/* A piece of a device send is in host memory. */
+static void piece_in(void *arg, uint32_t status, const char *text)
 {
-    struct nx_xsend *xs = arg;
+    struct dpiece *dp = arg;
+    struct nx_xsend *xs = dp->xs;
     struct nx_comm *c = xs->comm;
     if (status != NEXAR_OK) {
         char what[320], node[192];
@@ -155,19 +178,42 @@ static void dev_staged(void *arg, uint32_t status, const char *text)
                      text ? text : nx_status_text(status));
         return;
     }
-    nx_grow((void **)&xs->q, &xs->cap, xs->nchunks, sizeof(*xs->q));
-    for (uint64_t ch = 0; ch < xs->nchunks; ch++) {
-        uint64_t off = ch * xs->E, n = xs->first.count > off ? xs->first.count - off : 0;
-        if (n > xs->E)
-            n = xs->E;
-        xs->q[ch] = (struct piece){.off = off * xs->es, .bytes = n * xs->es};
-    }
-    xs->submitted = xs->nchunks;
+    dp->ready = true;
     xs->since = nx_now();
     pump(c, xs);
 }
 
-/* A send from device memory to another node: staged whole, then sent. */
+/* Starts the copies of the pieces the window has room for.  False when that failed the
+ * communicator (xs is gone). */
+static bool stage_more(struct nx_comm *c, struct nx_xsend *xs)
+{
+    while (xs->staging < xs->nchunks && xs->staging < xs->acked + XP_WINDOW) {
+        uint64_t ch = xs->staging, off = ch * xs->E;
+        uint64_t n = xs->first.count > off ? xs->first.count - off : 0;
+        if (n > xs->E)
+            n = xs->E;
+        struct dpiece *dp = &xs->dp[ch % XP_WINDOW];
+        char what[320], why[256];
+        msg_name(c, xs, what, sizeof(what));
+        dp->st = nx_devstage_new(c->id, n * xs->es, what, why, sizeof(why));
+        if (!dp->st) {
+            nx_comm_fail(c, NEXAR_ERR_NOMEM, "%s: %s", what, why);
+            return false;
+        }
+        struct nx_dev_copy *v = NULL;
+        size_t nv = 0, cap = 0;
+        /* One stream carries a communicator's copies in order: only the first waits. */
+        nx_devstage_ranges(xs->dev, &xs->dev->rec.in, xs->first.count, 0, off, n, xs->es,
+                           nx_devstage_host(dp->st), ch ? 0 : xs->dev->rec.ready_event, &v,
+                           &nv, &cap);
+        xs->staging++;
+        nx_devstage_copy(dp->st, v, nv, NX_DEV_D2H, piece_in, dp);
+        free(v);
+    }
+    return true;
+}
+
+/* A send from device memory to another node: staged piece by piece, and sent. */
 static void dev_submit(struct nx_comm *c, struct nx_xsend *xs, const struct nx_sqe *e)
 {
     char why[512], what[320];
@@ -189,17 +235,15 @@ static void dev_submit(struct nx_comm *c, struct nx_xsend *xs, const struct nx_s
         complete_send(xs, NEXAR_ERR_UNSUPPORTED, why);
         return xs_free(c, xs);
     }
-    xs->stage = nx_devstage_new(c->id, e->count * xs->es, what, why, sizeof(why));
-    if (!xs->stage) {
-        nx_comm_fail(c, NEXAR_ERR_NOMEM, "%s: %s", what, why);
-        return;
+    nx_grow((void **)&xs->q, &xs->cap, xs->nchunks, sizeof(*xs->q));
+    for (uint64_t ch = 0; ch < xs->nchunks; ch++) {
+        uint64_t off = ch * xs->E, n = e->count > off ? e->count - off : 0;
+        xs->q[ch] = (struct piece){.off = off * xs->es, .bytes = (n < xs->E ? n : xs->E) * xs->es};
     }
-    struct nx_dev_copy *v = NULL;
-    size_t nv = 0, cap = 0;
-    nx_devstage_ranges(dev, &dev->rec.in, e->count, 0, 0, e->count, xs->es,
-                       nx_devstage_host(xs->stage), dev->rec.ready_event, &v, &nv, &cap);
-    nx_devstage_copy(xs->stage, v, nv, NX_DEV_D2H, dev_staged, xs);
-    free(v);
+    for (unsigned i = 0; i < XP_WINDOW; i++)
+        xs->dp[i].xs = xs;
+    xs->submitted = xs->nchunks;
+    pump(c, xs);
 }
 
 void nx_xp2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
@@ -296,8 +340,10 @@ void nx_xp2p_fail_all(struct nx_comm *c)
         if (xs->dev) { /* once no staging copy reads its buffer (devstage.h) */
             struct nx_devwait *w = nx_devwait_new(c->failed_status, c->failed_text);
             nx_devwait_add(w, xs->dev);
-            nx_devstage_release_to(xs->stage, w);
-            xs->stage = NULL;
+            for (unsigned i = 0; i < XP_WINDOW; i++) {
+                nx_devstage_release_to(xs->dp[i].st, w);
+                xs->dp[i].st = NULL;
+            }
             nx_devwait_arm(w);
         } else if (xs->direct) {
             complete_send(xs, c->failed_status, c->failed_text);

@@ -34,9 +34,9 @@ struct nx_side {
     bool have, direct, completed, remote;
     bool orphan; /* a completed send whose rank left: only our copies remain */
     struct nx_dev_part *dev; /* a device side: its record (no entries, no eager copy) */
-    /* A device recv of a send from another node: the message lands here, as in a direct
-     * recv's buffer, and goes to the device once whole (devstage.h). */
-    struct nx_devstage *stage;
+    /* A device recv of a send from another node: each piece goes to the device as it
+     * comes (landing, below); NULL once every piece went, or the recv failed. */
+    struct landing *land;
     struct nx_sqe first;
     uint64_t nchunks, submitted, finished;
     struct nx_pentry *q;
@@ -50,6 +50,8 @@ struct nx_msg {
     struct nx_side s, r;
     TAILQ_ENTRY(nx_msg) link;
 };
+
+static void land_close(struct landing *l, uint32_t status, const char *text);
 
 void nx_p2p_init(struct nx_p2p *p)
 {
@@ -82,7 +84,8 @@ static void side_free(struct nx_side *sd)
         for (size_t i = sd->head; i < sd->len; i++)
             free(sd->q[i].buf);
     free(sd->q);
-    nx_devstage_release(sd->stage);
+    if (sd->land) /* not reached: a message goes whole or failed */
+        land_close(sd->land, NEXAR_ERR_INTERNAL, "the message went before it was whole");
     if (sd->dev) {
         nx_dev_part_release(sd->dev);
         free(sd->dev);
@@ -104,56 +107,101 @@ static void done(struct nx_client *cl, uint64_t user_data, uint32_t status, cons
     cl->pending--;
 }
 
-/* A staged device recv's message, copied to its device buffer. */
+/*
+ * A device recv of a send from another node: each piece is copied to the rank's device
+ * buffer as it comes, through pinned staging memory (devstage.h), and the recv completes
+ * once every piece's copy ended, whatever became of the message meanwhile: its done word
+ * is never set while a copy still writes the buffer.
+ */
 struct landing {
-    struct nx_dev_part part;
-    struct nx_devstage *stage;
-    char what[200];
+    struct nx_dev_part part; /* iov table not kept */
+    uint32_t es;
+    uint32_t pending; /* piece copies in flight */
+    bool closed;      /* no more pieces: every one went, or the recv failed */
+    uint32_t status;  /* the first failure */
+    char text[512];
+    char what[256];
 };
 
-static void landed(void *arg, uint32_t status, const char *text)
+struct landing_piece {
+    struct landing *l;
+    struct nx_devstage *st;
+};
+
+static void land_fail(struct landing *l, uint32_t status, const char *why)
 {
-    struct landing *l = arg;
-    char buf[512];
-    if (status != NEXAR_OK)
-        snprintf(buf, sizeof(buf), "%s: copying it to device memory failed on this node: %s",
-                 l->what, text ? text : nx_status_text(status));
-    struct nx_client *cl = nx_dev_part_complete(&l->part, status, status ? buf : NULL);
+    if (l->status)
+        return;
+    l->status = status;
+    snprintf(l->text, sizeof(l->text), "%s", why);
+}
+
+static void land_end(struct landing *l)
+{
+    struct nx_client *cl = nx_dev_part_complete(&l->part, l->status, l->status ? l->text : NULL);
     if (cl)
         cl->pending--;
-    nx_devstage_release(l->stage);
     free(l);
 }
 
-/* The whole message is in the staging memory: to the device with it.  The copy owns the
- * memory now, and the recv completes when it ends, whatever happens to the message. */
-static void land(struct nx_comm *c, struct nx_msg *m)
+static void piece_landed(void *arg, uint32_t status, const char *text)
 {
-    struct nx_side *sd = &m->r;
-    struct landing *l = nx_xcalloc(1, sizeof(*l));
-    l->part = *sd->dev;
-    l->part.iov = NULL;
-    l->stage = sd->stage;
-    sd->stage = NULL;
-    sd->completed = true;
-    snprintf(l->what, sizeof(l->what), "message %" PRIu64 " from rank %u to rank %u with "
-             "tag %u on comm %u (job \"%s\")", m->k, m->src, m->dst, m->tag, c->id,
-             c->job->name);
+    struct landing_piece *lp = arg;
+    struct landing *l = lp->l;
+    nx_devstage_release(lp->st);
+    free(lp);
+    if (status != NEXAR_OK) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s: copying it to device memory failed on this node: %s",
+                 l->what, text ? text : nx_status_text(status));
+        land_fail(l, status, why);
+    }
+    if (--l->pending == 0 && l->closed)
+        land_end(l);
+}
+
+/* Piece re of the recv, its bytes at data, to the device. */
+static void land_piece(struct nx_comm *c, struct landing *l, const struct nx_pentry *re,
+                       const uint8_t *data)
+{
+    char why[200], text[512];
+    if (l->status || re->bytes == 0)
+        return; /* after a failure the rest need not go */
+    struct landing_piece *lp = nx_xcalloc(1, sizeof(*lp));
+    lp->l = l;
+    lp->st = nx_devstage_new(c->id, re->bytes, l->what, why, sizeof(why));
+    if (!lp->st) {
+        snprintf(text, sizeof(text), "%s: %s", l->what, why);
+        land_fail(l, NEXAR_ERR_NOMEM, text);
+        free(lp);
+        return;
+    }
+    memcpy(nx_devstage_host(lp->st), data, re->bytes);
     struct nx_dev_copy *v = NULL;
     size_t nv = 0, cap = 0;
-    uint64_t n = sd->first.count;
-    nx_devstage_ranges(&l->part, &l->part.rec.out, n, 0, 0, n, nx_dtype_size(sd->first.dtype),
-                       nx_devstage_host(l->stage), 0, &v, &nv, &cap);
-    nx_devstage_copy(l->stage, v, nv, NX_DEV_H2D, landed, l);
+    nx_devstage_ranges(&l->part, &l->part.rec.out, 0, 0, re->off / l->es, re->bytes / l->es,
+                       l->es, nx_devstage_host(lp->st), 0, &v, &nv, &cap);
+    l->pending++;
+    nx_devstage_copy(lp->st, v, nv, NX_DEV_H2D, piece_landed, lp);
     free(v);
+}
+
+/* No more pieces: the recv completes when the copies in flight ended. */
+static void land_close(struct landing *l, uint32_t status, const char *text)
+{
+    if (status != NEXAR_OK)
+        land_fail(l, status, text ? text : nx_status_text(status));
+    l->closed = true;
+    if (l->pending == 0)
+        land_end(l);
 }
 
 /* One chunk of side finished (delivered, or eagerly held for a send). */
 static void finish_chunk(struct nx_side *sd, const struct nx_pentry *pe)
 {
     sd->finished++;
-    if (sd->stage)
-        return; /* one completion, when the message is on the device (land) */
+    if (sd->land)
+        return; /* one completion, when every piece is on the device (landing) */
     if (!sd->direct)
         done(sd->cl, pe->user_data, NEXAR_OK, NULL);
     else if (sd->finished == sd->nchunks && !sd->completed) {
@@ -188,9 +236,11 @@ static bool match(struct nx_comm *c, struct nx_msg *m)
     struct nx_side *s = &m->s, *r = &m->r;
     while (s->head < s->len && r->head < r->len) {
         struct nx_pentry *se = &s->q[s->head++], *re = &r->q[r->head++];
-        if (re->bytes)
-            memcpy((r->stage ? nx_devstage_host(r->stage) : r->cl->seg.arena) + re->off,
-                   se->buf || !s->cl ? se->buf : s->cl->seg.arena + se->off, re->bytes);
+        const uint8_t *src = se->buf || !s->cl ? se->buf : s->cl->seg.arena + se->off;
+        if (r->land)
+            land_piece(c, r->land, re, src);
+        else if (re->bytes)
+            memcpy(r->cl->seg.arena + re->off, src, re->bytes);
         nxd.stats.bytes_copied += re->bytes;
         if (s->remote) {
             remote_delivered(c, m, se);
@@ -204,8 +254,11 @@ static bool match(struct nx_comm *c, struct nx_msg *m)
             finish_chunk(s, se);
         }
         finish_chunk(r, re);
-        if (r->stage && r->finished == r->nchunks)
-            land(c, m);
+        if (r->land && r->finished == r->nchunks) {
+            r->completed = true;
+            land_close(r->land, NEXAR_OK, NULL);
+            r->land = NULL;
+        }
         m->since = nx_now();
     }
     if (side_closed(s) && side_closed(r)) {
@@ -264,7 +317,10 @@ static void fail_side(struct nx_p2p *pp, struct nx_side *sd, uint32_t status, co
     }
     if (sd->direct && sd->have && !sd->completed) {
         sd->completed = true;
-        if (!sd->dev)
+        if (sd->land) {
+            land_close(sd->land, status, text);
+            sd->land = NULL;
+        } else if (!sd->dev)
             done(sd->cl, sd->first.user_data, status, text);
         else if (nx_dev_part_complete(sd->dev, status, text))
             sd->cl->pending--;
@@ -339,14 +395,14 @@ static bool rank_here(const struct nx_comm *c, uint32_t r)
     return false;
 }
 
-/* A device recv whose send comes from another node: its pieces land in staging memory,
- * chunk by chunk of the sender's plan, like a direct recv's (land() takes it on). */
+/* A device recv whose send comes from another node: its pieces land chunk by chunk of
+ * the sender's plan, like a direct recv's, each copied to the device as it comes. */
 static void stage_recv(struct nx_comm *c, struct nx_msg *m)
 {
     struct nx_side *r = &m->r;
     uint32_t es = nx_dtype_size(r->first.dtype);
     uint64_t E = nx_chunk_elems(NX_K_SEND, 1, es, nxd.cfg.slot_bytes); /* the pieces' */
-    char what[256], why[256];
+    char what[256];
     snprintf(what, sizeof(what), "message %" PRIu64 " from rank %u to rank %u with tag %u on "
              "comm %u (job \"%s\")", m->k, m->src, m->dst, m->tag, c->id, c->job->name);
     if (!nx_devstage_available()) {
@@ -354,9 +410,11 @@ static void stage_recv(struct nx_comm *c, struct nx_msg *m)
                             "device backend that stages it (this one: %s)", what,
                             nx_device->name);
     }
-    r->stage = nx_devstage_new(c->id, r->first.count * es, what, why, sizeof(why));
-    if (!r->stage)
-        return nx_comm_fail(c, NEXAR_ERR_NOMEM, "%s: %s", what, why);
+    r->land = nx_xcalloc(1, sizeof(*r->land));
+    r->land->part = *r->dev;
+    r->land->part.iov = NULL;
+    r->land->es = es;
+    snprintf(r->land->what, sizeof(r->land->what), "%s", what);
     r->direct = true;
     r->nchunks = nx_chunk_count(r->first.count, E);
     for (uint64_t ch = 0; ch < r->nchunks; ch++) {

@@ -22,7 +22,8 @@
  *         copies move.  Small counts, and counts that cut each op into two parts of
  *         NX_DEV_XCHUNK_BYTES (device.h).  Part devp2p: messages to the next rank
  *         around the ring of nodes and from the previous, device to device, device to
- *         host and host to device, at counts of no, one and several pieces.  Part
+ *         host and host to device, at counts of no, one and several pieces (more than
+ *         the sending window's XP_WINDOW).  Part
  *         devstream: a stream-ordered all_reduce across the nodes returns at once, and
  *         the rank's stream (the fake's model of one) is released only once the result is
  *         in the buffer, with no nexar call in between.  It tests nexard's logic, not
@@ -532,7 +533,8 @@ static int dev_stream(nexar_comm_t *w)
  * The sides' memory: 0 device to device, 1 device to host, 2 host to device. */
 static int dev_p2p(nexar_comm_t *w, const struct xc_place *p)
 {
-    static const size_t counts[] = {0, 1, 1001, 50000}; /* 50000 f32: 4 pieces of 64 KiB */
+    /* with 64 KiB slots: 50000 f32 are 4 pieces, 200001 are 13 (more than a window) */
+    static const size_t counts[] = {0, 1, 1001, 50000, 200001};
     int me = nexar_comm_rank(w), size = nexar_comm_size(w), bad = 0, n_ok = 0;
     int next = xc_next(p, me), prev = xc_prev(p, me);
     double t0 = tl_now();
