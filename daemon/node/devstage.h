@@ -10,9 +10,9 @@
  * back.  Parts run concurrently, so the copies of one part overlap the network steps of
  * another.
  *
- * Send/recv (cluster/xp2p.c, p2p.c): a device send to another node is staged whole and
- * then sent as a direct send's pieces; a device recv from another node takes the pieces
- * into staging memory and goes to the device once the message is whole.
+ * Send/recv (cluster/xp2p.c, p2p.c): a device send to another node is staged and sent
+ * piece by piece, a window ahead of the receiver's acknowledgements; a device recv from
+ * another node copies each piece to the device as it comes.
  *
  * The backend orders the copies after the device work it queued before for the same
  * communicator, and a copy in waits for its rank's ready event first: in stream-ordered
