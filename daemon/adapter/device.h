@@ -80,7 +80,7 @@ struct nx_dev_copy {
     uint32_t client_id;
     uint32_t mem;        /* the rank's registration */
     uint64_t off, bytes; /* inside it (validated when the op was loaded) */
-    uint32_t wait_event; /* D2H: the rank's ready event, waited for first; or 0 */
+    uint32_t wait_event; /* the rank's ready event, waited for before the copy; or 0 */
     uint8_t *host;       /* from the backend's host_alloc */
 };
 
@@ -115,8 +115,8 @@ struct nx_device_ops {
      * Staging across nodes; NULL in a backend without it (device buffers across nodes
      * are then UNSUPPORTED).  host_alloc: host memory that copy() moves fastest (pinned),
      * NULL when there is none.  copy: moves every range of v in direction dir, after the
-     * device work queued before it for comm_id, and calls done once all are through or one
-     * failed.  The backend holds the registrations until then; the host memory must stay
+     * device work queued before it for comm_id and each range's wait_event (a range of
+     * no bytes only waits), and calls done once all are through or one failed.  The backend holds the registrations until then; the host memory must stay
      * until done is called.  what names the op for messages.
      */
     void *(*host_alloc)(size_t bytes);

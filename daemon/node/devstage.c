@@ -37,9 +37,10 @@ bool nx_devstage_available(void)
     return nx_device && nx_device->copy && nx_device->host_alloc && nx_device->host_free;
 }
 
+/* A range of no bytes still carries its wait for the rank's ready event. */
 static void add(struct nx_dev_copy **v, size_t *nv, size_t *cap, const struct nx_dev_copy *c)
 {
-    if (c->bytes == 0)
+    if (c->bytes == 0 && c->wait_event == 0)
         return;
     nx_grow((void **)v, cap, *nv + 1, sizeof(**v));
     (*v)[(*nv)++] = *c;
@@ -190,6 +191,14 @@ struct nx_devstage *nx_devstage_in(const struct nx_op *op, uint64_t off, uint64_
         nx_kind_shape(op->sig.kind, P, nx_comm_span_rank(c, r), op->sig.peer, &s);
         io[r] = (struct nx_rank_io){.in_stride = n, .out_stride = n};
         uint32_t ev = p->rec.ready_event;
+        if (!s.in_mul && s.out_mul && ev) {
+            /* Nothing to read, but the copy back writes its buffer: not before the work
+             * the rank queued before the op (its ready event). */
+            struct nx_dev_copy w = {.client_id = p->client_id, .mem = p->rec.out.mem,
+                                    .off = p->rec.out.off, .wait_event = ev, .host = h};
+            add(&in, &nin, &in_cap, &w);
+            ev = 0;
+        }
         if (s.in_mul) {
             io[r].in = h;
             for (uint32_t b = 0; b < s.in_mul; b++, ev = 0)

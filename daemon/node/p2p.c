@@ -117,6 +117,7 @@ struct landing {
     struct nx_dev_part part; /* iov table not kept */
     uint32_t es;
     uint32_t pending; /* piece copies in flight */
+    bool waited;      /* the first copy waited for the rank's ready event */
     bool closed;      /* no more pieces: every one went, or the recv failed */
     uint32_t status;  /* the first failure */
     char text[512];
@@ -179,8 +180,12 @@ static void land_piece(struct nx_comm *c, struct landing *l, const struct nx_pen
     memcpy(nx_devstage_host(lp->st), data, re->bytes);
     struct nx_dev_copy *v = NULL;
     size_t nv = 0, cap = 0;
+    /* The first copy waits for the work the rank queued before the recv; the others are
+     * behind it on the communicator's stream. */
+    uint32_t ev = l->waited ? 0 : l->part.rec.ready_event;
+    l->waited = true;
     nx_devstage_ranges(&l->part, &l->part.rec.out, 0, 0, re->off / l->es, re->bytes / l->es,
-                       l->es, nx_devstage_host(lp->st), 0, &v, &nv, &cap);
+                       l->es, nx_devstage_host(lp->st), ev, &v, &nv, &cap);
     l->pending++;
     nx_devstage_copy(lp->st, v, nv, NX_DEV_H2D, piece_landed, lp);
     free(v);

@@ -15,7 +15,7 @@
  *
  *   reg mem client=C id=I base=0xB size=S   reg event client=C id=I
  *   unreg client=C id=I                     run WHAT                done WHAT
- *   copy d2h|h2d N ranges B bytes WHAT
+ *   copy d2h|h2d N ranges B bytes W waits WHAT  (W: ranges that wait for a ready event)
  *
  * so that a test can see which mappings nexard holds.  It tests nexard's and the
  * shim's logic, not CUDA.
@@ -287,8 +287,11 @@ static void fk_copy(uint32_t comm_id, const struct nx_dev_copy *v, size_t n, int
         snprintf(x->text, sizeof(x->text), "copy %u failed as NX_FAKEDEV_FAIL_COPY asked",
                  copies);
     x->fail = x->text[0] != '\0';
-    note("copy %s %zu ranges %llu bytes %s", dir == NX_DEV_D2H ? "d2h" : "h2d", n,
-         (unsigned long long)bytes, what);
+    unsigned waits = 0;
+    for (size_t i = 0; i < n; i++)
+        waits += v[i].wait_event != 0;
+    note("copy %s %zu ranges %llu bytes %u waits %s", dir == NX_DEV_D2H ? "d2h" : "h2d", n,
+         (unsigned long long)bytes, waits, what);
     inflight++;
     uv_queue_work(host->loop, &x->work, copy_work, copy_after);
 }

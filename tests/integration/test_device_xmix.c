@@ -28,10 +28,22 @@
  *     ranks must complete only after that copy ended (their done words would let their
  *     streams reuse the buffers under it): at least 0.3 s after the call, with B's text.
  *     Before the fix they completed at once.
+ *  6. waits: a broadcast from rank 0 on device buffers (XM_OP=bcast), with each daemon's
+ *     fake backend logging its copies.  Node B's ranks have nothing to send, but the copy
+ *     back writes their buffers: their staging must still wait for each rank's ready event
+ *     (the work its stream queued before the op), so node B's copy in carries two
+ *     zero-byte ranges that wait ("2 ranges 0 bytes 2 waits"); node A's carries rank 0's
+ *     input and rank 1's wait.  Before the fix node B's had none, and on a GPU its copy
+ *     back could write a buffer that a kernel queued before the broadcast still read.
+ *  7. recv waits: rank 0 sends 16 floats from device memory to rank 2's device memory
+ *     (XM_OP=p2p).  Rank 2 gets them exactly, and node B's first copy of the message to
+ *     the device waits for rank 2's ready event ("1 ranges 64 bytes 1 waits").  Before the
+ *     fix it did not wait.
  *
  *   itest_test_device_xmix            the test (starts the daemons and the ranks)
- *   itest_test_device_xmix rank       one rank (XM_DEV=0|1, XM_DELAY_MS)
+ *   itest_test_device_xmix rank       one rank (XM_DEV=0|1, XM_DELAY_MS, XM_OP)
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -73,7 +85,20 @@ static int rank_main(void)
     if (delay)
         usleep((useconds_t)atoi(delay) * 1000);
     double t0 = tl_now();
-    nexar_status_t st = nexar_all_reduce(w, a, 16, NEXAR_F32, NEXAR_SUM);
+    const char *op = getenv("XM_OP") ? getenv("XM_OP") : "all_reduce";
+    bool bcast = !strcmp(op, "bcast"), p2p = !strcmp(op, "p2p");
+    if (bcast || p2p)
+        for (int i = 0; i < 64; i++)
+            a[i] = me == 0 ? (float)NR : -1.0f; /* the check below wants NR everywhere */
+    nexar_status_t st = NEXAR_OK;
+    if (bcast)
+        st = nexar_broadcast(w, a, 16, NEXAR_F32, 0);
+    else if (p2p && me == 0)
+        st = nexar_send(w, a, 16, NEXAR_F32, 2, 5);
+    else if (p2p && me == 2)
+        st = nexar_recv(w, a, 16, NEXAR_F32, 0, 5);
+    else if (!p2p)
+        st = nexar_all_reduce(w, a, 16, NEXAR_F32, NEXAR_SUM);
     double dt = tl_now() - t0;
     int exact = 0; /* elements equal to the sum over the ranks */
     for (int i = 0; i < 16; i++)
@@ -211,7 +236,7 @@ int main(int argc, char **argv)
         return 1;
     }
     g_self[n] = '\0';
-    cu_init("xmix");
+    const char *scratch = cu_init("xmix");
     if (cu_node_start(&nd[0], "node0", "ca", NULL) < 0 ||
         cu_node_start(&nd[1], "node1", "ca", NULL) < 0)
         return 1;
@@ -303,6 +328,51 @@ int main(int argc, char **argv)
                         "after its call, while node A's 400 ms copy of its buffer still ran",
                         r, e[r].dt);
     }
+
+    tl_log("6. waits: a device broadcast from rank 0; node B's staging waits for its ranks");
+    char logs[2][512];
+    for (int i = 0; i < 2; i++) {
+        EXPECT_TRUE(fails, hx_daemon_stop(&nd[i].d) == 0, "daemon %c did not stop cleanly",
+                    'A' + i);
+        snprintf(logs[i], sizeof(logs[i]), "%s/fakedev-%c.log", scratch, 'A' + i);
+    }
+    started = 0;
+    for (int i = 0; i < 2; i++) {
+        setenv("NX_FAKEDEV_LOG", logs[i], 1);
+        started |= cu_node_start(&nd[i], i ? "node1" : "node0", "ca", NULL);
+    }
+    unsetenv("NX_FAKEDEV_LOG");
+    if (started < 0)
+        return 1;
+    setenv("XM_OP", "bcast", 1);
+    run_job("xm-waits", dev3, none, job, sizeof(job), e);
+    unsetenv("XM_OP");
+    for (int r = 0; r < NR; r++)
+        EXPECT_TRUE(fails, e[r].st == NEXAR_OK && e[r].exact == 16, "waits: rank %d got %s "
+                    "\"%s\" with %d of 16 elements equal to %d", r, tl_status_name(e[r].st),
+                    e[r].text, e[r].exact, NR);
+    static const char *const want_in[2] = {"copy d2h 2 ranges 64 bytes 2 waits broadcast seq 0",
+                                           "copy d2h 2 ranges 0 bytes 2 waits broadcast seq 0"};
+    for (int i = 0; i < 2; i++) {
+        char *lg = tl_read_file(logs[i]);
+        EXPECT_TRUE(fails, lg && strstr(lg, want_in[i]), "waits: node %c's fake backend logged "
+                    "no \"%s\":\n%s", 'A' + i, want_in[i], lg ? lg : "(no log)");
+        free(lg);
+    }
+
+    tl_log("7. recv waits: rank 0 sends device memory to rank 2's device memory");
+    setenv("XM_OP", "p2p", 1);
+    run_job("xm-recvwait", dev3, none, job, sizeof(job), e);
+    unsetenv("XM_OP");
+    for (int r = 0; r < NR; r++)
+        EXPECT_TRUE(fails, e[r].st == NEXAR_OK && (r != 2 || e[r].exact == 16),
+                    "recv waits: rank %d got %s \"%s\" with %d of 16 elements equal to %d", r,
+                    tl_status_name(e[r].st), e[r].text, e[r].exact, NR);
+    char *lg = tl_read_file(logs[1]);
+    const char *want_h2d = "copy h2d 1 ranges 64 bytes 1 waits message 0 from rank 0 to rank 2";
+    EXPECT_TRUE(fails, lg && strstr(lg, want_h2d), "recv waits: node B's fake backend logged "
+                "no \"%s\":\n%s", want_h2d, lg ? lg : "(no log)");
+    free(lg);
 
     for (int i = 0; i < 2; i++)
         EXPECT_TRUE(fails, hx_daemon_stop(&nd[i].d) == 0, "daemon %c did not stop cleanly",
