@@ -28,6 +28,7 @@ static void status_json(struct nx_json *j, const Nexar__CtlReply *r)
     nx_json_u64(j, "comms", s->comms);
     nx_json_u64(j, "shm_bytes", s->shm_bytes);
     nx_json_u64(j, "rss_bytes", s->rss_bytes);
+    nx_json_u64(j, "heap_bytes", s->heap_bytes);
 }
 
 static void stats_json(struct nx_json *j, const Nexar__CtlReply *r)

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,14 @@ static uint64_t rss_bytes(void)
     return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
+/* What nexard allocated and did not free, in use or not yet touched: unlike the resident
+ * size it shows an array allocated for a world that never came. */
+static uint64_t heap_bytes(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+}
+
 static const char *client_state(const struct nx_client *cl)
 {
     if (!cl)
@@ -100,6 +109,7 @@ static void fill_status(struct arena *a, Nexar__CtlReply *rep)
     LIST_FOREACH(cl, &nx_clients, link)
         st->shm_bytes += cl->seg.bytes;
     st->rss_bytes = rss_bytes();
+    st->heap_bytes = heap_bytes();
     st->socket = nxd.cfg.socket_path;
     rep->status_info = st;
 }

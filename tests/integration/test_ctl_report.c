@@ -274,6 +274,9 @@ static void check_status(pid_t daemon_pid, uint64_t clients, uint64_t jobs, uint
                 "status: uptime_s %g", up);
     EXPECT_TRUE(fails, !tj_u64(v, "rss_bytes", &rss) && rss > (1u << 20) && rss < (1ull << 32),
                 "status: rss_bytes %llu", (unsigned long long)rss);
+    uint64_t heap = 0;
+    EXPECT_TRUE(fails, !tj_u64(v, "heap_bytes", &heap) && heap > 0 && heap < (1ull << 32),
+                "status: heap_bytes %llu", (unsigned long long)heap);
     tj_free(v);
     const char *t = table("status");
     char w[128];

@@ -52,7 +52,7 @@ static const char *const cmds[] = {"status", "jobs", "comms", "ops", "stats", "p
 /* Remote and local --json of every report, field by field. */
 static void section_same(const struct it_node *a)
 {
-    static const char *const skip[] = {"uptime_s", "rss_bytes", NULL};
+    static const char *const skip[] = {"uptime_s", "rss_bytes", "heap_bytes", NULL};
     for (size_t i = 0; i < NCMDS; i++) {
         int rr, lr;
         struct tj *r = it_remote_json(a, cmds[i], &rr);

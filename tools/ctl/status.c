@@ -25,6 +25,8 @@ void nxc_status_human(FILE *f, const Nexar__CtlReply *r)
     nxc_table_add(&t, nxc_fmt("%s mapped", nxt_fmt_bytes(s->shm_bytes, shm, sizeof(shm))));
     nxc_table_add(&t, nxt_xstrdup("resident"));
     nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(s->rss_bytes, rss, sizeof(rss))));
+    nxc_table_add(&t, nxt_xstrdup("heap"));
+    nxc_table_add(&t, nxc_fmt("%s allocated", nxt_fmt_bytes(s->heap_bytes, rss, sizeof(rss))));
     nxc_table_print(&t, f, "  ");
     nxc_table_free(&t);
 }
