@@ -39,6 +39,10 @@
  *     (XM_OP=p2p).  Rank 2 gets them exactly, and node B's first copy of the message to
  *     the device waits for rank 2's ready event ("1 ranges 64 bytes 1 waits").  Before the
  *     fix it did not wait.
+ *  8. shutdown: node A's copies take 1.5 s; 0.4 s into a device all_reduce node A's nexard
+ *     is stopped (SIGTERM) while its copies are in flight.  It must exit cleanly within
+ *     5 s (its copies end first, nothing is freed under them), and every rank must end
+ *     within the budget: A's that their nexard went away, B's that node A was lost.
  *
  *   itest_test_device_xmix            the test (starts the daemons and the ranks)
  *   itest_test_device_xmix rank       one rank (XM_DEV=0|1, XM_DELAY_MS, XM_OP)
@@ -144,6 +148,9 @@ static int read_end(int r, struct end *e)
     return 0;
 }
 
+/* Called by run_job once the ranks are started (NULL: nothing). */
+static void (*g_mid)(void);
+
 /* Runs one job: dev[r] says whether rank r passes device memory, delay_ms[r] when it
  * calls.  Fills e[] (status -1: the rank reported nothing). */
 static void run_job(const char *tag, const int *dev, const int *delay_ms, char *job,
@@ -162,6 +169,8 @@ static void run_job(const char *tag, const int *dev, const int *delay_ms, char *
         const char *env[] = {e_dev, e_delay, NULL};
         pid[r] = cu_rank_exec(nd[node[r]].d.sock, nd[0].addr, job, r, NR, 30, argv, env, NULL);
     }
+    if (g_mid)
+        g_mid();
     for (int r = 0; r < NR; r++) {
         if (read_end(r, &e[r])) {
             e[r].st = -1;
@@ -179,6 +188,18 @@ static void run_job(const char *tag, const int *dev, const int *delay_ms, char *
         int code = cu_wait_exit(pid[r], 20);
         EXPECT_TRUE(fails, code == 0, "%s: rank %d exited %d", tag, r, code);
     }
+}
+
+static double g_stop_s;
+static int g_stop_rc;
+
+/* Case 8: node A's nexard stopped while its copies are in flight. */
+static void stop_a(void)
+{
+    usleep(400 * 1000);
+    double t0 = tl_now();
+    g_stop_rc = hx_daemon_stop(&nd[0].d);
+    g_stop_s = tl_now() - t0;
 }
 
 /* The communicator's id in a text ("on comm 3", "communicator 3"): nexard numbers
@@ -374,9 +395,29 @@ int main(int argc, char **argv)
                 "no \"%s\":\n%s", want_h2d, lg ? lg : "(no log)");
     free(lg);
 
+    tl_log("8. shutdown: node A's nexard stopped while its 1.5 s copies are in flight");
     for (int i = 0; i < 2; i++)
         EXPECT_TRUE(fails, hx_daemon_stop(&nd[i].d) == 0, "daemon %c did not stop cleanly",
                     'A' + i);
+    setenv("NX_FAKEDEV_DELAY_MS", "1500", 1);
+    started = cu_node_start(&nd[0], "node0", "ca", NULL);
+    unsetenv("NX_FAKEDEV_DELAY_MS");
+    started |= cu_node_start(&nd[1], "node1", "ca", NULL);
+    if (started < 0)
+        return 1;
+    g_mid = stop_a;
+    run_job("xm-shutdown", dev3, none, job, sizeof(job), e);
+    g_mid = NULL;
+    tl_log("   node A's nexard stopped %s after %.2f s", g_stop_rc ? "UNCLEANLY" : "cleanly",
+           g_stop_s);
+    EXPECT_TRUE(fails, g_stop_rc == 0 && g_stop_s < 5.0, "shutdown: node A's nexard %s after "
+                "%.2f s, with device copies in flight", g_stop_rc ? "did not stop cleanly"
+                                                          : "stopped", g_stop_s);
+    for (int r = 0; r < NR; r++)
+        EXPECT_TRUE(fails, e[r].st != NEXAR_OK && e[r].st != -1, "shutdown: rank %d got %s "
+                    "\"%s\"; its op could not have ended well", r, tl_status_name(e[r].st),
+                    e[r].text);
+    EXPECT_TRUE(fails, hx_daemon_stop(&nd[1].d) == 0, "daemon B did not stop cleanly");
     cu_fini();
     tl_log("%s", fails ? "FAILED" : "PASSED");
     return fails ? 1 : 0;
