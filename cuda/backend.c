@@ -207,10 +207,12 @@ int nx_cuda_init(const struct nx_device_host *host, const struct nx_device_ops *
     return 0;
 }
 
-void nx_cuda_stop(void)
+void nx_cuda_stop(void (*idle)(void))
 {
     if (nx_cuda_host)
-        nx_cuda_exec_stop();
+        nx_cuda_exec_stop(idle);
+    else if (idle)
+        idle();
 }
 
 void nx_cuda_fini(void)

@@ -16,8 +16,11 @@
  * devices there are or why there are none (HelloReply.device_note). */
 int nx_cuda_init(const struct nx_device_host *host, const struct nx_device_ops **ops,
                  char *note, size_t notelen);
-/* Shutdown, from the signal handler: finishes queued device work, closes loop handles. */
-void nx_cuda_stop(void);
+/* Shutdown, from the signal handler: lets the device work in flight finish (for at most
+ * a grace period, never waiting on this thread) and closes the loop handles; then calls
+ * idle (may be NULL), at once when nothing is in flight.  Until then the ranks' buffers
+ * may still be in use: their connections stay open. */
+void nx_cuda_stop(void (*idle)(void));
 /* After the communicators and clients are gone. */
 void nx_cuda_fini(void);
 

@@ -78,7 +78,7 @@ void nx_cuda_hostmem_fini(void);
 int nx_cuda_exec_init(void);
 /* Shutdown: returns at once.  The loop runs on while ops are in flight, completing them;
  * the last one, or nx_cuda_stop_grace_ms, closes the handles so that the loop ends. */
-void nx_cuda_exec_stop(void);
+void nx_cuda_exec_stop(void (*idle)(void));
 void nx_cuda_exec_fini(void);
 /* How long shutdown lets the ops in flight run (5000; tests set less). */
 extern unsigned nx_cuda_stop_grace_ms;

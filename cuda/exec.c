@@ -84,6 +84,7 @@ static bool async_open;     /* under done_mu: a host function may signal the loo
 static struct ticket *parked; /* loop thread: tickets whose event is polled */
 static uv_timer_t park_timer, grace_timer;
 static bool timers_open, stopping;
+static void (*stop_idle)(void); /* told once nothing is in flight after a stop */
 static uint64_t inflight;
 
 /* ---- streams ------------------------------------------------------------------------- */
@@ -199,11 +200,21 @@ static void close_handles(void)
     }
 }
 
-/* Shutting down and nothing left in flight: the handles go. */
+/* Shutting down and nothing left in flight (or the grace is over): the handles go, and
+ * the daemon hears that no device work uses the ranks' buffers any more. */
+static void stopped(void)
+{
+    close_handles();
+    void (*idle)(void) = stop_idle;
+    stop_idle = NULL;
+    if (idle)
+        idle();
+}
+
 static void stop_if_idle(void)
 {
     if (stopping && inflight == 0)
-        close_handles();
+        stopped();
 }
 
 static void on_done(uv_async_t *h)
@@ -262,7 +273,7 @@ static void on_grace(uv_timer_t *h)
     (void)h;
     NX_WARN("cuda", "%llu device ops still in flight %u ms after shutdown began; nexard "
             "exits without them", (unsigned long long)inflight, nx_cuda_stop_grace_ms);
-    close_handles();
+    stopped();
 }
 
 /* ---- resolving buffers ------------------------------------------------------------------- */
@@ -614,16 +625,17 @@ int nx_cuda_exec_init(void)
     return 0;
 }
 
-void nx_cuda_exec_stop(void)
+void nx_cuda_exec_stop(void (*idle)(void))
 {
     /* Shutting down.  Waiting here for the queued work would be the deadlock this file
      * avoids (the work may need done words that only this thread writes), so the loop
      * runs on and the last completion closes the handles; the grace timer ends it if the
      * GPU never finishes. */
     stopping = true;
+    stop_idle = idle;
     drain_done();
     if (inflight == 0) {
-        close_handles();
+        stopped();
         return;
     }
     NX_INFO("cuda", "%llu device ops in flight at shutdown: completing them (at most %u ms)",

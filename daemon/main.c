@@ -47,6 +47,14 @@ static void on_tick(uv_timer_t *t)
     nx_clients_flush();
 }
 
+/* Shutdown, once no device work uses the ranks' buffers. */
+static void close_ranks(void)
+{
+    nx_clients_flush(); /* the last completions reach their ranks before the close */
+    nx_ctlsrv_fini();
+    nx_clients_fini();
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
     if (nxd.stopping)
@@ -58,10 +66,13 @@ static void on_signal(uv_signal_t *s, int signum)
     uv_signal_stop(&sig_term);
     uv_signal_stop(&sig_int);
     nx_cluster_fini();
-    nx_ctlsrv_fini();
-    nx_clients_fini();
 #if NX_HAVE_CUDA
-    nx_cuda_stop();
+    /* The ranks keep their connections until no device work uses their buffers: a rank
+     * told earlier that nexard went away could reuse a buffer under a copy in flight. */
+    nx_ctlsrv_stop_listening();
+    nx_cuda_stop(close_ranks);
+#else
+    close_ranks();
 #endif
     uv_close((uv_handle_t *)&tick, NULL);
     uv_close((uv_handle_t *)&sig_term, NULL);
@@ -207,7 +218,7 @@ out_ctl:
     nx_jobs_fini();
 #if NX_HAVE_CUDA
     if (rv < 0)
-        nx_cuda_stop();
+        nx_cuda_stop(NULL);
     nx_device = NULL;
     nx_cuda_fini();
 #endif

@@ -557,7 +557,7 @@ static void close_walk(uv_handle_t *h, void *arg)
         nx_conn_close(h->data);
 }
 
-void nx_ctlsrv_fini(void)
+void nx_ctlsrv_stop_listening(void)
 {
     if (server_open) {
         if (server_polled) {
@@ -570,6 +570,11 @@ void nx_ctlsrv_fini(void)
         unlink(nxd.cfg.socket_path);
         server_open = false;
     }
+}
+
+void nx_ctlsrv_fini(void)
+{
+    nx_ctlsrv_stop_listening();
     uv_walk(nxd.loop, close_walk, NULL);
     nx_clients_flush();
     if (lock_fd >= 0) {

@@ -43,6 +43,9 @@ typedef void (*nx_ctl_handler)(struct nx_conn *c, const struct Nexar__CtlRequest
 
 /* Binds the socket: 0, or -errno after logging why. */
 int nx_ctlsrv_init(nx_ctl_handler on_ctl);
+/* Shutdown, first step: no new connection (the socket goes); the open ones stay. */
+void nx_ctlsrv_stop_listening(void);
+/* Closes every connection too. */
 void nx_ctlsrv_fini(void);
 /* Closes connections that hold a place without using it: no HELLO, a rank's HELLO without
  * JOIN, a frame begun and never finished, a nexarctl that asks nothing. */

@@ -20,9 +20,11 @@
  *                after a timer of the loop: the op still completes, with the error
  *   no_device    an op whose buffers are not registered: fails at once
  *   stop         nx_cuda_exec_stop with op k done on the GPU but not yet taken by the
- *                loop and op k+1 waiting behind it: the loop runs on and both complete
+ *                loop and op k+1 waiting behind it: the loop runs on and both complete,
+ *                and only then is the daemon told (idle) that it may close the ranks
  *   grace        nx_cuda_exec_stop with an op that never finishes: the loop ends after
- *                nx_cuda_stop_grace_ms, and the op's late end touches no closed handle
+ *                nx_cuda_stop_grace_ms, the daemon is told then, and the op's late end
+ *                touches no closed handle
  *   copy         the staging copies of ops across nodes (nx_cuda_exec_copy): a D2H of two
  *                ranges waits for the rank's ready event, which fires only after a timer
  *                of the loop, and its end is told from the loop with the bytes in place;
@@ -562,6 +564,14 @@ static struct nx_dev_job job_s1, job_s2;
 static struct nx_dev_part parts_s1[2], parts_s2[2];
 static uint8_t s_src[512], s_dst[512];
 
+static int idles, idle_ndone; /* nx_cuda_exec_stop's idle: calls, and parts done by then */
+
+static void on_idle(void)
+{
+    idles++;
+    idle_ndone = ndone;
+}
+
 static void stop_start(void)
 {
     nx_cuda_exec_run(&job_s1);
@@ -569,7 +579,7 @@ static void stop_start(void)
     /* Let op 1's host function run on its stream thread; the loop has not taken it. */
     struct timespec ts = {0, 20000000};
     nanosleep(&ts, NULL);
-    nx_cuda_exec_stop();
+    nx_cuda_exec_stop(on_idle);
 }
 
 static void case_stop(void)
@@ -603,6 +613,9 @@ static void case_stop(void)
     uv_run(loop, UV_RUN_DEFAULT); /* returns once every handle of exec.c is closed */
     EXPECT(ndone == before + 4, "after stop: %d of 4 parts completed", ndone - before);
     EXPECT(words[12] == 1 && words[13] == 1, "done words not set at stop");
+    EXPECT(idles == 1 && idle_ndone == before + 4, "the daemon heard %d times that nothing "
+           "was in flight, with %d of 4 parts completed (once, after all 4: its ranks keep "
+           "their connections until then)", idles, idle_ndone - before);
     if (ndone == before + 4)
         printf("stop: ok (both ops completed while the loop ran on)\n");
 }
@@ -616,7 +629,7 @@ static uint8_t g_src[64], g_dst[64];
 static void grace_start(void)
 {
     nx_cuda_exec_run(&job_g);
-    nx_cuda_exec_stop();
+    nx_cuda_exec_stop(on_idle);
 }
 
 /* An op whose ready event never fires (its rank's stream waits for something else): the
@@ -644,7 +657,7 @@ static void case_grace(void)
     }
     nx_cuda_stop_grace_ms = 300;
     uv_timer_init(loop, &start_timer);
-    int before = ndone;
+    int before = ndone, idles_before = idles;
     double t0 = uv_hrtime() / 1e9;
     start(grace_start);
     g_case = "grace";
@@ -655,6 +668,8 @@ static void case_grace(void)
     EXPECT(dt >= 0.25 && dt < 3, "the loop ended %.2f s after a stop with a stuck op (grace "
            "0.3 s)", dt);
     EXPECT(ndone == before, "the stuck op completed");
+    EXPECT(idles == idles_before + 1, "after the grace the daemon was not told to go on (%d "
+           "idle calls)", idles - idles_before);
     __atomic_store_n(&words[20], 1, __ATOMIC_RELEASE); /* its late end: no signal */
     struct timespec ts = {0, 50000000};
     nanosleep(&ts, NULL);
@@ -706,7 +721,7 @@ int main(int argc, char **argv)
     if (want_case("stop"))
         case_stop();
     else
-        nx_cuda_exec_stop();
+        nx_cuda_exec_stop(NULL);
     uv_close((uv_handle_t *)&start_timer, NULL);
     uv_close((uv_handle_t *)&release_timer, NULL);
     uv_run(loop, UV_RUN_DEFAULT);

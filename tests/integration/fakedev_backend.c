@@ -55,6 +55,8 @@ static FILE *logfile;
 static uint64_t delay_ms;
 static uint64_t inflight;
 
+static void idle_if_stopped(void);
+
 static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void note(const char *fmt, ...)
 {
@@ -174,6 +176,7 @@ static void run_done(uv_timer_t *t)
     host->flush();
     inflight--;
     uv_close((uv_handle_t *)&x->timer, run_closed);
+    idle_if_stopped();
 }
 
 static void fk_run(const struct nx_dev_job *job)
@@ -241,6 +244,7 @@ static void copy_after(uv_work_t *w, int status)
     free(x->v);
     free(x);
     inflight--;
+    idle_if_stopped();
 }
 
 static void *fk_host_alloc(size_t bytes)
@@ -339,11 +343,25 @@ int nx_cuda_init(const struct nx_device_host *h, const struct nx_device_ops **op
     return 0;
 }
 
-/* Ops still on their timers complete as the loop runs on (their ranks are gone). */
-void nx_cuda_stop(void)
+static void (*stop_idle)(void);
+
+/* At stop, ops on their timers and copies on the workers complete as the loop runs on;
+ * the last one tells the daemon (nx_cuda_stop's idle). */
+static void idle_if_stopped(void)
+{
+    void (*idle)(void) = stop_idle;
+    if (inflight || !idle)
+        return;
+    stop_idle = NULL;
+    idle();
+}
+
+void nx_cuda_stop(void (*idle)(void))
 {
     if (inflight)
         NX_INFO("cuda", "%llu fake device ops in flight at stop", (unsigned long long)inflight);
+    stop_idle = idle;
+    idle_if_stopped();
 }
 
 void nx_cuda_fini(void)

@@ -41,8 +41,10 @@
  *     fix it did not wait.
  *  8. shutdown: node A's copies take 1.5 s; 0.4 s into a device all_reduce node A's nexard
  *     is stopped (SIGTERM) while its copies are in flight.  It must exit cleanly within
- *     5 s (its copies end first, nothing is freed under them), and every rank must end
- *     within the budget: A's that their nexard went away, B's that node A was lost.
+ *     5 s, and every rank must end in error within the budget: B's at once (node A was
+ *     lost), A's only once the copies of their buffers ended (at 1.5 s): told earlier
+ *     that nexard went away, a rank could reuse a buffer under a copy.  Before the fix
+ *     A's ranks lost their connection at 0.4 s.
  *
  *   itest_test_device_xmix            the test (starts the daemons and the ranks)
  *   itest_test_device_xmix rank       one rank (XM_DEV=0|1, XM_DELAY_MS, XM_OP)
@@ -413,10 +415,15 @@ int main(int argc, char **argv)
     EXPECT_TRUE(fails, g_stop_rc == 0 && g_stop_s < 5.0, "shutdown: node A's nexard %s after "
                 "%.2f s, with device copies in flight", g_stop_rc ? "did not stop cleanly"
                                                           : "stopped", g_stop_s);
-    for (int r = 0; r < NR; r++)
+    for (int r = 0; r < NR; r++) {
         EXPECT_TRUE(fails, e[r].st != NEXAR_OK && e[r].st != -1, "shutdown: rank %d got %s "
                     "\"%s\"; its op could not have ended well", r, tl_status_name(e[r].st),
                     e[r].text);
+        if (r < 2)
+            EXPECT_TRUE(fails, e[r].dt >= 1.2, "shutdown: rank %d on node A ended %.2f s "
+                        "after its call, while node A's 1.5 s copy of its buffer still ran",
+                        r, e[r].dt);
+    }
     EXPECT_TRUE(fails, hx_daemon_stop(&nd[1].d) == 0, "daemon B did not stop cleanly");
     cu_fini();
     tl_log("%s", fails ? "FAILED" : "PASSED");
