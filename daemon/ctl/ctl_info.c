@@ -10,6 +10,20 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Built with ASan or TSan (gcc says so in a macro, clang through __has_feature). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define NX_SANITIZED_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define NX_SANITIZED_MALLOC 1
+#endif
+#endif
+#if NX_SANITIZED_MALLOC
+/* The sanitizers' allocator interface (sanitizer/allocator_interface.h, which not every
+ * compiler installs). */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#endif
+
 #include "algo.h"
 #include "client.h"
 #include "coll_local.h"
@@ -58,11 +72,16 @@ static uint64_t rss_bytes(void)
 }
 
 /* What nexard allocated and did not free, in use or not yet touched: unlike the resident
- * size it shows an array allocated for a world that never came. */
+ * size it shows an array allocated for a world that never came.  A sanitizer's allocator
+ * replaces glibc's, whose mallinfo2 then reads 0: ask the sanitizer. */
 static uint64_t heap_bytes(void)
 {
+#if NX_SANITIZED_MALLOC
+    return __sanitizer_get_current_allocated_bytes();
+#else
     struct mallinfo2 mi = mallinfo2();
     return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+#endif
 }
 
 static const char *client_state(const struct nx_client *cl)
