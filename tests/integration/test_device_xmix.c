@@ -239,6 +239,46 @@ static void expect_mismatch(const char *tag, const struct end *e, const char *fm
     }
 }
 
+/* Stops node i's daemon and starts it again with NAME=VALUE in its environment (name
+ * NULL: none).  0, or -1 when it did not start. */
+static int restart(int i, const char *name, const char *value)
+{
+    EXPECT_TRUE(fails, hx_daemon_stop(&nd[i].d) == 0, "daemon %c did not stop cleanly",
+                'A' + i);
+    if (name)
+        setenv(name, value, 1);
+    int rv = cu_node_start(&nd[i], i ? "node1" : "node0", "ca", NULL);
+    if (name)
+        unsetenv(name);
+    return rv;
+}
+
+/* Every rank: NEXAR_ERR_INTERNAL with node B's text for its failed first staging copy (node
+ * A hears it through the communicator's abort), and the communicator failed after it;
+ * node A's ranks no sooner than min_a seconds after their call. */
+static void expect_copyfail(const char *tag, const struct end *e, const char *job,
+                            double min_a)
+{
+    char want[1024];
+    for (int r = 0; r < NR; r++) {
+        if (e[r].st < 0)
+            continue;
+        snprintf(want, sizeof(want),
+                 "all_reduce seq 0 on comm %u (job \"%s\"): staging device buffers in failed "
+                 "on node 1 (%s, ranks 2-3): copy 1 failed as NX_FAKEDEV_FAIL_COPY asked",
+                 comm_id(e[r].text), job, nd[1].addr);
+        EXPECT_TRUE(fails, e[r].st == NEXAR_ERR_INTERNAL && !strcmp(e[r].text, want),
+                    "%s: rank %d got %s \"%s\", expected NEXAR_ERR_INTERNAL with \"%s\"", tag,
+                    r, tl_status_name(e[r].st), e[r].text, want);
+        EXPECT_TRUE(fails, e[r].st2 != NEXAR_OK, "%s: rank %d: a host all_reduce after the "
+                    "failure succeeded; the communicator must stay failed", tag, r);
+        if (r < 2)
+            EXPECT_TRUE(fails, e[r].dt >= min_a, "%s: rank %d on node A completed %.3f s "
+                        "after its call, while node A's copy of its buffer still ran", tag, r,
+                        e[r].dt);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "rank"))
@@ -302,71 +342,25 @@ int main(int argc, char **argv)
     }
 
     tl_log("4. copyfail: device buffers on every rank; node B's first staging copy fails");
-    EXPECT_TRUE(fails, hx_daemon_stop(&nd[1].d) == 0, "daemon B did not stop cleanly");
-    setenv("NX_FAKEDEV_FAIL_COPY", "1", 1);
-    int started = cu_node_start(&nd[1], "node1", "ca", NULL);
-    unsetenv("NX_FAKEDEV_FAIL_COPY");
-    if (started < 0)
+    if (restart(1, "NX_FAKEDEV_FAIL_COPY", "1") < 0)
         return 1;
     run_job("xm-copyfail", dev3, none, job, sizeof(job), e);
-    for (int r = 0; r < NR; r++) {
-        if (e[r].st < 0)
-            continue;
-        /* node B's text; node A hears it through the communicator's abort */
-        snprintf(want, sizeof(want),
-                 "all_reduce seq 0 on comm %u (job \"%s\"): staging device buffers in failed "
-                 "on node 1 (%s, ranks 2-3): copy 1 failed as NX_FAKEDEV_FAIL_COPY asked",
-                 comm_id(e[r].text), job, nd[1].addr);
-        EXPECT_TRUE(fails, e[r].st == NEXAR_ERR_INTERNAL && !strcmp(e[r].text, want),
-                    "copyfail: rank %d got %s \"%s\", expected NEXAR_ERR_INTERNAL with \"%s\"",
-                    r, tl_status_name(e[r].st), e[r].text, want);
-        EXPECT_TRUE(fails, e[r].st2 != NEXAR_OK, "copyfail: rank %d: a host all_reduce after "
-                    "the failure succeeded; the communicator must stay failed", r);
-    }
+    expect_copyfail("copyfail", e, job, 0);
 
     tl_log("5. inflight: node A's copies take 400 ms; node B's first copy fails at once");
-    EXPECT_TRUE(fails, hx_daemon_stop(&nd[0].d) == 0, "daemon A did not stop cleanly");
-    EXPECT_TRUE(fails, hx_daemon_stop(&nd[1].d) == 0, "daemon B did not stop cleanly");
-    setenv("NX_FAKEDEV_DELAY_MS", "400", 1);
-    started = cu_node_start(&nd[0], "node0", "ca", NULL);
-    unsetenv("NX_FAKEDEV_DELAY_MS");
-    setenv("NX_FAKEDEV_FAIL_COPY", "1", 1);
-    started |= cu_node_start(&nd[1], "node1", "ca", NULL);
-    unsetenv("NX_FAKEDEV_FAIL_COPY");
-    if (started < 0)
+    if (restart(0, "NX_FAKEDEV_DELAY_MS", "400") < 0 ||
+        restart(1, "NX_FAKEDEV_FAIL_COPY", "1") < 0)
         return 1;
     run_job("xm-inflight", dev3, none, job, sizeof(job), e);
-    for (int r = 0; r < NR; r++) {
-        if (e[r].st < 0)
-            continue;
-        snprintf(want, sizeof(want),
-                 "all_reduce seq 0 on comm %u (job \"%s\"): staging device buffers in failed "
-                 "on node 1 (%s, ranks 2-3): copy 1 failed as NX_FAKEDEV_FAIL_COPY asked",
-                 comm_id(e[r].text), job, nd[1].addr);
-        EXPECT_TRUE(fails, e[r].st == NEXAR_ERR_INTERNAL && !strcmp(e[r].text, want),
-                    "inflight: rank %d got %s \"%s\", expected NEXAR_ERR_INTERNAL with \"%s\"",
-                    r, tl_status_name(e[r].st), e[r].text, want);
-        if (r < 2)
-            EXPECT_TRUE(fails, e[r].dt >= 0.3, "inflight: rank %d on node A completed %.3f s "
-                        "after its call, while node A's 400 ms copy of its buffer still ran",
-                        r, e[r].dt);
-    }
+    expect_copyfail("inflight", e, job, 0.3);
 
     tl_log("6. waits: a device broadcast from rank 0; node B's staging waits for its ranks");
     char logs[2][512];
     for (int i = 0; i < 2; i++) {
-        EXPECT_TRUE(fails, hx_daemon_stop(&nd[i].d) == 0, "daemon %c did not stop cleanly",
-                    'A' + i);
         snprintf(logs[i], sizeof(logs[i]), "%s/fakedev-%c.log", scratch, 'A' + i);
+        if (restart(i, "NX_FAKEDEV_LOG", logs[i]) < 0)
+            return 1;
     }
-    started = 0;
-    for (int i = 0; i < 2; i++) {
-        setenv("NX_FAKEDEV_LOG", logs[i], 1);
-        started |= cu_node_start(&nd[i], i ? "node1" : "node0", "ca", NULL);
-    }
-    unsetenv("NX_FAKEDEV_LOG");
-    if (started < 0)
-        return 1;
     setenv("XM_OP", "bcast", 1);
     run_job("xm-waits", dev3, none, job, sizeof(job), e);
     unsetenv("XM_OP");
@@ -398,14 +392,7 @@ int main(int argc, char **argv)
     free(lg);
 
     tl_log("8. shutdown: node A's nexard stopped while its 1.5 s copies are in flight");
-    for (int i = 0; i < 2; i++)
-        EXPECT_TRUE(fails, hx_daemon_stop(&nd[i].d) == 0, "daemon %c did not stop cleanly",
-                    'A' + i);
-    setenv("NX_FAKEDEV_DELAY_MS", "1500", 1);
-    started = cu_node_start(&nd[0], "node0", "ca", NULL);
-    unsetenv("NX_FAKEDEV_DELAY_MS");
-    started |= cu_node_start(&nd[1], "node1", "ca", NULL);
-    if (started < 0)
+    if (restart(0, "NX_FAKEDEV_DELAY_MS", "1500") < 0 || restart(1, NULL, NULL) < 0)
         return 1;
     g_mid = stop_a;
     run_job("xm-shutdown", dev3, none, job, sizeof(job), e);
