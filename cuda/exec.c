@@ -463,6 +463,22 @@ static void run_send(struct exec *x)
         copy(x, dst, src, j->count * x->es);
 }
 
+/* x's stream waits for ready event ev of a rank (0: none), which x holds until its end.
+ * False after failing x. */
+static bool wait_ready(struct exec *x, uint32_t client_id, uint32_t ev)
+{
+    struct nx_reg *reg = ev ? nx_cuda_reg_event(client_id, ev) : NULL;
+    if (ev && !reg) {
+        fail(x, NEXAR_ERR_INTERNAL, "a ready event vanished before the op ran");
+        return false;
+    }
+    if (reg && (hold(x->t, reg), cudaStreamWaitEvent(x->s, reg->handle, 0)) != cudaSuccess) {
+        fail(x, NEXAR_ERR_INTERNAL, "cudaStreamWaitEvent on a rank's ready event failed");
+        return false;
+    }
+    return true;
+}
+
 /* The device the op runs on: the receiver's, the root's, or rank 0's. */
 static int pick_device(const struct nx_dev_job *j)
 {
@@ -533,14 +549,8 @@ void nx_cuda_exec_run(const struct nx_dev_job *job)
         finish(&x);
         return;
     }
-    for (uint32_t r = 0; r < job->size && !x.status; r++) {
-        uint32_t ev = job->parts[r].rec.ready_event;
-        struct nx_reg *reg = ev ? nx_cuda_reg_event(job->parts[r].client_id, ev) : NULL;
-        if (ev && !reg)
-            fail(&x, NEXAR_ERR_INTERNAL, "a ready event vanished before the op ran");
-        else if (reg && (hold(t, reg), cudaStreamWaitEvent(x.s, reg->handle, 0)) != cudaSuccess)
-            fail(&x, NEXAR_ERR_INTERNAL, "cudaStreamWaitEvent on a rank's ready event failed");
-    }
+    for (uint32_t r = 0; r < job->size && !x.status; r++)
+        wait_ready(&x, job->parts[r].client_id, job->parts[r].rec.ready_event);
     if (!x.status) {
         if (job->kind == NX_K_SEND)
             run_send(&x);
@@ -575,17 +585,13 @@ void nx_cuda_exec_copy(uint32_t comm_id, const struct nx_dev_copy *v, size_t n, 
     }
     for (size_t i = 0; i < n && !x.status; i++) {
         struct nx_reg *r = nx_cuda_reg_mem(v[i].client_id, v[i].mem);
-        struct nx_reg *ev = v[i].wait_event ? nx_cuda_reg_event(v[i].client_id,
-                                                                 v[i].wait_event) : NULL;
-        if (!r || (v[i].wait_event && !ev)) {
+        if (!r) {
             fail(&x, NEXAR_ERR_INTERNAL, "a device registration vanished before the op ran");
             break;
         }
         hold(t, r);
-        if (ev && (hold(t, ev), cudaStreamWaitEvent(x.s, ev->handle, 0)) != cudaSuccess) {
-            fail(&x, NEXAR_ERR_INTERNAL, "cudaStreamWaitEvent on a rank's ready event failed");
+        if (!wait_ready(&x, v[i].client_id, v[i].wait_event))
             break;
-        }
         uint8_t *d = (uint8_t *)r->handle + v[i].off;
         if (dir == NX_DEV_D2H)
             copy(&x, v[i].host, d, v[i].bytes);
