@@ -20,7 +20,8 @@
 #include "rendezvous.h"
 #include "xcomm.h"
 
-/* One chunk of a send: its descriptor (staged) and where its bytes are. */
+/* One chunk of a send: its descriptor (staged) and where its bytes are in the arena (a
+ * device send's: in its dpiece instead). */
 struct piece {
     uint64_t user_data, off, bytes;
 };
@@ -188,10 +189,7 @@ static void piece_in(void *arg, uint32_t status, const char *text)
 static bool stage_more(struct nx_comm *c, struct nx_xsend *xs)
 {
     while (xs->staging < xs->nchunks && xs->staging < xs->acked + XP_WINDOW) {
-        uint64_t ch = xs->staging, off = ch * xs->E;
-        uint64_t n = xs->first.count > off ? xs->first.count - off : 0;
-        if (n > xs->E)
-            n = xs->E;
+        uint64_t ch = xs->staging, off = ch * xs->E, n = xs->q[ch].bytes / xs->es;
         struct dpiece *dp = &xs->dp[ch % XP_WINDOW];
         char what[320], why[256];
         msg_name(c, xs, what, sizeof(what));
@@ -213,8 +211,9 @@ static bool stage_more(struct nx_comm *c, struct nx_xsend *xs)
     return true;
 }
 
-/* A send from device memory to another node: staged piece by piece, and sent. */
-static void dev_submit(struct nx_comm *c, struct nx_xsend *xs, const struct nx_sqe *e)
+/* A send from device memory to another node, staged piece by piece (stage_more) and sent
+ * as a direct send's pieces: its record.  False when it ended here (xs is gone). */
+static bool dev_load(struct nx_comm *c, struct nx_xsend *xs, const struct nx_sqe *e)
 {
     char why[512], what[320];
     struct nx_dev_part *dev = nx_xcalloc(1, sizeof(*dev));
@@ -223,27 +222,22 @@ static void dev_submit(struct nx_comm *c, struct nx_xsend *xs, const struct nx_s
         nx_dev_part_release(dev);
         free(dev);
         xs_free(c, xs);
-        return nx_client_violation(cl, why);
+        nx_client_violation(cl, why);
+        return false;
     }
     xs->dev = dev;
     xs->direct = true; /* one record, completed when the last piece is acknowledged */
-    cl->pending++;
-    msg_name(c, xs, what, sizeof(what));
-    if (!nx_devstage_available()) {
-        snprintf(why, sizeof(why), "%s: device buffers across nodes need a device backend "
-                 "that stages them (this one: %s)", what, nx_device->name);
-        complete_send(xs, NEXAR_ERR_UNSUPPORTED, why);
-        return xs_free(c, xs);
-    }
-    nx_grow((void **)&xs->q, &xs->cap, xs->nchunks, sizeof(*xs->q));
-    for (uint64_t ch = 0; ch < xs->nchunks; ch++) {
-        uint64_t off = ch * xs->E, n = e->count > off ? e->count - off : 0;
-        xs->q[ch] = (struct piece){.off = off * xs->es, .bytes = (n < xs->E ? n : xs->E) * xs->es};
-    }
     for (unsigned i = 0; i < XP_WINDOW; i++)
         xs->dp[i].xs = xs;
-    xs->submitted = xs->nchunks;
-    pump(c, xs);
+    if (nx_devstage_available())
+        return true;
+    msg_name(c, xs, what, sizeof(what));
+    snprintf(why, sizeof(why), "%s: device buffers across nodes need a device backend that "
+             "stages them (this one: %s)", what, nx_device->name);
+    cl->pending++;
+    complete_send(xs, NEXAR_ERR_UNSUPPORTED, why);
+    xs_free(c, xs);
+    return false;
 }
 
 void nx_xp2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
@@ -270,8 +264,8 @@ void nx_xp2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
         xs->nchunks = nx_chunk_count(e->count, xs->E);
         xs->since = nx_now();
         TAILQ_INSERT_TAIL(&c->x->sends, xs, link);
-        if (e->flags & NX_SQE_DEVICE)
-            return dev_submit(c, xs, e);
+        if ((e->flags & NX_SQE_DEVICE) && !dev_load(c, xs, e))
+            return;
     }
     cl->pending++;
     uint64_t first = xs->direct ? 0 : e->chunk, last = xs->direct ? xs->nchunks : first + 1;

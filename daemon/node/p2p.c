@@ -332,13 +332,19 @@ static void fail_side(struct nx_p2p *pp, struct nx_side *sd, uint32_t status, co
     }
 }
 
+/* "message 3 from rank 0 to rank 2 with tag 5 on comm 1 (job "j")" */
+static void msg_what(const struct nx_comm *c, const struct nx_msg *m, char *buf, size_t len)
+{
+    snprintf(buf, len,
+             "message %" PRIu64 " from rank %u to rank %u with tag %u on comm %u (job \"%s\")",
+             m->k, m->src, m->dst, m->tag, c->id, c->job->name);
+}
+
 /* Both sides are device buffers: the backend copies and completes them. */
 static void run_device(struct nx_comm *c, struct nx_msg *m)
 {
-    char what[160];
-    snprintf(what, sizeof(what),
-             "message %" PRIu64 " from rank %u to rank %u with tag %u on comm %u (job \"%s\")",
-             m->k, m->src, m->dst, m->tag, c->id, c->job->name);
+    char what[256];
+    msg_what(c, m, what, sizeof(what));
     struct nx_dev_part parts[2] = {*m->s.dev, *m->r.dev};
     struct nx_dev_job job = {
         .comm_id = c->id,
@@ -400,33 +406,25 @@ static bool rank_here(const struct nx_comm *c, uint32_t r)
     return false;
 }
 
-/* A device recv whose send comes from another node: its pieces land chunk by chunk of
- * the sender's plan, like a direct recv's, each copied to the device as it comes. */
-static void stage_recv(struct nx_comm *c, struct nx_msg *m)
+/* A device recv whose send comes from another node: its pieces land as a direct recv's
+ * do, each copied to the device as it comes (land_piece).  False when that failed the
+ * communicator (m is gone). */
+static bool land_open(struct nx_comm *c, struct nx_msg *m)
 {
     struct nx_side *r = &m->r;
-    uint32_t es = nx_dtype_size(r->first.dtype);
-    uint64_t E = nx_chunk_elems(NX_K_SEND, 1, es, nxd.cfg.slot_bytes); /* the pieces' */
     char what[256];
-    snprintf(what, sizeof(what), "message %" PRIu64 " from rank %u to rank %u with tag %u on "
-             "comm %u (job \"%s\")", m->k, m->src, m->dst, m->tag, c->id, c->job->name);
+    msg_what(c, m, what, sizeof(what));
     if (!nx_devstage_available()) {
-        return nx_comm_fail(c, NEXAR_ERR_UNSUPPORTED, "%s: a device recv across nodes needs a "
-                            "device backend that stages it (this one: %s)", what,
-                            nx_device->name);
+        nx_comm_fail(c, NEXAR_ERR_UNSUPPORTED, "%s: a device recv across nodes needs a device "
+                     "backend that stages it (this one: %s)", what, nx_device->name);
+        return false;
     }
     r->land = nx_xcalloc(1, sizeof(*r->land));
     r->land->part = *r->dev;
     r->land->part.iov = NULL;
-    r->land->es = es;
+    r->land->es = nx_dtype_size(r->first.dtype);
     snprintf(r->land->what, sizeof(r->land->what), "%s", what);
-    r->direct = true;
-    r->nchunks = nx_chunk_count(r->first.count, E);
-    for (uint64_t ch = 0; ch < r->nchunks; ch++) {
-        uint64_t off = ch * E, n = r->first.count > off ? r->first.count - off : 0;
-        push(r, 0, off * es, (n < E ? n : E) * es);
-    }
-    match(c, m);
+    return true;
 }
 
 void nx_p2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
@@ -481,9 +479,10 @@ void nx_p2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
         sd->nchunks = nx_chunk_count(e->count, E);
     }
     cl->pending++;
-    if (sd->dev && !is_send && c->nodes > 1 && !rank_here(c, src))
-        return stage_recv(c, m);
-    if (sd->dev) {
+    if (sd->dev && !is_send && c->nodes > 1 && !rank_here(c, src)) {
+        if (!land_open(c, m))
+            return;
+    } else if (sd->dev) {
         if (other->have)
             run_device(c, m);
         return;
@@ -493,7 +492,8 @@ void nx_p2p_submit(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
             uint64_t off = ch * E, n = e->count - off < E ? e->count - off : E;
             if (e->count == 0)
                 n = 0;
-            uint64_t base = is_send ? e->in_off : e->out_off;
+            /* a landing recv's chunks: their place in the message */
+            uint64_t base = sd->land ? 0 : is_send ? e->in_off : e->out_off;
             push(sd, 0, base + off * es, n * es);
         }
     } else {
