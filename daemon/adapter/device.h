@@ -116,8 +116,9 @@ struct nx_device_ops {
      * are then UNSUPPORTED).  host_alloc: host memory that copy() moves fastest (pinned),
      * NULL when there is none.  copy: moves every range of v in direction dir, after the
      * device work queued before it for comm_id and each range's wait_event (a range of
-     * no bytes only waits), and calls done once all are through or one failed.  The backend holds the registrations until then; the host memory must stay
-     * until done is called.  what names the op for messages.
+     * no bytes only waits), and calls done once all are through or one failed.  The
+     * backend holds the registrations until then; the host memory must stay until done
+     * is called.  what names the op for messages.
      */
     void *(*host_alloc)(size_t bytes);
     void (*host_free)(void *p);

@@ -29,7 +29,7 @@ struct nx_devstage {
     struct nx_devwait *wait; /* orphaned: completes when the copy in flight ends */
     nx_devstage_done done;
     void *arg;
-    char what[128];
+    char what[256];
 };
 
 bool nx_devstage_available(void)
@@ -48,9 +48,10 @@ static void add(struct nx_dev_copy **v, size_t *nv, size_t *cap, const struct nx
 
 /* Bucketed ops name a list of buffers (iovs) that hold the op's elements one after
  * another: a range of them may span several. */
-void nx_devstage_ranges(const struct nx_dev_part *p, const struct nx_dev_buf *b, uint64_t count,
-                    uint64_t blk, uint64_t off, uint64_t n, uint32_t es, uint8_t *host,
-                    uint32_t wait_event, struct nx_dev_copy **v, size_t *nv, size_t *cap)
+void nx_devstage_ranges(const struct nx_dev_part *p, const struct nx_dev_buf *b,
+                        uint64_t count, uint64_t blk, uint64_t off, uint64_t n, uint32_t es,
+                        uint8_t *host, uint32_t wait_event, struct nx_dev_copy **v, size_t *nv,
+                        size_t *cap)
 {
     if (p->rec.niov == 0 || p->iov == NULL) {
         struct nx_dev_copy c = {.client_id = p->client_id, .mem = b->mem,
@@ -135,8 +136,8 @@ void nx_devwait_arm(struct nx_devwait *w)
     wait_drop(w);
 }
 
-struct nx_devstage *nx_devstage_new(uint32_t comm_id, uint64_t bytes, const char *what, char *err,
-                            size_t errlen)
+struct nx_devstage *nx_devstage_new(uint32_t comm_id, uint64_t bytes, const char *what,
+                                    char *err, size_t errlen)
 {
     struct nx_devstage *d = nx_xcalloc(1, sizeof(*d));
     d->comm_id = comm_id;
@@ -157,7 +158,7 @@ uint8_t *nx_devstage_host(const struct nx_devstage *d)
 }
 
 void nx_devstage_copy(struct nx_devstage *d, const struct nx_dev_copy *v, size_t n, int dir,
-                  nx_devstage_done done, void *arg)
+                      nx_devstage_done done, void *arg)
 {
     d->done = done;
     d->arg = arg;
@@ -166,8 +167,8 @@ void nx_devstage_copy(struct nx_devstage *d, const struct nx_dev_copy *v, size_t
 }
 
 struct nx_devstage *nx_devstage_in(const struct nx_op *op, uint64_t off, uint64_t n,
-                           struct nx_rank_io *io, nx_devstage_done done, void *arg, char *err,
-                           size_t errlen)
+                                   struct nx_rank_io *io, nx_devstage_done done, void *arg,
+                                   char *err, size_t errlen)
 {
     const struct nx_comm *c = op->comm;
     uint32_t es = nx_dtype_size(op->sig.dtype), P = nx_comm_span_size(c);

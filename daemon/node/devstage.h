@@ -41,20 +41,21 @@ bool nx_devstage_available(void);
 
 /* bytes of the backend's host memory for comm_id's copies (what names the op in texts).
  * NULL, with the reason in err, when there is none. */
-struct nx_devstage *nx_devstage_new(uint32_t comm_id, uint64_t bytes, const char *what, char *err,
-                            size_t errlen);
+struct nx_devstage *nx_devstage_new(uint32_t comm_id, uint64_t bytes, const char *what,
+                                    char *err, size_t errlen);
 uint8_t *nx_devstage_host(const struct nx_devstage *d);
 /* Moves the ranges v (their host pointers inside d's memory) in direction dir
  * (NX_DEV_D2H or NX_DEV_H2D); done(arg, ...) after, from the loop. */
 void nx_devstage_copy(struct nx_devstage *d, const struct nx_dev_copy *v, size_t n, int dir,
-                  nx_devstage_done done, void *arg);
+                      nx_devstage_done done, void *arg);
 /* The ranges of elements [off, off + n) of part p's buffer b (blocks of count elements;
  * bucketed parts: their iovs), from or to host, appended to *v. */
 struct nx_dev_part;
 struct nx_dev_buf;
-void nx_devstage_ranges(const struct nx_dev_part *p, const struct nx_dev_buf *b, uint64_t count,
-                    uint64_t blk, uint64_t off, uint64_t n, uint32_t es, uint8_t *host,
-                    uint32_t wait_event, struct nx_dev_copy **v, size_t *nv, size_t *cap);
+void nx_devstage_ranges(const struct nx_dev_part *p, const struct nx_dev_buf *b,
+                        uint64_t count, uint64_t blk, uint64_t off, uint64_t n, uint32_t es,
+                        uint8_t *host, uint32_t wait_event, struct nx_dev_copy **v, size_t *nv,
+                        size_t *cap);
 
 /* ---- a part of a collective (xcoll.c) ----------------------------------------------- */
 
@@ -64,8 +65,8 @@ void nx_devstage_ranges(const struct nx_dev_part *p, const struct nx_dev_buf *b,
  * are in.  NULL, with the reason in err, when there is no host memory for them.
  */
 struct nx_devstage *nx_devstage_in(const struct nx_op *op, uint64_t off, uint64_t n,
-                           struct nx_rank_io *io, nx_devstage_done done, void *arg, char *err,
-                           size_t errlen);
+                                   struct nx_rank_io *io, nx_devstage_done done, void *arg,
+                                   char *err, size_t errlen);
 
 /* The ranks' outputs in io go back to their device buffers; done(arg, ...) after. */
 void nx_devstage_out(struct nx_devstage *d, nx_devstage_done done, void *arg);

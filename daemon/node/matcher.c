@@ -135,16 +135,12 @@ static struct nx_op *op_new(struct nx_comm *c, const struct nx_sqe *e, uint32_t 
     op->sig = *e;
     op->sig_rank = rank;
     /* The ranks plan their chunks for the communicator's size as they see it. */
-    op->chunk_elems = nx_chunk_elems(e->kind, nx_comm_span_size(c), nx_dtype_size(e->dtype),
-                                     nxd.cfg.slot_bytes);
-    op->nchunks = nx_chunk_count(e->count, op->chunk_elems);
     /* On one node the backend runs a device op at once; across nodes its parts stage
      * through host memory (node/devstage.h), cut the same way on every node. */
-    if (e->flags & NX_SQE_DEVICE) {
-        op->chunk_elems = nx_chunk_elems(e->kind, nx_comm_span_size(c), nx_dtype_size(e->dtype),
-                                         NX_DEV_XCHUNK_BYTES);
-        op->nchunks = c->nodes > 1 ? nx_chunk_count(e->count, op->chunk_elems) : 1;
-    }
+    bool dev = (e->flags & NX_SQE_DEVICE) != 0;
+    op->chunk_elems = nx_chunk_elems(e->kind, nx_comm_span_size(c), nx_dtype_size(e->dtype),
+                                     dev ? NX_DEV_XCHUNK_BYTES : nxd.cfg.slot_bytes);
+    op->nchunks = dev && c->nodes == 1 ? 1 : nx_chunk_count(e->count, op->chunk_elems);
     op->started = nx_now();
     /* Keep the list in seq order: ops open in order on each rank, but ranks differ. */
     struct nx_op *it;
