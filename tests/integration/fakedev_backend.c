@@ -41,12 +41,17 @@ struct fake_ipc {
     char shm[24];
 };
 
+/* The registrations fake device work holds until it ends. */
+struct holds {
+    struct nx_reg **v;
+    size_t n, cap;
+};
+
 struct run {
     uv_timer_t timer;
     size_t nparts;
     struct nx_dev_part *parts;
-    struct nx_reg **regs;
-    size_t nregs, regs_cap;
+    struct holds regs;
     char what[160];
 };
 
@@ -146,23 +151,30 @@ static bool fk_event_ok(struct nx_dev_client *dc, uint32_t id)
     return dc->state && nx_regtab_get(dc->state, id, NX_DEV_EVENT);
 }
 
-static void hold(struct run *x, uint32_t client_id, uint32_t id, int kind)
+/* Registration id (kind) of the client, held in h: the registration, or NULL (none). */
+static struct nx_reg *hold(struct holds *h, uint32_t client_id, uint32_t id, int kind)
 {
     struct nx_dev_client *dc = host->client(client_id);
     struct nx_reg *r = id && dc && dc->state ? nx_regtab_get(dc->state, id, kind) : NULL;
     if (!r)
-        return;
-    nx_grow((void **)&x->regs, &x->regs_cap, x->nregs + 1, sizeof(*x->regs));
-    x->regs[x->nregs++] = r;
+        return NULL;
+    nx_grow((void **)&h->v, &h->cap, h->n + 1, sizeof(*h->v));
+    h->v[h->n++] = r;
     nx_reg_ref(r);
+    return r;
+}
+
+static void unhold(struct holds *h)
+{
+    for (size_t i = 0; i < h->n; i++)
+        nx_reg_unref(h->v[i]);
+    free(h->v);
 }
 
 static void run_closed(uv_handle_t *h)
 {
     struct run *x = h->data;
-    for (size_t i = 0; i < x->nregs; i++)
-        nx_reg_unref(x->regs[i]);
-    free(x->regs);
+    unhold(&x->regs);
     free(x->parts);
     free(x);
 }
@@ -188,11 +200,11 @@ static void fk_run(const struct nx_dev_job *job)
         const struct nx_dev_part *p = &job->parts[r];
         x->parts[r] = *p;
         x->parts[r].iov = NULL;
-        hold(x, p->client_id, p->rec.in.mem, NX_DEV_MEMORY);
-        hold(x, p->client_id, p->rec.out.mem, NX_DEV_MEMORY);
+        hold(&x->regs, p->client_id, p->rec.in.mem, NX_DEV_MEMORY);
+        hold(&x->regs, p->client_id, p->rec.out.mem, NX_DEV_MEMORY);
         for (uint32_t i = 0; i < p->rec.niov; i++)
-            hold(x, p->client_id, p->iov[i].buf.mem, NX_DEV_MEMORY);
-        hold(x, p->client_id, p->rec.ready_event, NX_DEV_EVENT);
+            hold(&x->regs, p->client_id, p->iov[i].buf.mem, NX_DEV_MEMORY);
+        hold(&x->regs, p->client_id, p->rec.ready_event, NX_DEV_EVENT);
     }
     snprintf(x->what, sizeof(x->what), "%s", job->what);
     note("run %s", x->what);
@@ -210,10 +222,8 @@ struct copy {
     size_t n;
     struct nx_dev_copy *v;
     uint8_t **dev;         /* v[i]'s device side, mapped here */
-    struct nx_reg **regs;  /* held until done */
-    size_t nregs;
-    bool fail;
-    char text[200];
+    struct holds regs;
+    char text[200];        /* why it fails (then it moves nothing), or "" */
     nx_dev_copy_done done;
     void *arg;
 };
@@ -225,7 +235,7 @@ static void copy_work(uv_work_t *w)
     struct copy *x = w->data;
     if (delay_ms)
         usleep((useconds_t)(delay_ms * 1000));
-    for (size_t i = 0; i < x->n && !x->fail; i++)
+    for (size_t i = 0; i < x->n && !x->text[0]; i++)
         if (x->dir == NX_DEV_D2H)
             memcpy(x->v[i].host, x->dev[i], x->v[i].bytes);
         else
@@ -237,9 +247,7 @@ static void copy_after(uv_work_t *w, int status)
     struct copy *x = w->data;
     (void)status;
     x->done(x->arg, x->text[0] ? NEXAR_ERR_INTERNAL : NEXAR_OK, x->text[0] ? x->text : NULL);
-    for (size_t i = 0; i < x->nregs; i++)
-        nx_reg_unref(x->regs[i]);
-    free(x->regs);
+    unhold(&x->regs);
     free(x->dev);
     free(x->v);
     free(x);
@@ -267,30 +275,24 @@ static void fk_copy(uint32_t comm_id, const struct nx_dev_copy *v, size_t n, int
     x->n = n;
     x->v = nx_xcalloc(n ? n : 1, sizeof(*x->v));
     x->dev = nx_xcalloc(n ? n : 1, sizeof(*x->dev));
-    x->regs = nx_xcalloc(n ? n : 1, sizeof(*x->regs));
     x->done = done;
     x->arg = arg;
     x->work.data = x;
     memcpy(x->v, v, n * sizeof(*v));
     for (size_t i = 0; i < n && !x->text[0]; i++) {
-        struct nx_dev_client *dc = host->client(v[i].client_id);
-        struct nx_reg *r = dc && dc->state ? nx_regtab_get(dc->state, v[i].mem, NX_DEV_MEMORY)
-                                           : NULL;
+        struct nx_reg *r = hold(&x->regs, v[i].client_id, v[i].mem, NX_DEV_MEMORY);
         if (!r || !r->handle) {
             snprintf(x->text, sizeof(x->text), "the fake device memory of client %u "
                      "(registration %u) is %s", v[i].client_id, v[i].mem,
                      r ? "not shared (nx_fake_cuda_shared)" : "not registered");
             break;
         }
-        nx_reg_ref(r);
-        x->regs[x->nregs++] = r;
         x->dev[i] = (uint8_t *)r->handle + v[i].off;
         bytes += v[i].bytes;
     }
     if (fail_copy && ++copies == fail_copy)
         snprintf(x->text, sizeof(x->text), "copy %u failed as NX_FAKEDEV_FAIL_COPY asked",
                  copies);
-    x->fail = x->text[0] != '\0';
     unsigned waits = 0;
     for (size_t i = 0; i < n; i++)
         waits += v[i].wait_event != 0;
