@@ -8,6 +8,9 @@
 #include <string.h>
 #include <time.h>
 
+int fk_failures;
+const char *volatile fk_case = "start";
+
 struct fk_fail fk_fail;
 struct fk_fail_at fk_fail_at;
 static unsigned copy_delay_us[5]; /* by cudaMemcpyKind */

@@ -23,6 +23,21 @@
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+
+/* The checks of the tests against this fake: a failed one is counted in fk_failures and
+ * printed with its file, line and the case that ran (fk_case, which the test sets). */
+extern int fk_failures;
+extern const char *volatile fk_case;
+#define FK_EXPECT(c, ...)                                                                  \
+    do {                                                                                   \
+        if (!(c)) {                                                                        \
+            fprintf(stderr, "FAIL %s:%d [%s]: ", __FILE__, __LINE__, fk_case);             \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fputc('\n', stderr);                                                           \
+            fk_failures++;                                                                 \
+        }                                                                                  \
+    } while (0)
 
 /* Calls that fail the next n times (then work again): counters the test sets. */
 struct fk_fail {

@@ -48,20 +48,8 @@
 #include "nexar.h"
 #include "registry.h"
 
-static int failures;
-#define EXPECT(c, ...)                                                                     \
-    do {                                                                                   \
-        if (!(c)) {                                                                        \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                           \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fputc('\n', stderr);                                                           \
-            failures++;                                                                    \
-        }                                                                                  \
-    } while (0)
-
 /* ---- the watchdog ------------------------------------------------------------------------ */
 
-static const char *volatile g_case = "start";
 static volatile int g_progress; /* bumped whenever the loop thread does something */
 
 static void *watchdog(void *arg)
@@ -77,7 +65,7 @@ static void *watchdog(void *arg)
             fprintf(stderr,
                     "FAIL case %s: deadlock: the loop thread has been blocked for 10 s (in a "
                     "CUDA wait for GPU work that needs the loop thread to write a done word)\n",
-                    g_case);
+                    fk_case);
             _exit(1);
         }
     }
@@ -245,7 +233,7 @@ static struct nx_dev_part part(uint32_t client, uint64_t ud, uint32_t in, uint32
 
 static void run_loop(int want, const char *what)
 {
-    g_case = what;
+    fk_case = what;
     want_done = want;
     if (ndone < want)
         uv_run(loop, UV_RUN_DEFAULT);
@@ -314,15 +302,15 @@ static void case_send_error(void)
     start(send_error_start);
     run_loop(4, "send_error");
     const struct done *k = done_of(11), *k1 = done_of(21);
-    EXPECT(k && k->status == NEXAR_OK && done_of(12) && done_of(12)->status == NEXAR_OK,
+    FK_EXPECT(k && k->status == NEXAR_OK && done_of(12) && done_of(12)->status == NEXAR_OK,
            "send k: %s", k ? k->text : "not completed");
-    EXPECT(memcmp(a_src, a_dst, sizeof(a_src)) == 0, "send k did not copy the data");
-    EXPECT(k1 && k1->status == NEXAR_ERR_INTERNAL && strstr(k1->text, "cudaMemcpyAsync"),
+    FK_EXPECT(memcmp(a_src, a_dst, sizeof(a_src)) == 0, "send k did not copy the data");
+    FK_EXPECT(k1 && k1->status == NEXAR_ERR_INTERNAL && strstr(k1->text, "cudaMemcpyAsync"),
            "send k+1: status %u, \"%s\"", k1 ? k1->status : 0, k1 ? k1->text : "");
-    EXPECT(k1 && k1->watch_done,
+    FK_EXPECT(k1 && k1->watch_done,
            "send k+1 completed before the work queued on its stream (the wait for its ready "
            "event) was over");
-    EXPECT(words[0] == 1 && words[1] == 2, "done words %llu %llu, expected 1 2",
+    FK_EXPECT(words[0] == 1 && words[1] == 2, "done words %llu %llu, expected 1 2",
            (unsigned long long)words[0], (unsigned long long)words[1]);
     if (k1)
         printf("send_error: ok (send k+1: %s)\n", k1->text);
@@ -375,17 +363,17 @@ static void case_coll_error(void)
     start(coll_error_start);
     run_loop(before + 4, "coll_error");
     const struct done *k = done_of(31), *k1 = done_of(41);
-    EXPECT(k && k->status == NEXAR_OK, "all_reduce k: %s", k ? k->text : "not completed");
+    FK_EXPECT(k && k->status == NEXAR_OK, "all_reduce k: %s", k ? k->text : "not completed");
     bool exact = true;
     for (int i = 0; i < NCOLL; i++)
         exact &= c_buf[0][i] == (float)(2 * i + 1000) && c_buf[1][i] == (float)(2 * i + 1000);
-    EXPECT(exact, "all_reduce k: wrong sums");
-    EXPECT(k1 && k1->status == NEXAR_ERR_INTERNAL && strstr(k1->text, "reduce kernel"),
+    FK_EXPECT(exact, "all_reduce k: wrong sums");
+    FK_EXPECT(k1 && k1->status == NEXAR_ERR_INTERNAL && strstr(k1->text, "reduce kernel"),
            "all_reduce k+1: status %u, \"%s\"", k1 ? k1->status : 0, k1 ? k1->text : "");
-    EXPECT(k1 && k1->watch_done, "all_reduce k+1 completed before its stream's work was over");
-    EXPECT(done_of(42) && done_of(42)->status == NEXAR_ERR_INTERNAL,
+    FK_EXPECT(k1 && k1->watch_done, "all_reduce k+1 completed before its stream's work was over");
+    FK_EXPECT(done_of(42) && done_of(42)->status == NEXAR_ERR_INTERNAL,
            "all_reduce k+1: the other rank's part");
-    EXPECT(words[4] == 5 && words[5] == 6, "done words %llu %llu, expected 5 6",
+    FK_EXPECT(words[4] == 5 && words[5] == 6, "done words %llu %llu, expected 5 6",
            (unsigned long long)words[4], (unsigned long long)words[5]);
     if (k1)
         printf("coll_error: ok (all_reduce k+1: %s)\n", k1->text);
@@ -433,10 +421,10 @@ static void case_host_fn(void)
     start(host_fn_start);
     run_loop(before + 2, "host_fn");
     const struct done *d = done_of(51);
-    EXPECT(d && d->status == NEXAR_ERR_INTERNAL && strstr(d->text, "cudaLaunchHostFunc"),
+    FK_EXPECT(d && d->status == NEXAR_ERR_INTERNAL && strstr(d->text, "cudaLaunchHostFunc"),
            "send with no host function: status %u, \"%s\"", d ? d->status : 0, d ? d->text : "");
-    EXPECT(d && d->watch_done, "completed before the work queued on its stream was over");
-    EXPECT(words[9] == 1, "done word not set");
+    FK_EXPECT(d && d->watch_done, "completed before the work queued on its stream was over");
+    FK_EXPECT(words[9] == 1, "done word not set");
     if (d)
         printf("host_fn: ok (%s)\n", d->text);
 }
@@ -509,24 +497,24 @@ static void case_copy(void)
     fk_wait_value(user, &words[8], 1); /* the loop's timer sets word 8 */
     cudaEventRecord(x_event, user);
     start(copy_start);
-    g_case = "copy";
+    fk_case = "copy";
     uv_run(loop, UV_RUN_DEFAULT);
     for (int i = 0; i < 4; i++)
-        EXPECT(cp[i].calls == 1 && !cp[i].from_within, "copy %d: told %d times%s", i,
+        FK_EXPECT(cp[i].calls == 1 && !cp[i].from_within, "copy %d: told %d times%s", i,
                cp[i].calls, cp[i].from_within ? ", from within nx_cuda_exec_copy" : "");
-    EXPECT(cp[0].status == NEXAR_OK && cp[0].event_done,
+    FK_EXPECT(cp[0].status == NEXAR_OK && cp[0].event_done,
            "D2H: status %u \"%s\", ready event %s when told", cp[0].status, cp[0].text,
            cp[0].event_done ? "fired" : "not fired");
-    EXPECT(memcmp(x_host, x_dev, 200) == 0 && memcmp(x_host + 200, x_dev + 300, 212) == 0,
+    FK_EXPECT(memcmp(x_host, x_dev, 200) == 0 && memcmp(x_host + 200, x_dev + 300, 212) == 0,
            "D2H: the host bytes differ from the device ranges");
-    EXPECT(cp[1].status == NEXAR_ERR_INTERNAL && strstr(cp[1].text, "cudaMemcpyAsync") &&
+    FK_EXPECT(cp[1].status == NEXAR_ERR_INTERNAL && strstr(cp[1].text, "cudaMemcpyAsync") &&
                strstr(cp[1].text, "all_reduce seq 9 on comm 7"),
            "failed H2D: status %u \"%s\"", cp[1].status, cp[1].text);
-    EXPECT(cp[2].status == NEXAR_ERR_INTERNAL && strstr(cp[2].text, "registration"),
+    FK_EXPECT(cp[2].status == NEXAR_ERR_INTERNAL && strstr(cp[2].text, "registration"),
            "unknown registration: status %u \"%s\"", cp[2].status, cp[2].text);
-    EXPECT(cp[3].status == NEXAR_OK, "empty copy: status %u \"%s\"", cp[3].status,
+    FK_EXPECT(cp[3].status == NEXAR_OK, "empty copy: status %u \"%s\"", cp[3].status,
            cp[3].text);
-    if (!failures)
+    if (!fk_failures)
         printf("copy: ok (failed H2D: %s; unknown registration: %s)\n", cp[1].text, cp[2].text);
 }
 
@@ -551,9 +539,9 @@ static void case_no_device(void)
     start(no_device_start);
     run_loop(before + 2, "no_device");
     const struct done *d = done_of(61);
-    EXPECT(d && d->status == NEXAR_ERR_INTERNAL, "unregistered buffers: status %u, \"%s\"",
+    FK_EXPECT(d && d->status == NEXAR_ERR_INTERNAL, "unregistered buffers: status %u, \"%s\"",
            d ? d->status : 0, d ? d->text : "");
-    EXPECT(words[10] == 1, "done word not set");
+    FK_EXPECT(words[10] == 1, "done word not set");
     if (d)
         printf("no_device: ok (%s)\n", d->text);
 }
@@ -609,11 +597,11 @@ static void case_stop(void)
     job_s2.what = "send seq 6 on comm 1";
     int before = ndone;
     start(stop_start);
-    g_case = "stop";
+    fk_case = "stop";
     uv_run(loop, UV_RUN_DEFAULT); /* returns once every handle of exec.c is closed */
-    EXPECT(ndone == before + 4, "after stop: %d of 4 parts completed", ndone - before);
-    EXPECT(words[12] == 1 && words[13] == 1, "done words not set at stop");
-    EXPECT(idles == 1 && idle_ndone == before + 4, "the daemon heard %d times that nothing "
+    FK_EXPECT(ndone == before + 4, "after stop: %d of 4 parts completed", ndone - before);
+    FK_EXPECT(words[12] == 1 && words[13] == 1, "done words not set at stop");
+    FK_EXPECT(idles == 1 && idle_ndone == before + 4, "the daemon heard %d times that nothing "
            "was in flight, with %d of 4 parts completed (once, after all 4: its ranks keep "
            "their connections until then)", idles, idle_ndone - before);
     if (ndone == before + 4)
@@ -652,7 +640,7 @@ static void case_grace(void)
                                 .size = 2, .count = sizeof(g_src), .parts = parts_g,
                                 .what = "send seq 7 on comm 1"};
     if (nx_cuda_exec_init() < 0) {
-        EXPECT(0, "nx_cuda_exec_init after a stop");
+        FK_EXPECT(0, "nx_cuda_exec_init after a stop");
         return;
     }
     nx_cuda_stop_grace_ms = 300;
@@ -660,22 +648,22 @@ static void case_grace(void)
     int before = ndone, idles_before = idles;
     double t0 = uv_hrtime() / 1e9;
     start(grace_start);
-    g_case = "grace";
+    fk_case = "grace";
     uv_run(loop, UV_RUN_DEFAULT);
     double dt = uv_hrtime() / 1e9 - t0;
     uv_close((uv_handle_t *)&start_timer, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
-    EXPECT(dt >= 0.25 && dt < 3, "the loop ended %.2f s after a stop with a stuck op (grace "
+    FK_EXPECT(dt >= 0.25 && dt < 3, "the loop ended %.2f s after a stop with a stuck op (grace "
            "0.3 s)", dt);
-    EXPECT(ndone == before, "the stuck op completed");
-    EXPECT(idles == idles_before + 1, "after the grace the daemon was not told to go on (%d "
+    FK_EXPECT(ndone == before, "the stuck op completed");
+    FK_EXPECT(idles == idles_before + 1, "after the grace the daemon was not told to go on (%d "
            "idle calls)", idles - idles_before);
     __atomic_store_n(&words[20], 1, __ATOMIC_RELEASE); /* its late end: no signal */
     struct timespec ts = {0, 50000000};
     nanosleep(&ts, NULL);
     /* nexard is "gone": the rank's shim releases its own stream (daemon lost). */
     __atomic_store_n(&words[21], 1, __ATOMIC_RELEASE);
-    if (!failures)
+    if (!fk_failures)
         printf("grace: ok (the loop ended %.2f s after the stop)\n", dt);
 }
 
@@ -733,6 +721,6 @@ int main(int argc, char **argv)
         if (clients[c].state)
             nx_regtab_orphan(clients[c].state);
     uv_loop_close(loop);
-    printf("test_exec_logic: %s (%d parts completed)\n", failures ? "FAILED" : "ok", ndone);
-    return failures ? 1 : 0;
+    printf("test_exec_logic: %s (%d parts completed)\n", fk_failures ? "FAILED" : "ok", ndone);
+    return fk_failures ? 1 : 0;
 }

@@ -39,18 +39,6 @@
 
 #define NBUF 4
 
-static int failures;
-#define EXPECT(c, ...)                                                                     \
-    do {                                                                                   \
-        if (!(c)) {                                                                        \
-            fprintf(stderr, "FAIL %s:%d [%s]: ", __FILE__, __LINE__, g_case);              \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fputc('\n', stderr);                                                           \
-            failures++;                                                                    \
-        }                                                                                  \
-    } while (0)
-
-static const char *volatile g_case = "start";
 static volatile double g_deadline;
 
 static void *watchdog(void *arg)
@@ -59,7 +47,7 @@ static void *watchdog(void *arg)
     for (;;) {
         sleep(1);
         if (g_deadline > 0 && fk_now() > g_deadline) {
-            fprintf(stderr, "FAIL case %s: hung for 60 s\n", g_case);
+            fprintf(stderr, "FAIL case %s: hung for 60 s\n", fk_case);
             _exit(1);
         }
     }
@@ -68,7 +56,7 @@ static void *watchdog(void *arg)
 
 static void begin(const char *name)
 {
-    g_case = name;
+    fk_case = name;
     g_deadline = fk_now() + 60;
     fk_reset();
 }
@@ -198,12 +186,12 @@ static void check_full_run(struct nx_staging *st, const char *after)
     host_init(&h, ch);
     h.src = src;
     int rv = nx_staging_run(st, src, dst, n, host_step, &h);
-    EXPECT(rv == 0, "a run after %s: %d", after, rv);
-    EXPECT(memcmp(dst, src, n) == 0, "a run after %s: wrong bytes", after);
-    EXPECT(h.calls == 7 && h.bad_bytes == 0 && h.out_of_order == 0,
+    FK_EXPECT(rv == 0, "a run after %s: %d", after, rv);
+    FK_EXPECT(memcmp(dst, src, n) == 0, "a run after %s: wrong bytes", after);
+    FK_EXPECT(h.calls == 7 && h.bad_bytes == 0 && h.out_of_order == 0,
            "a run after %s: %d host steps, %d bad, %d out of order", after, h.calls,
            h.bad_bytes, h.out_of_order);
-    EXPECT(distinct(h.bufs, h.calls < MAXCH ? h.calls : MAXCH) == NBUF,
+    FK_EXPECT(distinct(h.bufs, h.calls < MAXCH ? h.calls : MAXCH) == NBUF,
            "a run after %s: %d staging buffers used, want %d", after,
            distinct(h.bufs, h.calls), NBUF);
     free(src);
@@ -226,28 +214,28 @@ static void case_order(struct nx_staging *st)
     h.src = src;
     h.flip = true;
     int rv = nx_staging_run(st, src, dst, n, host_step, &h);
-    EXPECT(rv == 0, "d2h+h2d: %d (%s)", rv, nx_cuda_last_error());
-    EXPECT(h.calls == (int)nc && h.out_of_order == 0 && h.bad_bytes == 0,
+    FK_EXPECT(rv == 0, "d2h+h2d: %d (%s)", rv, nx_cuda_last_error());
+    FK_EXPECT(h.calls == (int)nc && h.out_of_order == 0 && h.bad_bytes == 0,
            "d2h+h2d: %d host steps (want %zu), %d out of order, %d with wrong bytes", h.calls,
            nc, h.out_of_order, h.bad_bytes);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++)
         bad += dst[i] != (src[i] ^ 0x5a);
-    EXPECT(bad == 0, "d2h+h2d: %zu wrong bytes in the destination", bad);
+    FK_EXPECT(bad == 0, "d2h+h2d: %zu wrong bytes in the destination", bad);
     struct fk_copy in[MAXCH], out[MAXCH];
     int ni = copies_of(cudaMemcpyDeviceToHost, in, MAXCH);
     int no = copies_of(cudaMemcpyHostToDevice, out, MAXCH);
-    EXPECT(ni == (int)nc && no == (int)nc, "d2h+h2d: %d D2H and %d H2D copies, want %zu", ni,
+    FK_EXPECT(ni == (int)nc && no == (int)nc, "d2h+h2d: %d D2H and %d H2D copies, want %zu", ni,
            no, nc);
     for (int c = 0; c < ni && c < no; c++) {
         size_t len = (size_t)c + 1 < nc ? ch : n - (nc - 1) * ch;
-        EXPECT(in[c].src == src + (size_t)c * ch && in[c].n == len,
+        FK_EXPECT(in[c].src == src + (size_t)c * ch && in[c].n == len,
                "D2H #%d is not chunk %d (%zu bytes)", c, c, len);
-        EXPECT(out[c].dst == dst + (size_t)c * ch && out[c].n == len,
+        FK_EXPECT(out[c].dst == dst + (size_t)c * ch && out[c].n == len,
                "H2D #%d is not chunk %d (%zu bytes)", c, c, len);
-        EXPECT(out[c].t_queued >= h.t1[c], "H2D of chunk %d queued before its host step ended",
+        FK_EXPECT(out[c].t_queued >= h.t1[c], "H2D of chunk %d queued before its host step ended",
                c);
-        EXPECT(in[c].t_end <= h.t0[c], "host step %d began before its D2H ended", c);
+        FK_EXPECT(in[c].t_end <= h.t0[c], "host step %d began before its D2H ended", c);
     }
 
     /* D2H + host (stage_for_send): the host buffer gets the source. */
@@ -256,7 +244,7 @@ static void case_order(struct nx_staging *st)
     h.src = src;
     h.out = hb;
     rv = nx_staging_run(st, src, NULL, n, host_step, &h);
-    EXPECT(rv == 0 && memcmp(hb, src, n) == 0 && h.calls == (int)nc && !h.out_of_order,
+    FK_EXPECT(rv == 0 && memcmp(hb, src, n) == 0 && h.calls == (int)nc && !h.out_of_order,
            "d2h only: rv %d, %d host steps, bytes %s", rv, h.calls,
            memcmp(hb, src, n) ? "wrong" : "right");
 
@@ -266,11 +254,11 @@ static void case_order(struct nx_staging *st)
     host_init(&h, ch);
     h.in = src;
     rv = nx_staging_run(st, NULL, dst, n, host_step, &h);
-    EXPECT(rv == 0 && memcmp(dst, src, n) == 0 && h.calls == (int)nc && !h.out_of_order &&
+    FK_EXPECT(rv == 0 && memcmp(dst, src, n) == 0 && h.calls == (int)nc && !h.out_of_order &&
                h.busy_buffers == 0,
            "h2d only: rv %d, %d host steps, %d into a busy buffer, bytes %s", rv, h.calls,
            h.busy_buffers, memcmp(dst, src, n) ? "wrong" : "right");
-    EXPECT(fk_copies_in_flight() == 0, "copies in flight after the runs");
+    FK_EXPECT(fk_copies_in_flight() == 0, "copies in flight after the runs");
     free(src);
     free(dst);
     free(hb);
@@ -296,19 +284,19 @@ static void case_overlap(struct nx_staging *st)
     double t0 = fk_now();
     int rv = nx_staging_run(st, src, dst, n, host_step, &h);
     double took = fk_now() - t0, serial = 3.0 * (double)nc * us * 1e-6;
-    EXPECT(rv == 0 && memcmp(dst, src, n) == 0, "rv %d, bytes %s", rv,
+    FK_EXPECT(rv == 0 && memcmp(dst, src, n) == 0, "rv %d, bytes %s", rv,
            memcmp(dst, src, n) ? "wrong" : "right");
     struct fk_copy in[MAXCH], out[MAXCH];
     int ni = copies_of(cudaMemcpyDeviceToHost, in, MAXCH);
     int no = copies_of(cudaMemcpyHostToDevice, out, MAXCH);
-    EXPECT(ni == (int)nc && no == (int)nc && h.calls == (int)nc, "%d D2H, %d H2D, %d host", ni,
+    FK_EXPECT(ni == (int)nc && no == (int)nc && h.calls == (int)nc, "%d D2H, %d H2D, %d host", ni,
            no, h.calls);
     int d2h_overlaps = 0, h2d_overlaps = 0;
     for (int c = 0; c < h.calls && c < ni; c++) {
         if (c + 1 < ni) {
             bool o = overlap(in[c + 1].t_start, in[c + 1].t_end, h.t0[c], h.t1[c]);
             d2h_overlaps += o;
-            EXPECT(o, "D2H of chunk %d [%.1f, %.1f] ms does not overlap the host step of "
+            FK_EXPECT(o, "D2H of chunk %d [%.1f, %.1f] ms does not overlap the host step of "
                       "chunk %d [%.1f, %.1f] ms",
                    c + 1, (in[c + 1].t_start - t0) * 1e3, (in[c + 1].t_end - t0) * 1e3, c,
                    (h.t0[c] - t0) * 1e3, (h.t1[c] - t0) * 1e3);
@@ -316,13 +304,13 @@ static void case_overlap(struct nx_staging *st)
         if (c >= 1 && c - 1 < no) {
             bool o = overlap(out[c - 1].t_start, out[c - 1].t_end, h.t0[c], h.t1[c]);
             h2d_overlaps += o;
-            EXPECT(o, "H2D of chunk %d [%.1f, %.1f] ms does not overlap the host step of "
+            FK_EXPECT(o, "H2D of chunk %d [%.1f, %.1f] ms does not overlap the host step of "
                       "chunk %d [%.1f, %.1f] ms",
                    c - 1, (out[c - 1].t_start - t0) * 1e3, (out[c - 1].t_end - t0) * 1e3, c,
                    (h.t0[c] - t0) * 1e3, (h.t1[c] - t0) * 1e3);
         }
     }
-    EXPECT(took < 0.7 * serial, "took %.0f ms, serial would be %.0f ms", took * 1e3,
+    FK_EXPECT(took < 0.7 * serial, "took %.0f ms, serial would be %.0f ms", took * 1e3,
            serial * 1e3);
     printf("overlap: %zu chunks, 15 ms per stage: %.0f ms (serial %.0f, ideal %.0f); D2H i+1 "
            "under host i: %d/%zu, H2D i-1 under host i: %d/%zu\n",
@@ -343,16 +331,16 @@ static void case_pressure(struct nx_staging *st)
     host_init(&h, ch);
     h.src = src;
     int rv = nx_staging_run(st, src, dst, n, host_step, &h);
-    EXPECT(rv == 0 && memcmp(dst, src, n) == 0, "rv %d, bytes %s", rv,
+    FK_EXPECT(rv == 0 && memcmp(dst, src, n) == 0, "rv %d, bytes %s", rv,
            memcmp(dst, src, n) ? "wrong" : "right");
     struct fk_copy in[MAXCH], out[MAXCH];
     int ni = copies_of(cudaMemcpyDeviceToHost, in, MAXCH);
     int no = copies_of(cudaMemcpyHostToDevice, out, MAXCH);
-    EXPECT(ni == (int)nc && no == (int)nc, "%d D2H, %d H2D", ni, no);
+    FK_EXPECT(ni == (int)nc && no == (int)nc, "%d D2H, %d H2D", ni, no);
     void *bufs[MAXCH] = {0};
     for (int c = 0; c < ni; c++)
         bufs[c] = in[c].dst;
-    EXPECT(distinct(bufs, ni) == NBUF, "%d staging buffers used, want %d", distinct(bufs, ni),
+    FK_EXPECT(distinct(bufs, ni) == NBUF, "%d staging buffers used, want %d", distinct(bufs, ni),
            NBUF);
     int most = 0;
     for (int c = 0; c < ni; c++) {
@@ -364,13 +352,13 @@ static void case_pressure(struct nx_staging *st)
         /* A buffer is refilled only after the H2D that empties it has ended. */
         for (int d = 0; d < c && d < no; d++)
             if (out[d].src == in[c].dst)
-                EXPECT(out[d].t_end > 0 && out[d].t_end <= in[c].t_queued,
+                FK_EXPECT(out[d].t_end > 0 && out[d].t_end <= in[c].t_queued,
                        "D2H of chunk %d queued into buffer %p while H2D of chunk %d still "
                        "reads it",
                        c, in[c].dst, d);
     }
-    EXPECT(most == NBUF, "at most %d chunks in flight, want exactly %d", most, NBUF);
-    EXPECT(h.busy_buffers == 0, "%d host steps on a buffer a copy still used", h.busy_buffers);
+    FK_EXPECT(most == NBUF, "at most %d chunks in flight, want exactly %d", most, NBUF);
+    FK_EXPECT(h.busy_buffers == 0, "%d host steps on a buffer a copy still used", h.busy_buffers);
 
     /* host + H2D: the host step must wait for a free buffer too. */
     begin("pressure");
@@ -379,7 +367,7 @@ static void case_pressure(struct nx_staging *st)
     host_init(&h, ch);
     h.in = src;
     rv = nx_staging_run(st, NULL, dst, n, host_step, &h);
-    EXPECT(rv == 0 && memcmp(dst, src, n) == 0 && h.busy_buffers == 0,
+    FK_EXPECT(rv == 0 && memcmp(dst, src, n) == 0 && h.busy_buffers == 0,
            "h2d only: rv %d, %d host steps on a busy buffer, bytes %s", rv, h.busy_buffers,
            memcmp(dst, src, n) ? "wrong" : "right");
     printf("pressure: %zu chunks through %d buffers, at most %d in flight\n", nc, NBUF, most);
@@ -400,20 +388,20 @@ static void error_run(struct nx_staging *st, const char *what, bool with_out, in
         h.fail_at = host_max - 1;
     int rv = nx_staging_run(st, src, with_out ? dst : NULL, n, host_step, &h);
     int in_flight = fk_copies_in_flight();
-    EXPECT(rv == want, "%s: returned %d, want %d", what, rv, want);
-    EXPECT(h.calls <= host_max && h.bad_bytes == 0 && h.out_of_order == 0,
+    FK_EXPECT(rv == want, "%s: returned %d, want %d", what, rv, want);
+    FK_EXPECT(h.calls <= host_max && h.bad_bytes == 0 && h.out_of_order == 0,
            "%s: %d host steps (at most %d), %d with wrong bytes, %d out of order", what, h.calls,
            host_max, h.bad_bytes, h.out_of_order);
-    EXPECT(in_flight == 0, "%s: %d copies still in flight after the run returned", what,
+    FK_EXPECT(in_flight == 0, "%s: %d copies still in flight after the run returned", what,
            in_flight);
     if (text)
-        EXPECT(strstr(nx_cuda_last_error(), text), "%s: the error text is \"%s\"", what,
+        FK_EXPECT(strstr(nx_cuda_last_error(), text), "%s: the error text is \"%s\"", what,
                nx_cuda_last_error());
     if (with_out) /* a chunk past the failure never reaches the destination */
         for (size_t c = (size_t)host_max; c < nc; c++)
             for (size_t i = c * ch; i < (c + 1) * ch; i += 4096)
                 if (dst[i]) {
-                    EXPECT(0, "%s: chunk %zu written after the failure", what, c);
+                    FK_EXPECT(0, "%s: chunk %zu written after the failure", what, c);
                     c = nc;
                     break;
                 }
@@ -493,17 +481,17 @@ static void case_shutdown(void)
     int in_flight_after = fk_copies_in_flight();
     int calls_at_fini = __atomic_load_n(&b.h.calls, __ATOMIC_ACQUIRE);
     pthread_join(t, NULL);
-    EXPECT(in_flight > 0, "no copies in flight when fini began: the case tests nothing");
-    EXPECT(b.h.calls == calls_at_fini, "the run went on after fini returned (%d host steps, "
+    FK_EXPECT(in_flight > 0, "no copies in flight when fini began: the case tests nothing");
+    FK_EXPECT(b.h.calls == calls_at_fini, "the run went on after fini returned (%d host steps, "
            "%d when fini returned)", b.h.calls, calls_at_fini);
-    EXPECT(b.rv == -ECANCELED, "the stopped run returned %d, want -ECANCELED", b.rv);
-    EXPECT(b.h.calls < (int)nc && b.h.bad_bytes == 0 && b.h.out_of_order == 0,
+    FK_EXPECT(b.rv == -ECANCELED, "the stopped run returned %d, want -ECANCELED", b.rv);
+    FK_EXPECT(b.h.calls < (int)nc && b.h.bad_bytes == 0 && b.h.out_of_order == 0,
            "the stopped run: %d host steps, %d bad, %d out of order", b.h.calls,
            b.h.bad_bytes, b.h.out_of_order);
-    EXPECT(in_flight_after == 0, "%d copies in flight after fini", in_flight_after);
-    EXPECT(fk_host_free_busy() == 0, "%d pinned buffers freed under a copy",
+    FK_EXPECT(in_flight_after == 0, "%d copies in flight after fini", in_flight_after);
+    FK_EXPECT(fk_host_free_busy() == 0, "%d pinned buffers freed under a copy",
            fk_host_free_busy());
-    EXPECT(t1 - t0 < 1.0, "fini took %.0f ms", (t1 - t0) * 1e3);
+    FK_EXPECT(t1 - t0 < 1.0, "fini took %.0f ms", (t1 - t0) * 1e3);
     printf("shutdown: fini with %d copies in flight after %d of %zu host steps: %.0f ms, the "
            "run returned %d\n",
            in_flight, b.h.calls, nc, (t1 - t0) * 1e3, b.rv);
@@ -513,11 +501,11 @@ static void case_shutdown(void)
     /* A new engine after fini works; fini of an idle engine frees nothing in use. */
     begin("shutdown");
     st = nx_staging_get(0);
-    EXPECT(st != NULL, "nx_staging_get after fini");
+    FK_EXPECT(st != NULL, "nx_staging_get after fini");
     if (st)
         check_full_run(st, "fini");
     nx_staging_fini();
-    EXPECT(fk_host_free_busy() == 0, "pinned buffers freed under a copy");
+    FK_EXPECT(fk_host_free_busy() == 0, "pinned buffers freed under a copy");
 }
 
 static int g_argc;
@@ -545,8 +533,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "FAIL: nx_staging_get(0) (%s)\n", nx_cuda_last_error());
         return 1;
     }
-    EXPECT(nx_staging_get(0) == st, "a second nx_staging_get(0) made another engine");
-    EXPECT(nx_staging_get(1) == NULL, "an engine on a device that does not exist");
+    FK_EXPECT(nx_staging_get(0) == st, "a second nx_staging_get(0) made another engine");
+    FK_EXPECT(nx_staging_get(1) == NULL, "an engine on a device that does not exist");
     if (want_case("order"))
         case_order(st);
     if (want_case("overlap"))
@@ -562,6 +550,6 @@ int main(int argc, char **argv)
     fk_shutdown();
     printf("test_staging_logic: %s (nexard's staging logic against a fake CUDA runtime, not "
            "CUDA)\n",
-           failures ? "FAILED" : "ok");
-    return failures ? 1 : 0;
+           fk_failures ? "FAILED" : "ok");
+    return fk_failures ? 1 : 0;
 }
