@@ -11,6 +11,23 @@
 int fk_failures;
 const char *volatile fk_case = "start";
 
+static int cases_argc;
+static char **cases_argv;
+
+void fk_cases(int argc, char **argv)
+{
+    cases_argc = argc;
+    cases_argv = argv;
+}
+
+bool fk_want_case(const char *name)
+{
+    for (int i = 1; i < cases_argc; i++)
+        if (strcmp(cases_argv[i], name) == 0)
+            return true;
+    return cases_argc <= 1;
+}
+
 struct fk_fail fk_fail;
 struct fk_fail_at fk_fail_at;
 static unsigned copy_delay_us[5]; /* by cudaMemcpyKind */

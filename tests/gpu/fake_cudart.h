@@ -39,6 +39,11 @@ extern const char *volatile fk_case;
         }                                                                                  \
     } while (0)
 
+/* The cases named on the command line (argv[1..]): whether case name runs; every case runs
+ * when none is named.  fk_cases keeps argc and argv for it. */
+void fk_cases(int argc, char **argv);
+bool fk_want_case(const char *name);
+
 /* Calls that fail the next n times (then work again): counters the test sets. */
 struct fk_fail {
     int memcpy_async, launch_host_func, malloc_async, event_record;

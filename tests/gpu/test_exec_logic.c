@@ -667,22 +667,9 @@ static void case_grace(void)
         printf("grace: ok (the loop ended %.2f s after the stop)\n", dt);
 }
 
-static int g_argc;
-static char **g_argv;
-
-/* test_exec_logic [CASE...]: the named cases only (in their fixed order). */
-static bool want_case(const char *name)
-{
-    for (int i = 1; i < g_argc; i++)
-        if (strcmp(g_argv[i], name) == 0)
-            return true;
-    return g_argc <= 1;
-}
-
 int main(int argc, char **argv)
 {
-    g_argc = argc;
-    g_argv = argv;
+    fk_cases(argc, argv);
     pthread_t wd;
     pthread_create(&wd, NULL, watchdog, NULL);
     pthread_detach(wd);
@@ -696,24 +683,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "FAIL: nx_cuda_exec_init\n");
         return 1;
     }
-    if (want_case("send_error"))
+    if (fk_want_case("send_error"))
         case_send_error();
-    if (want_case("coll_error"))
+    if (fk_want_case("coll_error"))
         case_coll_error();
-    if (want_case("host_fn"))
+    if (fk_want_case("host_fn"))
         case_host_fn();
-    if (want_case("no_device"))
+    if (fk_want_case("no_device"))
         case_no_device();
-    if (want_case("copy"))
+    if (fk_want_case("copy"))
         case_copy();
-    if (want_case("stop"))
+    if (fk_want_case("stop"))
         case_stop();
     else
         nx_cuda_exec_stop(NULL);
     uv_close((uv_handle_t *)&start_timer, NULL);
     uv_close((uv_handle_t *)&release_timer, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
-    if (want_case("grace"))
+    if (fk_want_case("grace"))
         case_grace();
     nx_cuda_exec_fini();
     fk_shutdown();

@@ -508,23 +508,9 @@ static void case_shutdown(void)
     FK_EXPECT(fk_host_free_busy() == 0, "pinned buffers freed under a copy");
 }
 
-static int g_argc;
-static char **g_argv;
-
-static bool want_case(const char *name)
-{
-    if (g_argc < 2)
-        return true;
-    for (int i = 1; i < g_argc; i++)
-        if (strcmp(g_argv[i], name) == 0)
-            return true;
-    return false;
-}
-
 int main(int argc, char **argv)
 {
-    g_argc = argc;
-    g_argv = argv;
+    fk_cases(argc, argv);
     pthread_t wd;
     pthread_create(&wd, NULL, watchdog, NULL);
     pthread_detach(wd);
@@ -535,16 +521,16 @@ int main(int argc, char **argv)
     }
     FK_EXPECT(nx_staging_get(0) == st, "a second nx_staging_get(0) made another engine");
     FK_EXPECT(nx_staging_get(1) == NULL, "an engine on a device that does not exist");
-    if (want_case("order"))
+    if (fk_want_case("order"))
         case_order(st);
-    if (want_case("overlap"))
+    if (fk_want_case("overlap"))
         case_overlap(st);
-    if (want_case("pressure"))
+    if (fk_want_case("pressure"))
         case_pressure(st);
-    if (want_case("errors"))
+    if (fk_want_case("errors"))
         case_errors(st);
     nx_staging_fini();
-    if (want_case("shutdown"))
+    if (fk_want_case("shutdown"))
         case_shutdown();
     g_deadline = 0;
     fk_shutdown();
