@@ -198,15 +198,10 @@ static bool stage_more(struct nx_comm *c, struct nx_xsend *xs)
             nx_comm_fail(c, NEXAR_ERR_NOMEM, "%s: %s", what, why);
             return false;
         }
-        struct nx_dev_copy *v = NULL;
-        size_t nv = 0, cap = 0;
-        /* One stream carries a communicator's copies in order: only the first waits. */
-        nx_devstage_ranges(xs->dev, &xs->dev->rec.in, xs->first.count, 0, off, n, xs->es,
-                           nx_devstage_host(dp->st), ch ? 0 : xs->dev->rec.ready_event, &v,
-                           &nv, &cap);
         xs->staging++;
-        nx_devstage_copy(dp->st, v, nv, NX_DEV_D2H, piece_in, dp);
-        free(v);
+        /* One stream carries a communicator's copies in order: only the first waits. */
+        nx_devstage_copy_buf(dp->st, xs->dev, &xs->dev->rec.in, off, n, xs->es,
+                             ch ? 0 : xs->dev->rec.ready_event, NX_DEV_D2H, piece_in, dp);
     }
     return true;
 }

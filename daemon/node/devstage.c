@@ -46,12 +46,12 @@ static void add(struct nx_dev_copy **v, size_t *nv, size_t *cap, const struct nx
     (*v)[(*nv)++] = *c;
 }
 
-/* Bucketed ops name a list of buffers (iovs) that hold the op's elements one after
- * another: a range of them may span several. */
-void nx_devstage_ranges(const struct nx_dev_part *p, const struct nx_dev_buf *b,
-                        uint64_t count, uint64_t blk, uint64_t off, uint64_t n, uint32_t es,
-                        uint8_t *host, uint32_t wait_event, struct nx_dev_copy **v, size_t *nv,
-                        size_t *cap)
+/* The ranges of elements [off, off + n) of block blk (count elements a block) of part p's
+ * buffer b, from or to host, appended to *v.  Bucketed ops name a list of buffers (iovs)
+ * that hold the op's elements one after another: a range of them may span several. */
+static void ranges(const struct nx_dev_part *p, const struct nx_dev_buf *b, uint64_t count,
+                   uint64_t blk, uint64_t off, uint64_t n, uint32_t es, uint8_t *host,
+                   uint32_t wait_event, struct nx_dev_copy **v, size_t *nv, size_t *cap)
 {
     if (p->rec.niov == 0 || p->iov == NULL) {
         struct nx_dev_copy c = {.client_id = p->client_id, .mem = b->mem,
@@ -166,6 +166,17 @@ void nx_devstage_copy(struct nx_devstage *d, const struct nx_dev_copy *v, size_t
     nx_device->copy(d->comm_id, v, n, dir, d->what, copied, d);
 }
 
+void nx_devstage_copy_buf(struct nx_devstage *d, const struct nx_dev_part *p,
+                          const struct nx_dev_buf *b, uint64_t off, uint64_t n, uint32_t es,
+                          uint32_t wait, int dir, nx_devstage_done done, void *arg)
+{
+    struct nx_dev_copy *v = NULL;
+    size_t nv = 0, cap = 0;
+    ranges(p, b, 0, 0, off, n, es, d->host, wait, &v, &nv, &cap);
+    nx_devstage_copy(d, v, nv, dir, done, arg);
+    free(v);
+}
+
 struct nx_devstage *nx_devstage_in(const struct nx_op *op, uint64_t off, uint64_t n,
                                    struct nx_rank_io *io, nx_devstage_done done, void *arg,
                                    char *err, size_t errlen)
@@ -203,15 +214,15 @@ struct nx_devstage *nx_devstage_in(const struct nx_op *op, uint64_t off, uint64_
         if (s.in_mul) {
             io[r].in = h;
             for (uint32_t b = 0; b < s.in_mul; b++, ev = 0)
-                nx_devstage_ranges(p, &p->rec.in, op->sig.count, b, off, n, es, h + b * n * es, ev,
-                               &in, &nin, &in_cap);
+                ranges(p, &p->rec.in, op->sig.count, b, off, n, es, h + b * n * es, ev, &in,
+                       &nin, &in_cap);
             h += s.in_mul * n * es;
         }
         if (s.out_mul) {
             io[r].out = h;
             for (uint32_t b = 0; b < s.out_mul; b++)
-                nx_devstage_ranges(p, &p->rec.out, op->sig.count, b, off, n, es, h + b * n * es,
-                               0, &d->out, &d->nout, &d->out_cap);
+                ranges(p, &p->rec.out, op->sig.count, b, off, n, es, h + b * n * es, 0,
+                       &d->out, &d->nout, &d->out_cap);
             h += s.out_mul * n * es;
         }
     }

@@ -48,14 +48,13 @@ uint8_t *nx_devstage_host(const struct nx_devstage *d);
  * (NX_DEV_D2H or NX_DEV_H2D); done(arg, ...) after, from the loop. */
 void nx_devstage_copy(struct nx_devstage *d, const struct nx_dev_copy *v, size_t n, int dir,
                       nx_devstage_done done, void *arg);
-/* The ranges of elements [off, off + n) of part p's buffer b (blocks of count elements;
- * bucketed parts: their iovs), from or to host, appended to *v. */
-struct nx_dev_part;
-struct nx_dev_buf;
-void nx_devstage_ranges(const struct nx_dev_part *p, const struct nx_dev_buf *b,
-                        uint64_t count, uint64_t blk, uint64_t off, uint64_t n, uint32_t es,
-                        uint8_t *host, uint32_t wait_event, struct nx_dev_copy **v, size_t *nv,
-                        size_t *cap);
+
+/* nx_devstage_copy of elements [off, off + n) of one buffer b of part p (as
+ * nx_devstage_ranges builds them, from or to the start of d's host memory), after ready
+ * event wait (0: none). */
+void nx_devstage_copy_buf(struct nx_devstage *d, const struct nx_dev_part *p,
+                          const struct nx_dev_buf *b, uint64_t off, uint64_t n, uint32_t es,
+                          uint32_t wait, int dir, nx_devstage_done done, void *arg);
 
 /* ---- a part of a collective (xcoll.c) ----------------------------------------------- */
 

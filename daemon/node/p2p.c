@@ -178,17 +178,13 @@ static void land_piece(struct nx_comm *c, struct landing *l, const struct nx_pen
         return;
     }
     memcpy(nx_devstage_host(lp->st), data, re->bytes);
-    struct nx_dev_copy *v = NULL;
-    size_t nv = 0, cap = 0;
     /* The first copy waits for the work the rank queued before the recv; the others are
      * behind it on the communicator's stream. */
     uint32_t ev = l->waited ? 0 : l->part.rec.ready_event;
     l->waited = true;
-    nx_devstage_ranges(&l->part, &l->part.rec.out, 0, 0, re->off / l->es, re->bytes / l->es,
-                       l->es, nx_devstage_host(lp->st), ev, &v, &nv, &cap);
     l->pending++;
-    nx_devstage_copy(lp->st, v, nv, NX_DEV_H2D, piece_landed, lp);
-    free(v);
+    nx_devstage_copy_buf(lp->st, &l->part, &l->part.rec.out, re->off / l->es,
+                         re->bytes / l->es, l->es, ev, NX_DEV_H2D, piece_landed, lp);
 }
 
 /* No more pieces: the recv completes when the copies in flight ended. */
