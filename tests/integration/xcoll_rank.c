@@ -44,6 +44,7 @@
 #include "collref.h"
 #include "fake_cuda.h"
 #include "harness.h"
+#include "shm_abi.h"
 #include "xcoll.h"
 
 #define MiB (1024u * 1024u)
@@ -176,24 +177,16 @@ struct sweep {
     int big; /* one more count per dtype x op: big_count(), or with 2 dev_count() */
 };
 
-/* Node-level elements per rank and element of the op's plan (proto/shm_abi.c's units). */
-static size_t plan_units(int coll, int w)
-{
-    switch (coll) {
-    case TL_ALL_GATHER:
-    case TL_GATHER:
-    case TL_REDUCE_SCATTER:
-    case TL_SCATTER: return (size_t)w + 1;
-    case TL_ALL_TO_ALL: return 2 * (size_t)w;
-    default: return 1;
-    }
-}
+/* tl_coll numbers the collectives in enum nx_kind's order, from 1. */
+_Static_assert(TL_ALL_REDUCE + 1 == NX_K_ALL_REDUCE && TL_BUCKETED + 1 == NX_K_ALL_REDUCE_BUCKETED,
+               "tl_coll and nx_kind in one order");
 
-/* One and a half of the parts a device op across nodes is cut into (4 MiB of a rank's
- * staged input and output, device.h's NX_DEV_XCHUNK_BYTES): two parts, the last short. */
+/* One and a half of the parts a device op across nodes is cut into (nexard's plan:
+ * nx_chunk_elems of device.h's NX_DEV_XCHUNK_BYTES, 4 MiB): two parts, the last short. */
 static size_t dev_count(int coll, int dtype, int w)
 {
-    size_t part = (4u * MiB) / (tl_esize(dtype) * plan_units(coll, w));
+    uint64_t part = nx_chunk_elems((uint8_t)(coll + 1), (uint32_t)w, (uint32_t)tl_esize(dtype),
+                                   4u * MiB);
     return part + part / 2 + 7;
 }
 
