@@ -49,9 +49,9 @@ uint8_t *nx_devstage_host(const struct nx_devstage *d);
 void nx_devstage_copy(struct nx_devstage *d, const struct nx_dev_copy *v, size_t n, int dir,
                       nx_devstage_done done, void *arg);
 
-/* nx_devstage_copy of elements [off, off + n) of one buffer b of part p (as
- * nx_devstage_ranges builds them, from or to the start of d's host memory), after ready
- * event wait (0: none). */
+/* nx_devstage_copy of elements [off, off + n) of one buffer b of part p (or of its iovs,
+ * for a bucketed part), from or to the start of d's host memory, after ready event wait
+ * (0: none). */
 void nx_devstage_copy_buf(struct nx_devstage *d, const struct nx_dev_part *p,
                           const struct nx_dev_buf *b, uint64_t off, uint64_t n, uint32_t es,
                           uint32_t wait, int dir, nx_devstage_done done, void *arg);
