@@ -23,9 +23,11 @@ void gx_require_gpu(const char *test);
 
 /*
  * The main of a program whose ranks share the GPU: --world N (default 2) ranks of fn
- * against a private nexard (NEXAR_TIMEOUT 120), stopped after limit_s.  Skips (exits
- * GX_SKIP) without a GPU, as gx_require_gpu(test) does; tag prefixes the log.  0 when
- * every rank returned 0, else 1.
+ * against a private nexard (NEXAR_TIMEOUT 120), stopped after limit_s.  --nodes K: the
+ * ranks in blocks on K simulated nodes instead, started by $NEXAR_RUN --nodes K as this
+ * program once more (each runs fn and exits), so that device buffers cross nodes.
+ * Skips (exits GX_SKIP) without a GPU, as gx_require_gpu(test) does; tag prefixes the
+ * log.  0 when every rank returned 0, else 1.
  */
 struct hx_rank;
 int gx_job_main(int argc, char **argv, const char *test, const char *tag,

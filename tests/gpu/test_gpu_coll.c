@@ -2,7 +2,11 @@
  * test_gpu_coll.c - collectives and send/recv on device buffers, N ranks sharing one GPU
  * through CUDA IPC, a real nexard built with CUDA.
  *
- *   test_gpu_coll --world N
+ *   test_gpu_coll --world N [--nodes K]
+ *
+ * --nodes K: the ranks in blocks on K simulated nodes (gpu_job.c), so that the device
+ * buffers cross nodes through nexard's staging copies; the refusals then see a host
+ * buffer against device buffers across nodes (MISMATCH as well).
  *
  * Every rank computes every rank's input from (seed, rank, index) with tests/lib's
  * patterns, copies its own to the GPU, runs the op on device pointers, copies the

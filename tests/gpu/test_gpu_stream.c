@@ -2,7 +2,7 @@
  * test_gpu_stream.c - stream ordering: kernel -> collective -> kernel on the caller's
  * stream, with no host synchronization in between.
  *
- *   test_gpu_stream --world N
+ *   test_gpu_stream --world N [--nodes K]    (K simulated nodes: gpu_job.c)
  *
  * Each rank queues on its stream: a kernel that spins for SPIN_MS (so the data is not
  * there yet), a kernel that writes the rank's input, nexar_all_reduce on that buffer,
