@@ -51,10 +51,14 @@ struct pool {
 static struct pool pools[MAX_DEVICES];
 static uint64_t use_clock;
 
-/* A communicator's stream on one device. */
+/* A communicator's stream on one device, per lane: its ops, or one direction of its
+ * staging copies. */
+enum lane { LANE_OPS, LANE_D2H, LANE_H2D };
+
 struct comm_stream {
     uint32_t comm_id;
     int device;
+    enum lane lane;
     cudaStream_t s;
 };
 
@@ -116,15 +120,17 @@ fail:
     return p->s[lru];
 }
 
-static cudaStream_t comm_stream(uint32_t comm_id, int dev)
+static cudaStream_t comm_stream(uint32_t comm_id, int dev, enum lane lane)
 {
     for (size_t i = 0; i < ncstreams; i++)
-        if (cstreams[i].comm_id == comm_id && cstreams[i].device == dev)
+        if (cstreams[i].comm_id == comm_id && cstreams[i].device == dev &&
+            cstreams[i].lane == lane)
             return cstreams[i].s;
     cudaStream_t s;
     CU_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), fail);
     nx_grow((void **)&cstreams, &cstreams_cap, ncstreams + 1, sizeof(*cstreams));
-    cstreams[ncstreams++] = (struct comm_stream){.comm_id = comm_id, .device = dev, .s = s};
+    cstreams[ncstreams++] =
+        (struct comm_stream){.comm_id = comm_id, .device = dev, .lane = lane, .s = s};
     return s;
 fail:
     return NULL;
@@ -543,7 +549,8 @@ void nx_cuda_exec_run(const struct nx_dev_job *job)
     inflight++;
     x.dev = pick_device(job);
     if (x.dev < 0 || x.dev >= MAX_DEVICES || cudaSetDevice(x.dev) != cudaSuccess ||
-        !(x.s = job->kind == NX_K_SEND ? take_stream(x.dev) : comm_stream(job->comm_id, x.dev))) {
+        !(x.s = job->kind == NX_K_SEND ? take_stream(x.dev)
+                                       : comm_stream(job->comm_id, x.dev, LANE_OPS))) {
         fail(&x, NEXAR_ERR_INTERNAL, "no stream on the op's device");
         x.s = NULL;
         finish(&x);
@@ -562,9 +569,12 @@ void nx_cuda_exec_run(const struct nx_dev_job *job)
 
 /*
  * A staging copy of an op across nodes (device.h's copy): on the communicator's stream of
- * the first range's device, after its earlier work and the ranks' ready events, with the
- * end handed to the loop like an op's.  The host memory is pinned (hostmem.c), so that
- * cudaMemcpyAsync never waits on this thread.
+ * the first range's device for its direction, after the ranks' ready events, with the
+ * end handed to the loop like an op's.  D2H and H2D have a stream each, so that the copy
+ * engines move part i+1 in while part i-1 goes back out; nothing orders a D2H after an
+ * H2D on the GPU, because devstage queues a part's copy back only once the copy in, and
+ * so every ready event it waited for, has ended.  The host memory is pinned (hostmem.c),
+ * so that cudaMemcpyAsync never waits on this thread.
  */
 void nx_cuda_exec_copy(uint32_t comm_id, const struct nx_dev_copy *v, size_t n, int dir,
                        const char *what, nx_dev_copy_done done, void *arg)
@@ -579,7 +589,8 @@ void nx_cuda_exec_copy(uint32_t comm_id, const struct nx_dev_copy *v, size_t n, 
     if (n && !first) {
         fail(&x, NEXAR_ERR_INTERNAL, "a device registration vanished before the op ran");
     } else if (n && (x.dev < 0 || x.dev >= MAX_DEVICES || cudaSetDevice(x.dev) != cudaSuccess ||
-                     !(x.s = comm_stream(comm_id, x.dev)))) {
+                     !(x.s = comm_stream(comm_id, x.dev,
+                                         dir == NX_DEV_D2H ? LANE_D2H : LANE_H2D)))) {
         fail(&x, NEXAR_ERR_INTERNAL, "no stream on the device of the op's buffers");
         x.s = NULL;
     }

@@ -30,6 +30,8 @@
  *                of the loop, and its end is told from the loop with the bytes in place;
  *                an H2D whose cudaMemcpyAsync fails, a copy naming no registration and an
  *                empty copy are told from the loop too, never from within the call
+ *   copy_lanes   a communicator's D2H and H2D staging copies run on separate streams: an
+ *                H2D queued behind a D2H runs under it, the D2Hs stay in order
  *
  *   test_exec_logic [CASE...]   runs the named cases only.
  */
@@ -518,6 +520,76 @@ static void case_copy(void)
         printf("copy: ok (failed H2D: %s; unknown registration: %s)\n", cp[1].text, cp[2].text);
 }
 
+/* ---- copy_lanes ------------------------------------------------------------------------------ */
+
+static struct copied lanes[3];
+static uint8_t l_dev[3][256], l_host[3][256];
+
+static void lanes_done(void *arg, uint32_t status, const char *text)
+{
+    struct copied *c = arg;
+    c->calls++;
+    c->status = status;
+    snprintf(c->text, sizeof(c->text), "%s", text ? text : "");
+    g_progress++;
+    if (lanes[0].calls && lanes[1].calls && lanes[2].calls)
+        uv_stop(loop);
+}
+
+static uint32_t l_mem[3];
+
+static void lanes_start(void)
+{
+    /* part 2's D2H, part 0's H2D (its result back), part 3's D2H: what devstage queues
+     * while parts move through the network */
+    static const int dir[3] = {NX_DEV_D2H, NX_DEV_H2D, NX_DEV_D2H};
+    for (int i = 0; i < 3; i++) {
+        struct nx_dev_copy v = {.client_id = 1, .mem = l_mem[i], .bytes = 256,
+                                .host = l_host[i]};
+        nx_cuda_exec_copy(8, &v, 1, dir[i], "all_reduce seq 3 on comm 8", lanes_done,
+                          &lanes[i]);
+    }
+}
+
+/* D2H and H2D copies of one communicator run on separate streams, so that the copy
+ * engines move both directions at once (D2H of part i+1 under H2D of part i-1), while
+ * each direction keeps its order. */
+static void case_copy_lanes(void)
+{
+    fk_reset();
+    for (int i = 0; i < 3; i++) {
+        memset(l_dev[i], 0x10 + i, sizeof(l_dev[i]));
+        memset(l_host[i], 0x70 + i, sizeof(l_host[i]));
+        l_mem[i] = reg(1, NX_DEV_MEMORY, l_dev[i], sizeof(l_dev[i]));
+    }
+    fk_set_copy_delay(cudaMemcpyDefault, 150000);
+    start(lanes_start);
+    fk_case = "copy_lanes";
+    uv_run(loop, UV_RUN_DEFAULT);
+    fk_set_copy_delay(cudaMemcpyDefault, 0);
+    struct fk_copy log[8];
+    int n = fk_copies(log, 8);
+    for (int i = 0; i < 3; i++)
+        FK_EXPECT(lanes[i].calls == 1 && lanes[i].status == NEXAR_OK,
+                  "copy %d: told %d times, status %u \"%s\"", i, lanes[i].calls,
+                  lanes[i].status, lanes[i].text);
+    FK_EXPECT(memcmp(l_host[0], l_dev[0], 256) == 0 && memcmp(l_dev[1], l_host[1], 256) == 0 &&
+                  memcmp(l_host[2], l_dev[2], 256) == 0,
+              "the bytes did not arrive");
+    FK_EXPECT(n == 3, "%d copies logged, not 3", n);
+    if (n != 3)
+        return;
+    FK_EXPECT(log[1].t_start < log[0].t_end,
+              "the H2D started %.0f ms after the D2H queued before it ended: both directions "
+              "share one stream", (log[1].t_start - log[0].t_end) * 1e3);
+    FK_EXPECT(log[2].t_start >= log[0].t_end,
+              "the second D2H started %.0f ms before the first one ended",
+              (log[0].t_end - log[2].t_start) * 1e3);
+    if (!fk_failures)
+        printf("copy_lanes: ok (H2D under the D2H for %.0f ms; D2Hs in order)\n",
+               (log[0].t_end - log[1].t_start) * 1e3);
+}
+
 /* ---- no_device --------------------------------------------------------------------------------- */
 
 static struct nx_dev_job job_n;
@@ -693,6 +765,8 @@ int main(int argc, char **argv)
         case_no_device();
     if (fk_want_case("copy"))
         case_copy();
+    if (fk_want_case("copy_lanes"))
+        case_copy_lanes();
     if (fk_want_case("stop"))
         case_stop();
     else
