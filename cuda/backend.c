@@ -220,7 +220,6 @@ void nx_cuda_fini(void)
     if (!nx_cuda_host)
         return;
     nx_cuda_exec_fini();
-    nx_staging_fini();
     nx_cuda_hostmem_fini();
     nx_cuda_host = NULL;
 }

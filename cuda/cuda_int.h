@@ -1,7 +1,7 @@
 /*
  * cuda_int.h - what the files of the CUDA adapter share: the check macros, the adapter's
- * stream binding, the staging engine, the per-communicator streams and the completion
- * path.  Everything runs on nexard's loop thread, except the host function that a
+ * stream binding, the per-communicator streams, the completion path and the pinned
+ * memory of the staging across nodes.  Everything runs on nexard's loop thread, except the host function that a
  * stream calls when an op's work is done (it only queues the op for the loop).
  */
 #ifndef NX_CUDA_INT_H
@@ -37,28 +37,6 @@ extern const struct nx_device_host *nx_cuda_host;
 /* ---- the adapter (adapter_cuda.c) ------------------------------------------------- */
 
 extern const struct nx_adapter nx_adapter_cuda;
-
-/* ---- staging (staging.c): pinned buffers and two copy streams per device ------------ */
-
-struct nx_staging;
-
-/* The device's staging engine, created on first use; NULL on failure. */
-struct nx_staging *nx_staging_get(int device);
-/* Bytes per staging buffer. */
-size_t nx_staging_chunk(const struct nx_staging *st);
-
-/*
- * Moves n bytes through the pinned buffers in chunks, pipelined (pipeline.h):
- *   IN:   dev_src + off -> buffer (D2H), when dev_src is not NULL;
- *   HOST: host(arg, buffer, off, len), when host is not NULL (the network step, a CPU
- *         reduce, or a copy between host memory and the buffer);
- *   OUT:  buffer -> dev_dst + off (H2D), when dev_dst is not NULL.
- * Synchronous: returns when every chunk is through.  0, or -EIO / the host step's error.
- */
-typedef int (*nx_staging_host_fn)(void *arg, void *buf, size_t off, size_t len);
-int nx_staging_run(struct nx_staging *st, const void *dev_src, void *dev_dst, size_t n,
-                   nx_staging_host_fn host, void *arg);
-void nx_staging_fini(void);
 
 /* ---- running ops (exec.c) ----------------------------------------------------------- */
 

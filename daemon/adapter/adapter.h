@@ -47,11 +47,10 @@ struct nx_adapter {
     /* Stream forms; NULL in an adapter without streams (the CPU's), whose ops may also
      * run on several threads at once (coll_local.c splits big chunks across workers).
      * use_stream(s): until the next call from this thread, the ops above queue their
-     * work on s (a cudaStream_t for CUDA) and return at once; use_stream(NULL) goes
-     * back to the synchronous form.  Returns the previous stream. */
+     * work on s (a cudaStream_t for CUDA) and return at once.  Returns the previous
+     * stream.  The CUDA adapter has no synchronous form: with no stream bound its ops
+     * fail (-EINVAL). */
     void *(*use_stream)(void *stream);
-    /* Waits until everything queued on stream is done: 0 or -EIO. */
-    int (*sync_stream)(void *stream);
 };
 
 extern const struct nx_adapter nx_adapter_cpu;

@@ -29,11 +29,9 @@ bool fk_want_case(const char *name)
 }
 
 struct fk_fail fk_fail;
-struct fk_fail_at fk_fail_at;
 static unsigned copy_delay_us[5]; /* by cudaMemcpyKind */
 static struct fk_copy copy_log[FK_COPY_LOG];
 static int ncopies;
-static int host_free_busy;
 
 enum kind { K_WAIT_EVENT, K_RECORD, K_HOST_FN, K_MEMCPY, K_FREE, K_CALL, K_WAIT_VALUE };
 
@@ -56,14 +54,12 @@ struct CUstream_st {
     struct CUstream_st *all_next;
     struct item *head, **tail;
     bool busy, destroyed, done;
-    cudaError_t err; /* a copy failed on it: later records carry the error (sticky) */
     pthread_t thread;
 };
 
 struct CUevent_st {
     struct CUevent_st *all_next;
     uint64_t recorded, fired;
-    cudaError_t err; /* the stream's error when its last record ran */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -72,14 +68,14 @@ static struct CUstream_st *streams;
 static struct CUevent_st *events;
 static int nstreams;
 
-double fk_now(void)
+static double fk_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void fk_sleep_until(double t)
+static void fk_sleep_until(double t)
 {
     struct timespec ts = {.tv_sec = (time_t)t, .tv_nsec = (long)((t - (double)(time_t)t) * 1e9)};
     if (ts.tv_nsec >= 1000000000L)
@@ -88,36 +84,21 @@ void fk_sleep_until(double t)
     }
 }
 
-/* Locked: whether the countdown *c reaches its call now (k-th call from when it was set). */
-static bool countdown(int *c)
-{
-    return *c > 0 && --*c == 0;
-}
-
-/* Unlocked, on the stream's thread: the copy, after its delay; false when it fails. */
-static bool run_copy(const struct CUstream_st *s, struct item *it)
+/* Unlocked, on the stream's thread: the copy, after its delay. */
+static void run_copy(struct item *it)
 {
     pthread_mutex_lock(&mu);
-    if (s->err != cudaSuccess) { /* a stream with an error runs nothing more */
-        pthread_mutex_unlock(&mu);
-        return true;
-    }
     unsigned us = copy_delay_us[it->copy_kind < 5 ? it->copy_kind : 0];
-    bool fail = countdown(&fk_fail_at.copy_exec);
     double t0 = fk_now();
     if (it->log >= 0)
         copy_log[it->log].t_start = t0;
     pthread_mutex_unlock(&mu);
-    if (!fail)
-        memmove(it->dst, it->src, it->n);
-    fk_sleep_until(t0 + us * 1e-6); /* the delay includes the memmove: stages stay even */
+    memmove(it->dst, it->src, it->n);
+    fk_sleep_until(t0 + us * 1e-6); /* the delay includes the memmove */
     pthread_mutex_lock(&mu);
-    if (it->log >= 0) {
+    if (it->log >= 0)
         copy_log[it->log].t_end = fk_now();
-        copy_log[it->log].failed = fail;
-    }
     pthread_mutex_unlock(&mu);
-    return !fail;
 }
 
 static void timed_wait(void)
@@ -160,23 +141,16 @@ static void *worker(void *arg)
         }
         s->busy = true;
         pthread_mutex_unlock(&mu);
-        bool copy_failed = false;
         switch (it->kind) {
         case K_HOST_FN: it->fn(it->arg); break;
         case K_CALL: it->fn(it->arg); free(it->arg); break;
-        case K_MEMCPY:
-            copy_failed = !run_copy(s, it);
-            break;
+        case K_MEMCPY: run_copy(it); break;
         case K_FREE: free(it->dst); break;
         default: break;
         }
         pthread_mutex_lock(&mu);
-        if (copy_failed)
-            s->err = cudaErrorIllegalAddress;
-        if (it->kind == K_RECORD && it->ev->fired < it->seq) {
+        if (it->kind == K_RECORD && it->ev->fired < it->seq)
             it->ev->fired = it->seq;
-            it->ev->err = s->err;
-        }
         s->head = it->next;
         if (!s->head)
             s->tail = &s->head;
@@ -241,9 +215,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
     pthread_mutex_lock(&mu);
     while (s->head || s->busy)
         pthread_cond_wait(&cv, &mu);
-    cudaError_t e = s->err;
     pthread_mutex_unlock(&mu);
-    return e;
+    return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int flags)
@@ -302,9 +275,8 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned int flags)
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
 {
     pthread_mutex_lock(&mu);
-    if (fk_fail.event_record > 0 || countdown(&fk_fail_at.event_record)) {
-        if (fk_fail.event_record > 0)
-            fk_fail.event_record--;
+    if (fk_fail.event_record > 0) {
+        fk_fail.event_record--;
         pthread_mutex_unlock(&mu);
         return cudaErrorInvalidResourceHandle;
     }
@@ -317,7 +289,7 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
 cudaError_t cudaEventQuery(cudaEvent_t ev)
 {
     pthread_mutex_lock(&mu);
-    cudaError_t e = ev->fired >= ev->recorded ? ev->err : cudaErrorNotReady;
+    cudaError_t e = ev->fired >= ev->recorded ? cudaSuccess : cudaErrorNotReady;
     pthread_mutex_unlock(&mu);
     return e;
 }
@@ -327,9 +299,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev)
     pthread_mutex_lock(&mu);
     while (ev->fired < ev->recorded)
         pthread_cond_wait(&cv, &mu);
-    cudaError_t e = ev->err;
     pthread_mutex_unlock(&mu);
-    return e;
+    return cudaSuccess;
 }
 
 bool fk_event_done(cudaEvent_t ev)
@@ -376,9 +347,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
                             cudaStream_t s)
 {
     pthread_mutex_lock(&mu);
-    if (fk_fail.memcpy_async > 0 || countdown(&fk_fail_at.memcpy_async)) {
-        if (fk_fail.memcpy_async > 0)
-            fk_fail.memcpy_async--;
+    if (fk_fail.memcpy_async > 0) {
+        fk_fail.memcpy_async--;
         pthread_mutex_unlock(&mu);
         return cudaErrorInvalidValue;
     }
@@ -391,39 +361,6 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
     pthread_mutex_unlock(&mu);
     push(s, (struct item){.kind = K_MEMCPY, .dst = dst, .src = src, .n = n, .copy_kind = kind,
                           .log = log});
-    return cudaSuccess;
-}
-
-/* Pinned memory is plain heap memory here, with its size in front so that cudaFreeHost
- * can tell whether a queued copy still uses it. */
-cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags)
-{
-    (void)flags;
-    size_t *h = malloc(sizeof(size_t) * 2 + n);
-    if (!h)
-        return cudaErrorMemoryAllocation;
-    h[0] = n;
-    *p = h + 2;
-    return cudaSuccess;
-}
-
-static bool overlaps(const void *a, size_t an, const void *b, size_t bn)
-{
-    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return x < y + bn && y < x + an;
-}
-
-cudaError_t cudaFreeHost(void *p)
-{
-    size_t *h = (size_t *)p - 2;
-    pthread_mutex_lock(&mu);
-    for (struct CUstream_st *s = streams; s; s = s->all_next)
-        for (struct item *it = s->head; it; it = it->next)
-            if (it->kind == K_MEMCPY &&
-                (overlaps(it->dst, it->n, p, h[0]) || overlaps(it->src, it->n, p, h[0])))
-                host_free_busy++;
-    pthread_mutex_unlock(&mu);
-    free(h); /* at once, as the real one frees: a copy still queued would use freed memory */
     return cudaSuccess;
 }
 
@@ -443,37 +380,12 @@ int fk_copies(struct fk_copy *out, int max)
     return n;
 }
 
-int fk_copies_in_flight(void)
-{
-    int n = 0;
-    pthread_mutex_lock(&mu);
-    for (struct CUstream_st *s = streams; s; s = s->all_next)
-        for (struct item *it = s->head; it; it = it->next)
-            n += it->kind == K_MEMCPY;
-    pthread_mutex_unlock(&mu);
-    return n;
-}
-
-int fk_host_free_busy(void)
-{
-    pthread_mutex_lock(&mu);
-    int n = host_free_busy;
-    pthread_mutex_unlock(&mu);
-    return n;
-}
-
 void fk_reset(void)
 {
     pthread_mutex_lock(&mu);
-    for (struct CUstream_st *s = streams; s; s = s->all_next)
-        s->err = cudaSuccess;
-    for (struct CUevent_st *e = events; e; e = e->all_next)
-        e->err = cudaSuccess;
     memset(copy_delay_us, 0, sizeof(copy_delay_us));
     memset(&fk_fail, 0, sizeof(fk_fail));
-    memset(&fk_fail_at, 0, sizeof(fk_fail_at));
     ncopies = 0;
-    host_free_busy = 0;
     pthread_mutex_unlock(&mu);
 }
 

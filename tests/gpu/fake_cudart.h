@@ -10,12 +10,8 @@
  * cudaStreamWaitEvent waits for the record that was the last one at that moment.
  * Nothing here is CUDA; it models the ordering rules exec.c relies on.
  *
- * For staging.c (test_staging_logic.c) copies can take time (a delay per direction, slept
- * on the stream's thread), each is logged with when it was queued, started and ended, and
- * one can fail as it runs: the stream then keeps the error, like CUDA's sticky errors, and
- * its later event records and cudaStreamSynchronize report it.  Pinned memory
- * (cudaHostAlloc) is heap memory that cudaFreeHost frees at once, counting frees of
- * memory that a queued copy still uses.
+ * For the staging copies, copies can take time (a delay, slept on the stream's thread),
+ * and each is logged with when it was queued, started and ended.
  */
 #ifndef FAKE_CUDART_H
 #define FAKE_CUDART_H
@@ -49,12 +45,6 @@ struct fk_fail {
     int memcpy_async, launch_host_func, malloc_async, event_record;
 };
 extern struct fk_fail fk_fail;
-/* The k-th call from when it is set fails, once (0: off).  copy_exec: the k-th copy that
- * a stream runs fails there (cudaErrorIllegalAddress on the stream). */
-struct fk_fail_at {
-    int memcpy_async, event_record, copy_exec;
-};
-extern struct fk_fail_at fk_fail_at;
 
 /* One cudaMemcpyAsync, as logged (the first FK_COPY_LOG after fk_reset). */
 #define FK_COPY_LOG 4096
@@ -63,22 +53,14 @@ struct fk_copy {
     void *dst;
     const void *src;
     size_t n;
-    double t_queued, t_start, t_end; /* fk_now(); t_end 0 while it runs or never ran */
-    bool failed;
+    double t_queued, t_start, t_end; /* seconds on CLOCK_MONOTONIC; t_end 0 while it runs */
 };
-/* Seconds on CLOCK_MONOTONIC; sleeps until fk_now() >= t. */
-double fk_now(void);
-void fk_sleep_until(double t);
 /* How long each copy of this kind takes from now on, memmove included (0: as long as the
  * memmove). */
 void fk_set_copy_delay(enum cudaMemcpyKind kind, unsigned us);
 /* Copies the log into out (at most max); returns how many. */
 int fk_copies(struct fk_copy *out, int max);
-/* Copies queued or running on any stream. */
-int fk_copies_in_flight(void);
-/* cudaFreeHost calls that freed memory a queued or running copy still used. */
-int fk_host_free_busy(void);
-/* Clears the streams' and events' errors, the delays, the failure counters and the log. */
+/* Clears the delays, the failure counters and the log. */
 void fk_reset(void);
 
 /* Queues on s: wait until *word >= value (the shim's cuStreamWaitValue64). */
