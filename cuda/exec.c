@@ -77,6 +77,13 @@ struct ticket {
     cudaEvent_t ev;            /* parked: recorded behind the op's work, polled */
     nx_dev_copy_done done;     /* a staging copy (nx_cuda_exec_copy): told instead */
     void *done_arg;
+    /* Queued behind a host function: on the watched list (loop thread), with what the
+     * watch needs to tell a broken GPU's ops (below). */
+    struct ticket *wnext, **wprev;
+    cudaStream_t s;
+    int dev;
+    char what[160];
+    bool abandoned;            /* told already (the GPU broke); only freed when it ends */
 };
 
 unsigned nx_cuda_stop_grace_ms = 5000;
@@ -86,7 +93,9 @@ static struct ticket *done_head, **done_tail = &done_head;
 static uv_async_t done_async;
 static bool async_open;     /* under done_mu: a host function may signal the loop */
 static struct ticket *parked; /* loop thread: tickets whose event is polled */
-static uv_timer_t park_timer, grace_timer;
+static uv_timer_t park_timer, grace_timer, watch_timer;
+static struct ticket *watched;   /* loop thread: tickets whose host function is queued */
+static struct ticket *abandoned; /* loop thread: told after their GPU broke, not yet ended */
 static bool timers_open, stopping;
 static void (*stop_idle)(void); /* told once nothing is in flight after a stop */
 static uint64_t inflight;
@@ -147,13 +156,41 @@ static void ticket_free(struct ticket *t)
     free(t);
 }
 
-static void ticket_complete(struct ticket *t)
+static void list_push(struct ticket **head, struct ticket *t)
+{
+    t->wnext = *head;
+    if (*head)
+        (*head)->wprev = &t->wnext;
+    *head = t;
+    t->wprev = head;
+}
+
+/* Off the watched or the abandoned list. */
+static void unwatch(struct ticket *t)
+{
+    if (!t->wprev)
+        return;
+    if (t->wnext)
+        t->wnext->wprev = t->wprev;
+    *t->wprev = t->wnext;
+    t->wprev = NULL;
+}
+
+/* The op's parts (or the copy's caller) hear how it ended. */
+static void ticket_tell(struct ticket *t)
 {
     if (t->done)
         t->done(t->done_arg, t->status, t->status ? t->text : NULL);
     for (size_t i = 0; i < t->nparts; i++)
         nx_cuda_host->part_done(&t->parts[i], t->status, t->status ? t->text : NULL);
     inflight--;
+}
+
+static void ticket_complete(struct ticket *t)
+{
+    unwatch(t);
+    if (!t->abandoned)
+        ticket_tell(t);
     ticket_free(t);
 }
 
@@ -202,6 +239,7 @@ static void close_handles(void)
     if (timers_open) {
         uv_close((uv_handle_t *)&park_timer, NULL);
         uv_close((uv_handle_t *)&grace_timer, NULL);
+        uv_close((uv_handle_t *)&watch_timer, NULL);
         timers_open = false;
     }
 }
@@ -272,6 +310,65 @@ static void park(struct ticket *t, cudaStream_t s)
             "keeping its %zu mappings until exit", t->nregs);
     t->nregs = 0;
     ticket_complete(t);
+}
+
+/*
+ * The watch.  A GPU that faults (an illegal address in a kernel, an uncorrectable ECC
+ * error) leaves its context broken: the work queued on its streams never runs, and
+ * neither do the host functions behind it, so the ops in flight would never end and
+ * their ranks would wait for their deadline with no word of why.  While ops are queued
+ * the loop asks their streams, every NX_CUDA_WATCH_MS, whether the device failed, and
+ * tells the ops of a broken one at once.  Their tickets stay allocated, and their
+ * mappings with them, in case a host function still runs after all.
+ */
+#define NX_CUDA_WATCH_MS 200
+
+static bool sticky(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void on_watch(uv_timer_t *h)
+{
+    (void)h;
+    bool told = false;
+    for (struct ticket *t = watched, *next; t; t = next) {
+        next = t->wnext;
+        cudaError_t e = cudaStreamQuery(t->s);
+        if (e == cudaSuccess || e == cudaErrorNotReady || !sticky(e))
+            continue;
+        unwatch(t);
+        list_push(&abandoned, t);
+        t->abandoned = true;
+        t->nregs = 0; /* the mappings stay: nothing can say the GPU is done with them */
+        t->status = NEXAR_ERR_INTERNAL;
+        snprintf(t->text, sizeof(t->text),
+                 "%s on device %d: the GPU failed with the op queued (%s); nexard cannot use "
+                 "the device until it restarts", t->what, t->dev, cudaGetErrorString(e));
+        NX_ERROR("cuda", "%s", t->text);
+        ticket_tell(t);
+        told = true;
+    }
+    if (!watched && timers_open)
+        uv_timer_stop(&watch_timer);
+    if (told) {
+        nx_cuda_host->flush();
+        stop_if_idle();
+    }
 }
 
 static void on_grace(uv_timer_t *h)
@@ -524,8 +621,15 @@ static void finish(struct exec *x)
                     x->what); /* never cudaFree: it waits for the device */
     free(x->scratch);
     cudaGetLastError();
-    if (cudaLaunchHostFunc(x->s, host_done, t) == cudaSuccess)
+    if (cudaLaunchHostFunc(x->s, host_done, t) == cudaSuccess) {
+        t->s = x->s;
+        t->dev = x->dev;
+        snprintf(t->what, sizeof(t->what), "%s", x->what);
+        list_push(&watched, t);
+        if (timers_open && !uv_is_active((uv_handle_t *)&watch_timer))
+            uv_timer_start(&watch_timer, on_watch, NX_CUDA_WATCH_MS, NX_CUDA_WATCH_MS);
         return;
+    }
     cudaGetLastError();
     if (!t->status) {
         t->status = NEXAR_ERR_INTERNAL;
@@ -634,6 +738,7 @@ int nx_cuda_exec_init(void)
         return rv;
     uv_timer_init(nx_cuda_host->loop, &park_timer);
     uv_timer_init(nx_cuda_host->loop, &grace_timer);
+    uv_timer_init(nx_cuda_host->loop, &watch_timer);
     pthread_mutex_lock(&done_mu);
     async_open = true;
     pthread_mutex_unlock(&done_mu);
@@ -668,6 +773,12 @@ void nx_cuda_exec_fini(void)
     for (struct ticket *t = take_done(), *next; t; t = next) {
         next = t->next;
         inflight--;
+        ticket_free(t);
+    }
+    /* The GPU broke under these: no host function will come for them now. */
+    while (abandoned) {
+        struct ticket *t = abandoned;
+        unwatch(t);
         ticket_free(t);
     }
     while (parked) {

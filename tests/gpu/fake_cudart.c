@@ -54,6 +54,7 @@ struct CUstream_st {
     struct CUstream_st *all_next;
     struct item *head, **tail;
     bool busy, destroyed, done;
+    bool faulted; /* a copy faulted here: nothing more runs, every query says so */
     pthread_t thread;
 };
 
@@ -84,10 +85,15 @@ static void fk_sleep_until(double t)
     }
 }
 
-/* Unlocked, on the stream's thread: the copy, after its delay. */
-static void run_copy(struct item *it)
+/* Unlocked, on the stream's thread: the copy, after its delay; false when it faulted. */
+static bool run_copy(struct item *it)
 {
     pthread_mutex_lock(&mu);
+    if (fk_fail.copy_fault > 0) {
+        fk_fail.copy_fault--;
+        pthread_mutex_unlock(&mu);
+        return false;
+    }
     unsigned us = copy_delay_us[it->copy_kind < 5 ? it->copy_kind : 0];
     double t0 = fk_now();
     if (it->log >= 0)
@@ -99,6 +105,7 @@ static void run_copy(struct item *it)
     if (it->log >= 0)
         copy_log[it->log].t_end = fk_now();
     pthread_mutex_unlock(&mu);
+    return true;
 }
 
 static void timed_wait(void)
@@ -135,21 +142,23 @@ static void *worker(void *arg)
             continue;
         }
         struct item *it = s->head;
-        if (!ready(it)) {
+        if (!s->faulted && !ready(it)) {
             timed_wait(); /* a word is plain memory: look again */
             continue;
         }
         s->busy = true;
+        bool faulted = s->faulted;
         pthread_mutex_unlock(&mu);
-        switch (it->kind) {
+        switch (faulted ? K_WAIT_EVENT : it->kind) { /* a faulted stream runs nothing */
         case K_HOST_FN: it->fn(it->arg); break;
         case K_CALL: it->fn(it->arg); free(it->arg); break;
-        case K_MEMCPY: run_copy(it); break;
+        case K_MEMCPY: faulted = !run_copy(it); break;
         case K_FREE: free(it->dst); break;
         default: break;
         }
         pthread_mutex_lock(&mu);
-        if (it->kind == K_RECORD && it->ev->fired < it->seq)
+        s->faulted |= faulted;
+        if (it->kind == K_RECORD && it->ev->fired < it->seq && !s->faulted)
             it->ev->fired = it->seq;
         s->head = it->next;
         if (!s->head)
@@ -205,9 +214,9 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 cudaError_t cudaStreamQuery(cudaStream_t s)
 {
     pthread_mutex_lock(&mu);
-    bool idle = !s->head && !s->busy;
+    bool idle = !s->head && !s->busy, faulted = s->faulted;
     pthread_mutex_unlock(&mu);
-    return idle ? cudaSuccess : cudaErrorNotReady;
+    return faulted ? cudaErrorIllegalAddress : idle ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)

@@ -40,9 +40,12 @@ extern const char *volatile fk_case;
 void fk_cases(int argc, char **argv);
 bool fk_want_case(const char *name);
 
-/* Calls that fail the next n times (then work again): counters the test sets. */
+/* Calls that fail the next n times (then work again): counters the test sets.
+ * copy_fault: the next copies that a stream runs fault there, as a kernel's illegal
+ * address does on a GPU: the stream runs nothing more (no host function, no event
+ * record) and cudaStreamQuery returns cudaErrorIllegalAddress from then on. */
 struct fk_fail {
-    int memcpy_async, launch_host_func, malloc_async, event_record;
+    int memcpy_async, launch_host_func, malloc_async, event_record, copy_fault;
 };
 extern struct fk_fail fk_fail;
 

@@ -32,6 +32,10 @@
  *                empty copy are told from the loop too, never from within the call
  *   copy_lanes   a communicator's D2H and H2D staging copies run on separate streams: an
  *                H2D queued behind a D2H runs under it, the D2Hs stay in order
+ *   gpu_fault    a copy faults on the GPU (its stream runs nothing more, so the host
+ *                function behind it never runs): the watch tells the op within a second,
+ *                with a text naming the op, the device and the error; another
+ *                communicator's copy completes as usual
  *
  *   test_exec_logic [CASE...]   runs the named cases only.
  */
@@ -590,6 +594,71 @@ static void case_copy_lanes(void)
                (log[0].t_end - log[1].t_start) * 1e3);
 }
 
+/* ---- gpu_fault ------------------------------------------------------------------------------- */
+
+static struct copied faults[2];
+static uint8_t f_dev[2][128], f_host[2][128];
+static uint32_t f_mem[2];
+static double f_t0;
+
+static void fault_done(void *arg, uint32_t status, const char *text)
+{
+    struct copied *c = arg;
+    c->calls++;
+    c->status = status;
+    c->event_done = true; /* reused: when it was told, below */
+    snprintf(c->text, sizeof(c->text), "%s", text ? text : "");
+    g_progress++;
+    if (c == &faults[0])
+        f_t0 = uv_hrtime() / 1e9 - f_t0;
+    if (faults[0].calls && faults[1].calls)
+        uv_stop(loop);
+}
+
+static void fault_start(void)
+{
+    f_t0 = uv_hrtime() / 1e9;
+    fk_fail.copy_fault = 1; /* the first copy to run faults: comm 9's D2H stream breaks */
+    struct nx_dev_copy v = {.client_id = 1, .mem = f_mem[0], .bytes = 128, .host = f_host[0]};
+    nx_cuda_exec_copy(9, &v, 1, NX_DEV_D2H, "all_reduce seq 5 on comm 9", fault_done,
+                      &faults[0]);
+    /* another communicator's copy, on a stream of its own, is not touched by the fault */
+    struct nx_dev_copy w = {.client_id = 1, .mem = f_mem[1], .bytes = 128, .host = f_host[1]};
+    nx_cuda_exec_copy(10, &w, 1, NX_DEV_D2H, "broadcast seq 1 on comm 10", fault_done,
+                      &faults[1]);
+}
+
+/* A GPU that faults with a copy queued: the host function behind it never runs, and
+ * without the watch the op would never end.  It ends with a text that says why, within
+ * the watch's period; a healthy stream's copy completes as usual. */
+static void case_gpu_fault(void)
+{
+    fk_reset();
+    for (int i = 0; i < 2; i++) {
+        memset(f_dev[i], 0x30 + i, sizeof(f_dev[i]));
+        f_mem[i] = reg(1, NX_DEV_MEMORY, f_dev[i], sizeof(f_dev[i]));
+    }
+    fk_set_copy_delay(cudaMemcpyDefault, 20000); /* so that comm 10's copy runs second */
+    start(fault_start);
+    fk_case = "gpu_fault";
+    uv_run(loop, UV_RUN_DEFAULT);
+    fk_set_copy_delay(cudaMemcpyDefault, 0);
+    FK_EXPECT(faults[0].calls == 1 && faults[0].status == NEXAR_ERR_INTERNAL &&
+                  strstr(faults[0].text, "all_reduce seq 5 on comm 9 on device 0") &&
+                  strstr(faults[0].text, "the GPU failed") &&
+                  strstr(faults[0].text, cudaGetErrorString(cudaErrorIllegalAddress)),
+              "faulted copy: told %d times, status %u \"%s\"", faults[0].calls,
+              faults[0].status, faults[0].text);
+    FK_EXPECT(f_t0 < 1.0, "the faulted copy was told after %.2f s (the watch looks every "
+              "0.2 s)", f_t0);
+    FK_EXPECT(faults[1].calls == 1 && faults[1].status == NEXAR_OK &&
+                  memcmp(f_host[1], f_dev[1], 128) == 0,
+              "the other communicator's copy: told %d times, status %u \"%s\"",
+              faults[1].calls, faults[1].status, faults[1].text);
+    if (!fk_failures)
+        printf("gpu_fault: ok (told after %.2f s: %s)\n", f_t0, faults[0].text);
+}
+
 /* ---- no_device --------------------------------------------------------------------------------- */
 
 static struct nx_dev_job job_n;
@@ -767,6 +836,8 @@ int main(int argc, char **argv)
         case_copy();
     if (fk_want_case("copy_lanes"))
         case_copy_lanes();
+    if (fk_want_case("gpu_fault"))
+        case_gpu_fault();
     if (fk_want_case("stop"))
         case_stop();
     else
