@@ -80,7 +80,6 @@ struct ticket {
     /* Queued behind a host function: on the watched list (loop thread), with what the
      * watch needs to tell a broken GPU's ops (below). */
     struct ticket *wnext, **wprev;
-    cudaStream_t s;
     int dev;
     char what[160];
     bool abandoned;            /* told already (the GPU broke); only freed when it ends */
@@ -96,6 +95,7 @@ static struct ticket *parked; /* loop thread: tickets whose event is polled */
 static uv_timer_t park_timer, grace_timer, watch_timer;
 static struct ticket *watched;   /* loop thread: tickets whose host function is queued */
 static struct ticket *abandoned; /* loop thread: told after their GPU broke, not yet ended */
+static cudaStream_t probes[MAX_DEVICES]; /* the watch's idle stream per device */
 static bool timers_open, stopping;
 static void (*stop_idle)(void); /* told once nothing is in flight after a stop */
 static uint64_t inflight;
@@ -317,9 +317,12 @@ static void park(struct ticket *t, cudaStream_t s)
  * error) leaves its context broken: the work queued on its streams never runs, and
  * neither do the host functions behind it, so the ops in flight would never end and
  * their ranks would wait for their deadline with no word of why.  While ops are queued
- * the loop asks their streams, every NX_CUDA_WATCH_MS, whether the device failed, and
- * tells the ops of a broken one at once.  Their tickets stay allocated, and their
- * mappings with them, in case a host function still runs after all.
+ * the loop asks each of their devices, every NX_CUDA_WATCH_MS, whether it failed, and
+ * tells the ops of a broken one at once.  It asks an idle stream of its own
+ * (cudaStreamQuery never waits, and a broken context answers every call with its
+ * error): an op's own stream may be destroyed (nx_cuda_exec_comm_gone) while its work is
+ * queued.  The tickets stay allocated, and their mappings with them, in case a host
+ * function still runs after all.
  */
 #define NX_CUDA_WATCH_MS 200
 
@@ -346,10 +349,16 @@ static void on_watch(uv_timer_t *h)
 {
     (void)h;
     bool told = false;
+    cudaError_t state[MAX_DEVICES];
+    bool asked[MAX_DEVICES] = {false};
     for (struct ticket *t = watched, *next; t; t = next) {
         next = t->wnext;
-        cudaError_t e = cudaStreamQuery(t->s);
-        if (e == cudaSuccess || e == cudaErrorNotReady || !sticky(e))
+        if (!asked[t->dev]) {
+            asked[t->dev] = true;
+            state[t->dev] = probes[t->dev] ? cudaStreamQuery(probes[t->dev]) : cudaSuccess;
+        }
+        cudaError_t e = state[t->dev];
+        if (!sticky(e))
             continue;
         unwatch(t);
         list_push(&abandoned, t);
@@ -622,7 +631,12 @@ static void finish(struct exec *x)
     free(x->scratch);
     cudaGetLastError();
     if (cudaLaunchHostFunc(x->s, host_done, t) == cudaSuccess) {
-        t->s = x->s;
+        if (!probes[x->dev] &&
+            cudaStreamCreateWithFlags(&probes[x->dev], cudaStreamNonBlocking) != cudaSuccess) {
+            cudaGetLastError();
+            probes[x->dev] = NULL; /* unwatched: the op ends when its host function runs */
+            return;
+        }
         t->dev = x->dev;
         snprintf(t->what, sizeof(t->what), "%s", x->what);
         list_push(&watched, t);
@@ -772,7 +786,9 @@ void nx_cuda_exec_fini(void)
      * ranks are gone; only the memory goes. */
     for (struct ticket *t = take_done(), *next; t; t = next) {
         next = t->next;
-        inflight--;
+        unwatch(t);
+        if (!t->abandoned)
+            inflight--;
         ticket_free(t);
     }
     /* The GPU broke under these: no host function will come for them now. */
@@ -800,6 +816,11 @@ void nx_cuda_exec_fini(void)
     for (size_t i = 0; i < ncstreams; i++) {
         cudaSetDevice(cstreams[i].device);
         cudaStreamDestroy(cstreams[i].s);
+    }
+    for (int d = 0; d < MAX_DEVICES; d++) {
+        if (probes[d] && cudaSetDevice(d) == cudaSuccess)
+            cudaStreamDestroy(probes[d]);
+        probes[d] = NULL;
     }
     free(cstreams);
     cstreams = NULL;

@@ -54,7 +54,6 @@ struct CUstream_st {
     struct CUstream_st *all_next;
     struct item *head, **tail;
     bool busy, destroyed, done;
-    bool faulted; /* a copy faulted here: nothing more runs, every query says so */
     pthread_t thread;
 };
 
@@ -64,6 +63,7 @@ struct CUevent_st {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static bool ctx_faulted; /* a copy faulted: no stream runs anything, every call fails */
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct CUstream_st *streams;
 static struct CUevent_st *events;
@@ -89,23 +89,22 @@ static void fk_sleep_until(double t)
 static bool run_copy(struct item *it)
 {
     pthread_mutex_lock(&mu);
-    if (fk_fail.copy_fault > 0) {
+    bool fault = fk_fail.copy_fault > 0;
+    if (fault)
         fk_fail.copy_fault--;
-        pthread_mutex_unlock(&mu);
-        return false;
-    }
     unsigned us = copy_delay_us[it->copy_kind < 5 ? it->copy_kind : 0];
     double t0 = fk_now();
     if (it->log >= 0)
         copy_log[it->log].t_start = t0;
     pthread_mutex_unlock(&mu);
-    memmove(it->dst, it->src, it->n);
-    fk_sleep_until(t0 + us * 1e-6); /* the delay includes the memmove */
+    if (!fault)
+        memmove(it->dst, it->src, it->n);
+    fk_sleep_until(t0 + us * 1e-6); /* the delay includes the memmove; a fault comes at its end */
     pthread_mutex_lock(&mu);
-    if (it->log >= 0)
+    if (it->log >= 0 && !fault)
         copy_log[it->log].t_end = fk_now();
     pthread_mutex_unlock(&mu);
-    return true;
+    return !fault;
 }
 
 static void timed_wait(void)
@@ -142,12 +141,12 @@ static void *worker(void *arg)
             continue;
         }
         struct item *it = s->head;
-        if (!s->faulted && !ready(it)) {
+        if (!ctx_faulted && !ready(it)) {
             timed_wait(); /* a word is plain memory: look again */
             continue;
         }
         s->busy = true;
-        bool faulted = s->faulted;
+        bool faulted = ctx_faulted;
         pthread_mutex_unlock(&mu);
         switch (faulted ? K_WAIT_EVENT : it->kind) { /* a faulted stream runs nothing */
         case K_HOST_FN: it->fn(it->arg); break;
@@ -157,8 +156,8 @@ static void *worker(void *arg)
         default: break;
         }
         pthread_mutex_lock(&mu);
-        s->faulted |= faulted;
-        if (it->kind == K_RECORD && it->ev->fired < it->seq && !s->faulted)
+        ctx_faulted |= faulted;
+        if (it->kind == K_RECORD && it->ev->fired < it->seq && !ctx_faulted)
             it->ev->fired = it->seq;
         s->head = it->next;
         if (!s->head)
@@ -214,7 +213,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 cudaError_t cudaStreamQuery(cudaStream_t s)
 {
     pthread_mutex_lock(&mu);
-    bool idle = !s->head && !s->busy, faulted = s->faulted;
+    bool idle = !s->head && !s->busy, faulted = ctx_faulted;
     pthread_mutex_unlock(&mu);
     return faulted ? cudaErrorIllegalAddress : idle ? cudaSuccess : cudaErrorNotReady;
 }
@@ -245,6 +244,11 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *arg)
         fk_fail.launch_host_func--;
         return cudaErrorInvalidResourceHandle;
     }
+    pthread_mutex_lock(&mu);
+    bool faulted = ctx_faulted;
+    pthread_mutex_unlock(&mu);
+    if (faulted)
+        return cudaErrorIllegalAddress;
     push(s, (struct item){.kind = K_HOST_FN, .fn = fn, .arg = arg});
     return cudaSuccess;
 }
@@ -288,6 +292,10 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
         fk_fail.event_record--;
         pthread_mutex_unlock(&mu);
         return cudaErrorInvalidResourceHandle;
+    }
+    if (ctx_faulted) {
+        pthread_mutex_unlock(&mu);
+        return cudaErrorIllegalAddress;
     }
     uint64_t seq = ++ev->recorded;
     pthread_mutex_unlock(&mu);
@@ -361,6 +369,10 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
         pthread_mutex_unlock(&mu);
         return cudaErrorInvalidValue;
     }
+    if (ctx_faulted) {
+        pthread_mutex_unlock(&mu);
+        return cudaErrorIllegalAddress;
+    }
     int log = -1;
     if (ncopies < FK_COPY_LOG) {
         log = ncopies++;
@@ -394,6 +406,7 @@ void fk_reset(void)
     pthread_mutex_lock(&mu);
     memset(copy_delay_us, 0, sizeof(copy_delay_us));
     memset(&fk_fail, 0, sizeof(fk_fail));
+    ctx_faulted = false; /* a new context, as after a restart */
     ncopies = 0;
     pthread_mutex_unlock(&mu);
 }

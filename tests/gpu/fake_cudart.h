@@ -41,9 +41,10 @@ void fk_cases(int argc, char **argv);
 bool fk_want_case(const char *name);
 
 /* Calls that fail the next n times (then work again): counters the test sets.
- * copy_fault: the next copies that a stream runs fault there, as a kernel's illegal
- * address does on a GPU: the stream runs nothing more (no host function, no event
- * record) and cudaStreamQuery returns cudaErrorIllegalAddress from then on. */
+ * copy_fault: the next copy that a stream runs faults at the end of its delay, as a
+ * kernel's illegal address does on a GPU, and breaks the context: no stream runs anything more (no host
+ * function, no event record), and cudaStreamQuery, cudaMemcpyAsync, cudaEventRecord and
+ * cudaLaunchHostFunc return cudaErrorIllegalAddress until fk_reset. */
 struct fk_fail {
     int memcpy_async, launch_host_func, malloc_async, event_record, copy_fault;
 };

@@ -32,10 +32,11 @@
  *                empty copy are told from the loop too, never from within the call
  *   copy_lanes   a communicator's D2H and H2D staging copies run on separate streams: an
  *                H2D queued behind a D2H runs under it, the D2Hs stay in order
- *   gpu_fault    a copy faults on the GPU (its stream runs nothing more, so the host
- *                function behind it never runs): the watch tells the op within a second,
- *                with a text naming the op, the device and the error; another
- *                communicator's copy completes as usual
+ *   gpu_fault    a copy faults on the GPU and breaks its context (no stream runs anything
+ *                more, so the host functions behind two queued copies never run): the
+ *                watch ends both within a second, with a text naming the op, the device
+ *                and the error; a copy queued afterwards fails as it is queued; the copy
+ *                done before the fault is untouched
  *
  *   test_exec_logic [CASE...]   runs the named cases only.
  */
@@ -596,67 +597,86 @@ static void case_copy_lanes(void)
 
 /* ---- gpu_fault ------------------------------------------------------------------------------- */
 
-static struct copied faults[2];
-static uint8_t f_dev[2][128], f_host[2][128];
-static uint32_t f_mem[2];
-static double f_t0;
+/* A: before the fault; B and C: queued when it happens; D: queued after it. */
+static struct copied faults[4];
+static uint8_t f_dev[4][128], f_host[4][128];
+static uint32_t f_mem[4];
+static double f_armed, f_told[4];
+
+static void fault_copy(int i, uint32_t comm, const char *what);
 
 static void fault_done(void *arg, uint32_t status, const char *text)
 {
     struct copied *c = arg;
+    int i = (int)(c - faults);
     c->calls++;
     c->status = status;
-    c->event_done = true; /* reused: when it was told, below */
     snprintf(c->text, sizeof(c->text), "%s", text ? text : "");
+    f_told[i] = uv_hrtime() / 1e9;
     g_progress++;
-    if (c == &faults[0])
-        f_t0 = uv_hrtime() / 1e9 - f_t0;
-    if (faults[0].calls && faults[1].calls)
+    if (i == 0) {
+        /* the next copy to run faults and breaks the context, with B and C queued */
+        fk_fail.copy_fault = 1;
+        f_armed = uv_hrtime() / 1e9;
+        fault_copy(1, 9, "all_reduce seq 5 on comm 9");
+        fault_copy(2, 11, "broadcast seq 2 on comm 11");
+    } else if (i == 1) {
+        fault_copy(3, 12, "all_gather seq 1 on comm 12");
+    }
+    if (faults[0].calls && faults[1].calls && faults[2].calls && faults[3].calls)
         uv_stop(loop);
+}
+
+static void fault_copy(int i, uint32_t comm, const char *what)
+{
+    struct nx_dev_copy v = {.client_id = 1, .mem = f_mem[i], .bytes = 128, .host = f_host[i]};
+    nx_cuda_exec_copy(comm, &v, 1, NX_DEV_D2H, what, fault_done, &faults[i]);
 }
 
 static void fault_start(void)
 {
-    f_t0 = uv_hrtime() / 1e9;
-    fk_fail.copy_fault = 1; /* the first copy to run faults: comm 9's D2H stream breaks */
-    struct nx_dev_copy v = {.client_id = 1, .mem = f_mem[0], .bytes = 128, .host = f_host[0]};
-    nx_cuda_exec_copy(9, &v, 1, NX_DEV_D2H, "all_reduce seq 5 on comm 9", fault_done,
-                      &faults[0]);
-    /* another communicator's copy, on a stream of its own, is not touched by the fault */
-    struct nx_dev_copy w = {.client_id = 1, .mem = f_mem[1], .bytes = 128, .host = f_host[1]};
-    nx_cuda_exec_copy(10, &w, 1, NX_DEV_D2H, "broadcast seq 1 on comm 10", fault_done,
-                      &faults[1]);
+    fault_copy(0, 10, "broadcast seq 1 on comm 10");
 }
 
-/* A GPU that faults with a copy queued: the host function behind it never runs, and
- * without the watch the op would never end.  It ends with a text that says why, within
- * the watch's period; a healthy stream's copy completes as usual. */
+/* A GPU that faults with copies queued: the host functions behind them never run, and
+ * without the watch those ops would never end.  They end with a text that says why,
+ * within the watch's period; a copy queued afterwards fails when it is queued; a copy
+ * done before is untouched. */
 static void case_gpu_fault(void)
 {
     fk_reset();
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 4; i++) {
         memset(f_dev[i], 0x30 + i, sizeof(f_dev[i]));
         f_mem[i] = reg(1, NX_DEV_MEMORY, f_dev[i], sizeof(f_dev[i]));
     }
-    fk_set_copy_delay(cudaMemcpyDefault, 20000); /* so that comm 10's copy runs second */
+    fk_set_copy_delay(cudaMemcpyDefault, 100000); /* B and C are queued before it faults */
     start(fault_start);
     fk_case = "gpu_fault";
     uv_run(loop, UV_RUN_DEFAULT);
-    fk_set_copy_delay(cudaMemcpyDefault, 0);
-    FK_EXPECT(faults[0].calls == 1 && faults[0].status == NEXAR_ERR_INTERNAL &&
-                  strstr(faults[0].text, "all_reduce seq 5 on comm 9 on device 0") &&
-                  strstr(faults[0].text, "the GPU failed") &&
-                  strstr(faults[0].text, cudaGetErrorString(cudaErrorIllegalAddress)),
-              "faulted copy: told %d times, status %u \"%s\"", faults[0].calls,
+    FK_EXPECT(faults[0].calls == 1 && faults[0].status == NEXAR_OK &&
+                  memcmp(f_host[0], f_dev[0], 128) == 0,
+              "the copy before the fault: told %d times, status %u \"%s\"", faults[0].calls,
               faults[0].status, faults[0].text);
-    FK_EXPECT(f_t0 < 1.0, "the faulted copy was told after %.2f s (the watch looks every "
-              "0.2 s)", f_t0);
-    FK_EXPECT(faults[1].calls == 1 && faults[1].status == NEXAR_OK &&
-                  memcmp(f_host[1], f_dev[1], 128) == 0,
-              "the other communicator's copy: told %d times, status %u \"%s\"",
-              faults[1].calls, faults[1].status, faults[1].text);
+    static const char *const what[] = {NULL, "all_reduce seq 5 on comm 9 on device 0",
+                                       "broadcast seq 2 on comm 11 on device 0"};
+    for (int i = 1; i <= 2; i++) {
+        FK_EXPECT(faults[i].calls == 1 && faults[i].status == NEXAR_ERR_INTERNAL &&
+                      strstr(faults[i].text, what[i]) &&
+                      strstr(faults[i].text, "the GPU failed") &&
+                      strstr(faults[i].text, cudaGetErrorString(cudaErrorIllegalAddress)),
+                  "queued at the fault: told %d times, status %u \"%s\"", faults[i].calls,
+                  faults[i].status, faults[i].text);
+        FK_EXPECT(f_told[i] - f_armed < 1.0, "a copy queued at the fault was told after %.2f "
+                  "s (the watch looks every 0.2 s)", f_told[i] - f_armed);
+    }
+    FK_EXPECT(faults[3].calls == 1 && faults[3].status == NEXAR_ERR_INTERNAL &&
+                  strstr(faults[3].text, "all_gather seq 1 on comm 12") &&
+                  strstr(faults[3].text, "cudaMemcpyAsync"),
+              "queued after the fault: told %d times, status %u \"%s\"", faults[3].calls,
+              faults[3].status, faults[3].text);
+    fk_reset(); /* the cases after this one get a working "GPU" */
     if (!fk_failures)
-        printf("gpu_fault: ok (told after %.2f s: %s)\n", f_t0, faults[0].text);
+        printf("gpu_fault: ok (told after %.2f s: %s)\n", f_told[1] - f_armed, faults[1].text);
 }
 
 /* ---- no_device --------------------------------------------------------------------------------- */
