@@ -197,12 +197,22 @@ int cu_read(const char *name, int rank, char *buf, size_t len)
 
 int cu_wait_file(const char *name, int rank, double limit_s)
 {
+    return cu_wait_file_of(name, rank, 0, limit_s);
+}
+
+int cu_wait_file_of(const char *name, int rank, pid_t pid, double limit_s)
+{
     char p[300];
     snprintf(p, sizeof(p), "%s/%s%d", g_out, name, rank);
     double end = tl_now() + limit_s;
     while (tl_now() < end) {
         if (access(p, F_OK) == 0)
             return 0;
+        siginfo_t si = {0};
+        /* exited without writing it: looked at, not reaped (cu_wait_exit does that) */
+        if (pid > 0 && waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            si.si_pid == pid)
+            return access(p, F_OK) == 0 ? 0 : -1;
         usleep(10000);
     }
     return -1;

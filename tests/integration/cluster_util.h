@@ -59,6 +59,8 @@ pid_t cu_rank_exec(const char *sock, const char *coord, const char *job, int ran
 int cu_read(const char *name, int rank, char *buf, size_t len);
 /* Waits up to limit_s for <out>/<name><rank>; 0 or -1. */
 int cu_wait_file(const char *name, int rank, double limit_s);
+/* The same, but gives up at once when process pid (the rank's) has exited without it. */
+int cu_wait_file_of(const char *name, int rank, pid_t pid, double limit_s);
 
 /* Waits for pid up to limit_s (killing it then); returns its exit code, 128+signal, or
  * -1 after a kill. */

@@ -21,6 +21,7 @@
  * (every device op is refused before any of this is reached); test_device_fake.c and
  * test_device_events.c against the test nexard with the fake backend.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -149,6 +150,13 @@ void *nx_fake_cuda_shared(size_t n)
     snprintf(name, sizeof(name), "/nxfk.%d.%u", (int)getpid() % 10000000, seq++ % 1000000);
     struct alloc *a = alloc_slot();
     int fd = a ? shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600) : -1;
+    if (fd < 0 && a && errno == EEXIST) {
+        /* Left by a dead process that had our pid (a rank killed before it freed): no
+         * live process makes this name but us, and a nexard that mapped the old object
+         * keeps its mapping. */
+        shm_unlink(name);
+        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    }
     void *p = MAP_FAILED;
     if (fd >= 0 && ftruncate(fd, (off_t)(n ? n : 1)) == 0)
         p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -184,6 +192,19 @@ void nx_fake_cuda_free(void *p)
             a->shm[0] = '\0';
         }
     }
+    pthread_mutex_unlock(&mu);
+}
+
+/* At exit the names go: a nexard keeps what it mapped, and /dev/shm does not fill with
+ * the segments of every rank that never freed its memory. */
+__attribute__((destructor)) static void unlink_all(void)
+{
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].shm[0]) {
+            shm_unlink(allocs[i].shm);
+            allocs[i].shm[0] = '\0';
+        }
     pthread_mutex_unlock(&mu);
 }
 

@@ -134,10 +134,10 @@ struct end {
     char text[1024], text2[1024];
 };
 
-static int read_end(int r, struct end *e)
+static int read_end(int r, pid_t pid, struct end *e)
 {
     char buf[3072];
-    if (cu_wait_file("end", r, 40) || cu_read("end", r, buf, sizeof(buf)))
+    if (cu_wait_file_of("end", r, pid, 40) || cu_read("end", r, buf, sizeof(buf)))
         return -1;
     memset(e, 0, sizeof(*e));
     int off = 0;
@@ -174,7 +174,7 @@ static void run_job(const char *tag, const int *dev, const int *delay_ms, char *
     if (g_mid)
         g_mid();
     for (int r = 0; r < NR; r++) {
-        if (read_end(r, &e[r])) {
+        if (read_end(r, pid[r], &e[r])) {
             e[r].st = -1;
             EXPECT_TRUE(fails, 0, "%s: rank %d reported nothing", tag, r);
         } else {
