@@ -53,6 +53,11 @@ nexar_status_t nx_shim_check(const char *fn)
 
 static void daemon_gone(void)
 {
+    /* What nexard completed before it went (a failure and its reason, say) stands: the
+     * ring outlives the connection.  Only the ops it left get the text below. */
+    nx_ring_reap();
+    if (nx_S.dead)
+        return;
     char why[NX_ERR_TEXT_BYTES - 64], text[NX_ERR_TEXT_BYTES];
     nx_control_drain(why, sizeof(why));
     snprintf(text, sizeof(text), "nexard went away (%s)", why);

@@ -121,8 +121,9 @@ struct nx_xnet {
      * no limit.  An xop whose plan needs a bigger one is refused at creation. */
     uint32_t msg_max;
     /* Queues one message.  0, or a negative errno: the xop then fails with
-     * NEXAR_ERR_PEER_LOST (-ENOTCONN) or NEXAR_ERR_INTERNAL.  Must not call back into
-     * the xop. */
+     * NEXAR_ERR_PEER_LOST (-ENOTCONN: the peer node is lost), NEXAR_ERR_UNAVAILABLE
+     * (-ESHUTDOWN: this node's daemon is stopping) or NEXAR_ERR_INTERNAL.  Must not call
+     * back into the xop. */
     int (*send)(void *arg, struct nx_xop *x, const struct nx_xmsg *m);
     /* The xop ended: status is a nexar_status_t; text says why (which node, which
      * step) when status != 0, NULL otherwise.  Called once, never from inside

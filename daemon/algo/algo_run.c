@@ -10,6 +10,7 @@
  * send to it how far it got (a credit), which lets them start the pieces that follow.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,6 +102,25 @@ static bool can_send(const struct nx_xop *x, uint32_t peer, uint64_t piece, uint
     return x->inflight == 0 || x->inflight + bytes <= x->max_inflight;
 }
 
+/* A failed net.send's status and reason: -ENOTCONN the peer node is lost, -ESHUTDOWN
+ * this node's daemon is stopping. */
+static uint32_t send_status(int rv)
+{
+    return rv == -ENOTCONN    ? NEXAR_ERR_PEER_LOST
+           : rv == -ESHUTDOWN ? NEXAR_ERR_UNAVAILABLE
+                              : NEXAR_ERR_INTERNAL;
+}
+
+static const char *send_why(const struct nx_xop *x, int rv, char *buf, size_t len)
+{
+    if (rv == -ENOTCONN)
+        return "node lost";
+    if (rv != -ESHUTDOWN)
+        return strerror(-rv);
+    snprintf(buf, len, "the nexard of node %u is shutting down", x->d.me);
+    return buf;
+}
+
 static int send_one(struct nx_xop *x, struct nx_xslot *sl, const struct nx_xfer *f)
 {
     int rv;
@@ -138,9 +158,9 @@ static int send_one(struct nx_xop *x, struct nx_xslot *sl, const struct nx_xfer 
     if (iov != iov_stack)
         free(iov);
     if (rv < 0) {
-        nx_xop_fail(x, rv == -ENOTCONN ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_INTERNAL,
-                    "node %u could not send step %u to node %u: %s", x->d.me, sl->step,
-                    f->peer, rv == -ENOTCONN ? "node lost" : strerror(-rv));
+        char why[64];
+        nx_xop_fail(x, send_status(rv), "node %u could not send step %u to node %u: %s",
+                    x->d.me, sl->step, f->peer, send_why(x, rv, why, sizeof(why)));
         return rv;
     }
     if (m.token) {
@@ -286,10 +306,10 @@ static void send_credits(struct nx_xop *x)
         struct nx_xmsg m = {.dst = x->in_peers[i], .step = NX_XSTEP_CREDIT, .sig = x->sig,
                             .offset = x->lo * x->piece_elems * x->es};
         int rv = x->net.send(x->net.arg, x, &m);
+        char why[64];
         if (rv < 0)
-            return nx_xop_fail(x, rv == -ENOTCONN ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_INTERNAL,
-                               "node %u could not send a credit to node %u: %s", x->d.me,
-                               m.dst, rv == -ENOTCONN ? "node lost" : strerror(-rv));
+            return nx_xop_fail(x, send_status(rv), "node %u could not send a credit to node "
+                               "%u: %s", x->d.me, m.dst, send_why(x, rv, why, sizeof(why)));
         x->st.credits_sent++;
     }
 }

@@ -310,7 +310,9 @@ int nx_xcomm_send(struct nx_comm *c, uint32_t node, uint64_t channel, const stru
     struct nx_transport *t = nx_cluster_transport();
     const char *addr = c->job->net->nodes[c->x->node_job[node]];
     char err[160];
-    struct nx_tpeer *p = t ? t->ops->peer(t, addr, err, sizeof(err)) : NULL;
+    if (!t)
+        return -ESHUTDOWN; /* the daemon is stopping: its transport is gone */
+    struct nx_tpeer *p = t->ops->peer(t, addr, err, sizeof(err));
     if (!p)
         return -EHOSTUNREACH;
     return t->ops->send(p, channel, iov, iovcnt, token);

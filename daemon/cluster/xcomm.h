@@ -99,7 +99,8 @@ int nx_xcomm_route(struct nx_tpeer *p, uint64_t channel, const struct nx_wire_ms
 uint64_t nx_xcomm_p2p_channel(const struct nx_comm *c, uint32_t tag);
 
 /* Sends iov to comm node `node` of c on channel.  0 or a negative errno from the
- * transport (-ENOTCONN: the node is lost). */
+ * transport (-ENOTCONN: the node is lost), or -ESHUTDOWN once this daemon's transport
+ * is gone (it is stopping). */
 int nx_xcomm_send(struct nx_comm *c, uint32_t node, uint64_t channel, const struct iovec *iov,
                   int iovcnt, uint64_t token);
 

@@ -406,10 +406,17 @@ int main(int argc, char **argv)
         EXPECT_TRUE(fails, e[r].st != NEXAR_OK && e[r].st != -1, "shutdown: rank %d got %s "
                     "\"%s\"; its op could not have ended well", r, tl_status_name(e[r].st),
                     e[r].text);
-        if (r < 2)
+        if (r < 2) {
             EXPECT_TRUE(fails, e[r].dt >= 1.2, "shutdown: rank %d on node A ended %.2f s "
                         "after its call, while node A's 1.5 s copy of its buffer still ran",
                         r, e[r].dt);
+            /* what ended it, not a symptom (it said "No route to host") */
+            EXPECT_TRUE(fails, e[r].st == NEXAR_ERR_UNAVAILABLE &&
+                        strstr(e[r].text, "the nexard of node 0 is shutting down") &&
+                        strstr(e[r].text, "all_reduce seq 0 on comm 1"),
+                        "shutdown: rank %d on node A got %s \"%s\"", r,
+                        tl_status_name(e[r].st), e[r].text);
+        }
     }
     EXPECT_TRUE(fails, hx_daemon_stop(&nd[1].d) == 0, "daemon B did not stop cleanly");
     cu_fini();
