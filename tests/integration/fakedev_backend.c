@@ -296,8 +296,9 @@ static void fk_copy(uint32_t comm_id, const struct nx_dev_copy *v, size_t n, int
     unsigned waits = 0;
     for (size_t i = 0; i < n; i++)
         waits += v[i].wait_event != 0;
-    note("copy %s %zu ranges %llu bytes %u waits %s", dir == NX_DEV_D2H ? "d2h" : "h2d", n,
-         (unsigned long long)bytes, waits, what);
+    note("copy %s %zu ranges %llu bytes %u waits %s; %llu in flight, off %llu",
+         dir == NX_DEV_D2H ? "d2h" : "h2d", n, (unsigned long long)bytes, waits, what,
+         (unsigned long long)inflight, n ? (unsigned long long)v[0].off : 0ull);
     inflight++;
     uv_queue_work(host->loop, &x->work, copy_work, copy_after);
 }

@@ -46,8 +46,13 @@
  *     that nexard went away, a rank could reuse a buffer under a copy.  Before the fix
  *     A's ranks lost their connection at 0.4 s.
  *
+ *  9. pipeline (run before 8): a device all_reduce of 9 parts and a bit (36 MiB a rank),
+ *     every copy taking 20 ms.  The sum is exact; each node's fake backend logged its
+ *     copies in (one per part) in the parts' order, with 3 to 8 outstanding at once: the
+ *     parts overlap, and no more than XC_PARTS_PER_OP (8) are live.
+ *
  *   itest_test_device_xmix            the test (starts the daemons and the ranks)
- *   itest_test_device_xmix rank       one rank (XM_DEV=0|1, XM_DELAY_MS, XM_OP)
+ *   itest_test_device_xmix rank       one rank (XM_DEV=0|1, XM_DELAY_MS, XM_OP, XM_COUNT)
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -74,13 +79,17 @@ static int rank_main(void)
         return 1;
     }
     int me = atoi(getenv("NEXAR_RANK"));
-    static float host[64] __attribute__((aligned(4096)));
-    float *a = atoi(getenv("XM_DEV") ? getenv("XM_DEV") : "0") ? f.shared(sizeof(host)) : host;
+    /* XM_COUNT: an all_reduce of that many floats instead of 16 */
+    size_t count = getenv("XM_COUNT") ? strtoul(getenv("XM_COUNT"), NULL, 10) : 16;
+    size_t n = count > 64 ? count : 64;
+    bool dev = atoi(getenv("XM_DEV") ? getenv("XM_DEV") : "0");
+    float *a = dev ? f.shared(n * sizeof(float)) : malloc(n * sizeof(float));
     if (!a) {
-        fprintf(stderr, "xmix rank %d: no shared fake device memory\n", me);
+        fprintf(stderr, "xmix rank %d: no %s memory for %zu floats\n", me,
+                dev ? "shared fake device" : "host", n);
         return 1;
     }
-    for (int i = 0; i < 64; i++)
+    for (size_t i = 0; i < n; i++)
         a[i] = 1.0f;
     nexar_comm_t *w = NULL;
     if (nexar_init(&w) != NEXAR_OK) {
@@ -104,10 +113,10 @@ static int rank_main(void)
     else if (p2p && me == 2)
         st = nexar_recv(w, a, 16, NEXAR_F32, 0, 5);
     else if (!p2p)
-        st = nexar_all_reduce(w, a, 16, NEXAR_F32, NEXAR_SUM);
+        st = nexar_all_reduce(w, a, count, NEXAR_F32, NEXAR_SUM);
     double dt = tl_now() - t0;
     int exact = 0; /* elements equal to the sum over the ranks */
-    for (int i = 0; i < 16; i++)
+    for (size_t i = 0; i < (bcast || p2p ? 16 : count); i++)
         exact += a[i] == (float)NR;
     char text1[1024];
     snprintf(text1, sizeof(text1), "%s", st ? nexar_last_error() : "");
@@ -119,6 +128,7 @@ static int rank_main(void)
              st2 ? nexar_last_error() : "");
     tl_put_file(getenv("HX_OUT"), "end", me, out);
     nexar_finalize();
+    dev ? f.free_(a) : free(a);
     return 0;
 }
 
@@ -279,6 +289,42 @@ static void expect_copyfail(const char *tag, const struct end *e, const char *jo
     }
 }
 
+/* Case 9: 9 parts of 4 MiB a rank (NX_DEV_XCHUNK_BYTES), and a little more. */
+#define PIPE_COUNT (9 * (1 << 20) + 5)
+#define PARTS_LIVE 8 /* XC_PARTS_PER_OP */
+
+/* Node n's fake backend log of case 9: its copies in, one per part, were issued in the
+ * parts' order; several were outstanding at once (a part's copies do not wait for the
+ * part before it); never more than PARTS_LIVE (each live part has one copy out). */
+static void check_pipeline(const char *path, char n)
+{
+    char *lg = tl_read_file(path);
+    int nin = 0, most = 0, ordered = 1;
+    unsigned long long last = 0;
+    for (const char *p = lg; p && (p = strstr(p, "copy ")); p++) {
+        unsigned long long infl = 0, off = 0;
+        const char *q = strstr(p, "; ");
+        if (!q || sscanf(q, "; %llu in flight, off %llu", &infl, &off) != 2 ||
+            !strstr(p, "all_reduce seq 0") || (strchr(p, '\n') && q > strchr(p, '\n')))
+            continue;
+        most = (int)infl + 1 > most ? (int)infl + 1 : most;
+        if (strncmp(p, "copy d2h", 8) == 0) {
+            ordered &= nin == 0 || off > last;
+            last = off;
+            nin++;
+        }
+    }
+    tl_log("   node %c: %d copies in, at most %d copies outstanding, %s", n, nin, most,
+           ordered ? "in the parts' order" : "OUT OF ORDER");
+    EXPECT_TRUE(fails, nin >= 9 && ordered, "pipeline: node %c copied in %d parts (9 or 10 "
+                "expected) %s:\n%s", n, nin, ordered ? "in order" : "out of order",
+                lg ? lg : "(no log)");
+    EXPECT_TRUE(fails, most >= 3 && most <= PARTS_LIVE, "pipeline: node %c had at most %d "
+                "copies outstanding (expected 3 to %d: parts overlap, and no more than %d "
+                "parts live)", n, most, PARTS_LIVE, PARTS_LIVE);
+    free(lg);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "rank"))
@@ -390,6 +436,27 @@ int main(int argc, char **argv)
     EXPECT_TRUE(fails, lg && strstr(lg, want_h2d), "recv waits: node B's fake backend logged "
                 "no \"%s\":\n%s", want_h2d, lg ? lg : "(no log)");
     free(lg);
+
+    tl_log("9. pipeline: a device all_reduce of 9 parts, each copy taking 20 ms");
+    char plogs[2][512];
+    setenv("NX_FAKEDEV_DELAY_MS", "20", 1);
+    for (int i = 0; i < 2; i++) {
+        snprintf(plogs[i], sizeof(plogs[i]), "%s/fakedev-pipe-%c.log", scratch, 'A' + i);
+        if (restart(i, "NX_FAKEDEV_LOG", plogs[i]) < 0)
+            return 1;
+    }
+    unsetenv("NX_FAKEDEV_DELAY_MS");
+    char e_count[32];
+    snprintf(e_count, sizeof(e_count), "%d", PIPE_COUNT);
+    setenv("XM_COUNT", e_count, 1);
+    run_job("xm-pipeline", dev3, none, job, sizeof(job), e);
+    unsetenv("XM_COUNT");
+    for (int r = 0; r < NR; r++)
+        EXPECT_TRUE(fails, e[r].st == NEXAR_OK && e[r].exact == PIPE_COUNT, "pipeline: rank "
+                    "%d got %s \"%s\" with %d of %d elements equal to %d", r,
+                    tl_status_name(e[r].st), e[r].text, e[r].exact, PIPE_COUNT, NR);
+    for (int i = 0; i < 2; i++)
+        check_pipeline(plogs[i], 'A' + i);
 
     tl_log("8. shutdown: node A's nexard stopped while its 1.5 s copies are in flight");
     if (restart(0, "NX_FAKEDEV_DELAY_MS", "1500") < 0 || restart(1, NULL, NULL) < 0)
