@@ -159,10 +159,13 @@ void nx_qconn_read(struct nx_qconn *c, const ngtcp2_path *path, const uint8_t *p
     if (c->dead || c->fail)
         return;
     c->busy++;
+    c->rx_data = 0;
     int rv = ngtcp2_conn_read_pkt(c->conn, path, NULL, pkt, len, ts);
     c->busy--;
     c->pkts_recv++;
-    c->rx_since_tx++;
+    /* Only data counts towards answering at once (nx_qconn_after_rx): counting the
+     * peer's ACK-only packets too made each answer an ACK-only packet of its own. */
+    c->rx_since_tx += c->rx_data;
     c->last_rx = ts;
     if (rv != 0) {
         struct close_plan cp;

@@ -252,7 +252,8 @@ struct nx_qconn {
     size_t ncids;
     struct nx_qrstream *rstreams;
     uint64_t pkts_sent, pkts_recv;
-    unsigned rx_since_tx;    /* packets read since we last wrote one */
+    unsigned rx_since_tx;    /* packets with stream data read since we last wrote one */
+    int rx_data;             /* the packet being read carried stream data */
     ngtcp2_tstamp started, last_rx;
     int gnutls_err;      /* the fatal GnuTLS error of the handshake */
     time_t cert_end;     /* when the peer's certificate proof expires (0: not known yet) */

@@ -53,6 +53,7 @@ int nx_qstream_on_recv(struct nx_qconn *c, uint32_t flags, int64_t id, const uin
                        size_t datalen, void *stream_user_data)
 {
     struct nx_qrstream *rs = stream_user_data;
+    c->rx_data = 1;
     if (ngtcp2_conn_is_local_stream(c->conn, id) || ngtcp2_is_bidi_stream(id))
         return rs_fail(c, "data on a stream we did not expect");
     if (!rs) {
