@@ -19,6 +19,8 @@
  *               groups across nodes whose allreduce works; split with only rank 0
  *               defined: a communicator of one; write split<rank> ("ok" or what
  *               failed); exit 0 when ok
+ *     small     20000 all_reduces of one int64 in a row, each checked; write small<rank>
+ *               ("status ops text"); finalize; exit 0 when all worked
  *     algo      an all_reduce of 2 floats, a broadcast of 2, an all_reduce of 1 Mi floats,
  *               each checked; write algo<rank> ("status algo1 algo2 algo3", from
  *               nexar_comm_algorithm after each); wait for $HX_OUT/release (at most
@@ -104,6 +106,21 @@ int main(int argc, char **argv)
             usleep(10000);
         nexar_finalize();
         return a || s ? 4 : 0;
+    }
+    if (!strcmp(mode, "small")) {
+        /* Many small ops in a row, each checked: what a training loop's scalars do. */
+        nexar_status_t a = NEXAR_OK;
+        int i = 0;
+        for (; i < 20000 && a == NEXAR_OK; i++) {
+            int64_t v = me + 1 + i;
+            a = nexar_all_reduce(w, &v, 1, NEXAR_I64, NEXAR_SUM);
+            if (a == NEXAR_OK && v != (int64_t)n * (n + 1) / 2 + (int64_t)n * i)
+                a = (nexar_status_t)-1;
+        }
+        snprintf(text, sizeof(text), "%d %d %s\n", (int)a, i, a ? nexar_last_error() : "");
+        put("small", text);
+        nexar_finalize();
+        return a ? 4 : 0;
     }
     if (!strcmp(mode, "hold")) {
         snprintf(text, sizeof(text), "%d %d\n", me, n);

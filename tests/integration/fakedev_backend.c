@@ -246,12 +246,12 @@ static void copy_after(uv_work_t *w, int status)
 {
     struct copy *x = w->data;
     (void)status;
+    inflight--; /* before done: what it starts is counted without this one (the log's count) */
     x->done(x->arg, x->text[0] ? NEXAR_ERR_INTERNAL : NEXAR_OK, x->text[0] ? x->text : NULL);
     unhold(&x->regs);
     free(x->dev);
     free(x->v);
     free(x);
-    inflight--;
     idle_if_stopped();
 }
 

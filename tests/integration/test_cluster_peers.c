@@ -11,6 +11,9 @@
  *  - a 4 MiB peer-test A -> B moves A's bytes_sent and B's bytes_recv by at least
  *    4 MiB and the packet counters by at least as many packets as that needs, and
  *    the bytes A sent are the bytes B received;
+ *  - 20000 all_reduces of 8 B in a row: each side sends at most 1.15 packets a message
+ *    (ACKs ride on messages; 1.45 before the peer's ACK-only packets stopped counting
+ *    towards an immediate answer);
  *  - B killed: A reports it "lost" with the reason within the idle timeout.
  */
 #include <signal.h>
@@ -260,6 +263,36 @@ int main(void)
         fclose(f);
     int e0 = cu_wait_exit(r0, 30), e1 = cu_wait_exit(r1, 30);
     EXPECT_TRUE(fails, e0 == 0 && e1 == 0, "ranks exited %d and %d", e0, e1);
+
+    /* Small messages in a row ride one packet each: their ACKs go with the next
+     * message, and the peer's ACK-only packets draw none of their own. */
+    struct peer sa, sb, ta, tb;
+    hx_job_name(job, sizeof(job), "small");
+    if (settled(&A, &B, &sa, &sb) == 0) {
+        pid_t s0 = cu_rank(A.d.sock, A.addr, job, 0, 2, "small", 30);
+        pid_t s1 = cu_rank(B.d.sock, A.addr, job, 1, 2, "small", 30);
+        int c0 = cu_wait_exit(s0, 60), c1 = cu_wait_exit(s1, 60);
+        char t0[512] = "", t1[512] = "";
+        cu_read("small", 0, t0, sizeof(t0));
+        cu_read("small", 1, t1, sizeof(t1));
+        EXPECT_TRUE(fails, c0 == 0 && c1 == 0, "small ops: ranks exited %d (%s) and %d (%s)",
+                    c0, t0, c1, t1);
+        if (c0 == 0 && c1 == 0 && settled(&A, &B, &ta, &tb) == 0) {
+            const struct peer *before[2] = {&sa, &sb}, *after[2] = {&ta, &tb};
+            for (int i = 0; i < 2; i++) {
+                uint64_t msgs = after[i]->msgs_sent - before[i]->msgs_sent;
+                uint64_t pkts = after[i]->pkts_sent - before[i]->pkts_sent;
+                double per = msgs ? (double)pkts / (double)msgs : 0;
+                tl_log("20000 all_reduces of 8 B: %c sent %llu messages in %llu packets "
+                       "(%.3f a message)", 'A' + i, (unsigned long long)msgs,
+                       (unsigned long long)pkts, per);
+                EXPECT_TRUE(fails, msgs >= 20000 && per <= 1.15, "small ops: %c sent %llu "
+                            "messages in %llu packets (%.3f a message; 1.45 when the peer's "
+                            "ACK-only packets drew ACK-only packets)", 'A' + i,
+                            (unsigned long long)msgs, (unsigned long long)pkts, per);
+            }
+        }
+    }
 
     /* B dies: A's peer goes lost, with the reason, within the idle timeout. */
     hx_daemon_kill(&B.d);

@@ -244,6 +244,7 @@ static int write_loop(struct nx_qconn *c, ngtcp2_tstamp ts)
         nx_qudp_tx_commit(q, (size_t)n, avail);
         c->pkts_sent++;
         c->rx_since_tx = 0;
+        c->rx_bytes_since_tx = 0;
     }
     return 1; /* stopped by our own cap, not by ngtcp2: more may be ready */
 }
@@ -281,13 +282,18 @@ void nx_qconn_flush(struct nx_qconn *c)
 /* ngtcp2 0.12 takes its ACK delay as srtt/8: a few microseconds between daemons on one
  * fabric.  A small message is answered later than that, so flushing after every receive
  * sent each one an ACK-only packet of its own: two packets per message each way, each
- * encrypted, sent, received and decrypted.  One packet received with nothing to send
- * waits instead (arm_timer), and its ACK rides on our next message; two or more are
- * acknowledged at once, as ngtcp2's ack_thresh wants, so a bulk sender's window keeps
- * opening. */
+ * encrypted, sent, received and decrypted.  Data received with nothing to send waits
+ * instead (arm_timer), and its ACK rides on our next message.  Two or more full packets
+ * of data are acknowledged at once, as ngtcp2's ack_thresh wants, so that a bulk
+ * sender's window keeps opening; small messages are not a bulk sender, and when a peer
+ * one op ahead sent two of them, answering at once cost an ACK-only packet for every
+ * other message. */
+#define NX_QACK_NOW_BYTES 2400 /* two packets of a 1200-byte path */
+
 void nx_qconn_after_rx(struct nx_qconn *c)
 {
-    if (c->dead || c->fail || !c->confirmed || has_data(c) || c->rx_since_tx >= 2) {
+    if (c->dead || c->fail || !c->confirmed || has_data(c) ||
+        (c->rx_since_tx >= 2 && c->rx_bytes_since_tx >= NX_QACK_NOW_BYTES)) {
         nx_qconn_flush(c);
         return;
     }

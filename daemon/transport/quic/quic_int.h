@@ -253,6 +253,7 @@ struct nx_qconn {
     struct nx_qrstream *rstreams;
     uint64_t pkts_sent, pkts_recv;
     unsigned rx_since_tx;    /* packets with stream data read since we last wrote one */
+    uint64_t rx_bytes_since_tx; /* and the stream bytes they carried */
     int rx_data;             /* the packet being read carried stream data */
     ngtcp2_tstamp started, last_rx;
     int gnutls_err;      /* the fatal GnuTLS error of the handshake */

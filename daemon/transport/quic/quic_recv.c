@@ -54,6 +54,7 @@ int nx_qstream_on_recv(struct nx_qconn *c, uint32_t flags, int64_t id, const uin
 {
     struct nx_qrstream *rs = stream_user_data;
     c->rx_data = 1;
+    c->rx_bytes_since_tx += datalen;
     if (ngtcp2_conn_is_local_stream(c->conn, id) || ngtcp2_is_bidi_stream(id))
         return rs_fail(c, "data on a stream we did not expect");
     if (!rs) {
