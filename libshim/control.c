@@ -351,8 +351,7 @@ static nexar_status_t call(uint16_t type, const ProtobufCMessage *m, uint16_t wa
     }
     free(*p);
     *p = NULL;
-    nx_ring_reap(); /* what nexard completed before it went stands */
-    nx_shim_die(NEXAR_ERR_UNAVAILABLE, text);
+    nx_shim_gone(text);
     return nx_fail(NEXAR_ERR_UNAVAILABLE, "%s", text);
 }
 

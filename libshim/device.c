@@ -635,9 +635,7 @@ static void submit_now(struct nexar_request *r)
             return; /* finalized by another thread meanwhile: r is gone */
         p.revents = 0;
         if (poll(&p, 1, 0) > 0 && p.revents) { /* still there under the lock */
-            nx_ring_reap(); /* what nexard completed before it went stands */
-            nx_shim_die(NEXAR_ERR_UNAVAILABLE,
-                        "nexard went away while a stream-ordered op waited to be submitted");
+            nx_shim_gone("nexard went away while a stream-ordered op waited to be submitted");
             break;
         }
         nx_progress();

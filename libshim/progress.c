@@ -42,6 +42,12 @@ void nx_shim_die(nexar_status_t s, const char *text)
     pthread_cond_broadcast(&nx_S.cv);
 }
 
+void nx_shim_gone(const char *text)
+{
+    nx_ring_reap();
+    nx_shim_die(NEXAR_ERR_UNAVAILABLE, text);
+}
+
 nexar_status_t nx_shim_check(const char *fn)
 {
     if (!nx_S.inited)
@@ -53,15 +59,10 @@ nexar_status_t nx_shim_check(const char *fn)
 
 static void daemon_gone(void)
 {
-    /* What nexard completed before it went (a failure and its reason, say) stands: the
-     * ring outlives the connection.  Only the ops it left get the text below. */
-    nx_ring_reap();
-    if (nx_S.dead)
-        return;
     char why[NX_ERR_TEXT_BYTES - 64], text[NX_ERR_TEXT_BYTES];
     nx_control_drain(why, sizeof(why));
     snprintf(text, sizeof(text), "nexard went away (%s)", why);
-    nx_shim_die(NEXAR_ERR_UNAVAILABLE, text);
+    nx_shim_gone(text);
 }
 
 static void check_deadlines(uint64_t now)

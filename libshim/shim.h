@@ -345,6 +345,9 @@ NX_HIDDEN void nx_progress(void);
 NX_HIDDEN void nx_progress_wait(struct nexar_request *r);
 /* Daemon gone or shim broken: fail everything with (s, text) and remember it. */
 NX_HIDDEN void nx_shim_die(nexar_status_t s, const char *text);
+/* nexard went away: what it completed before (a failure and its reason, say) stands, as
+ * the ring outlives the connection; what it left fails NEXAR_ERR_UNAVAILABLE with text. */
+NX_HIDDEN void nx_shim_gone(const char *text);
 /* NEXAR_OK when the shim is initialized and alive; otherwise the error, set. */
 NX_HIDDEN nexar_status_t nx_shim_check(const char *fn);
 /* Completes and frees a request the caller holds; returns its status, set as error. */

@@ -199,7 +199,8 @@ static bool stage_more(struct nx_comm *c, struct nx_xsend *xs)
             return false;
         }
         xs->staging++;
-        /* One stream carries a communicator's copies in order: only the first waits. */
+        /* One stream carries a communicator's copies to the host in order: only the
+         * first waits. */
         nx_devstage_copy_buf(dp->st, xs->dev, &xs->dev->rec.in, off, n, xs->es,
                              ch ? 0 : xs->dev->rec.ready_event, NX_DEV_D2H, piece_in, dp);
     }

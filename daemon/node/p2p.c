@@ -179,7 +179,7 @@ static void land_piece(struct nx_comm *c, struct landing *l, const struct nx_pen
     }
     memcpy(nx_devstage_host(lp->st), data, re->bytes);
     /* The first copy waits for the work the rank queued before the recv; the others are
-     * behind it on the communicator's stream. */
+     * behind it on the communicator's stream of copies to the device. */
     uint32_t ev = l->waited ? 0 : l->part.rec.ready_event;
     l->waited = true;
     l->pending++;
