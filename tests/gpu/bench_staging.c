@@ -32,14 +32,7 @@
 static size_t g_mib[MAX_SIZES] = {4, 64, 256};
 static int g_nsizes = 3, g_reps = 5;
 
-#define CU(call)                                                                           \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            tl_log("FAIL %s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            return -1;                                                                     \
-        }                                                                                  \
-    } while (0)
+#define CU(call) GX_CU(call, -1)
 
 /* Best of reps of a cudaMemcpyAsync of bytes in kind: GB/s, or -1. */
 static double peak(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,

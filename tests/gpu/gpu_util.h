@@ -33,6 +33,17 @@ struct hx_rank;
 int gx_job_main(int argc, char **argv, const char *test, const char *tag,
                 int (*fn)(struct hx_rank *r), double limit_s);
 
+/* Runs a CUDA runtime call; on an error logs where and what (tl_log, harness.h) and
+ * returns ret from the calling function. */
+#define GX_CU(call, ret)                                                                   \
+    do {                                                                                   \
+        cudaError_t e_ = (call);                                                           \
+        if (e_ != cudaSuccess) {                                                           \
+            tl_log("FAIL %s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            return ret;                                                                    \
+        }                                                                                  \
+    } while (0)
+
 /* CUDA error text of the last failed call in this process ("" when none). */
 const char *gx_cuda_error(void);
 

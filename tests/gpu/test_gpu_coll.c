@@ -41,14 +41,7 @@ struct gcase {
 
 static int g_fail;
 
-#define CU(call)                                                                           \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            tl_log("FAIL %s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            return -1;                                                                     \
-        }                                                                                  \
-    } while (0)
+#define CU(call) GX_CU(call, -1)
 
 static size_t in_elems(const struct gcase *c, int size)
 {

@@ -27,14 +27,7 @@
 #define SPIN_MS 300
 #define N ((1u << 18) + 3)
 
-#define CU(call)                                                                           \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            tl_log("FAIL %s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            return 1;                                                                      \
-        }                                                                                  \
-    } while (0)
+#define CU(call) GX_CU(call, 1)
 
 #define ST(what, call)                                                                     \
     do {                                                                                   \

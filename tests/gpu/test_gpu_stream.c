@@ -26,14 +26,7 @@
 #define ITERS 3
 #define N ((1u << 20) + 5)
 
-#define CU(call)                                                                           \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            tl_log("FAIL %s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            return 1;                                                                      \
-        }                                                                                  \
-    } while (0)
+#define CU(call) GX_CU(call, 1)
 
 /* What gx_fill_f32 writes at i. */
 static float fill_at(size_t i, unsigned seed)
