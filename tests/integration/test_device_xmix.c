@@ -51,12 +51,20 @@
  *     copies in (one per part) in the parts' order, with 3 to 8 outstanding at once: the
  *     parts overlap, and no more than XC_PARTS_PER_OP (8) are live.
  *
+ * Every device rank first leaves a stale shm segment under the name of its first fake
+ * allocation, as a dead rank with its pid would have; every rank, once exited, has left
+ * none (before the fix the first made a rank fail, and the second leaked 1,916 segments).
+ *
  *   itest_test_device_xmix            the test (starts the daemons and the ranks)
  *   itest_test_device_xmix rank       one rank (XM_DEV=0|1, XM_DELAY_MS, XM_OP, XM_COUNT)
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -69,6 +77,35 @@
 #define BUDGET_S 5.0
 
 /* ---- the rank ------------------------------------------------------------------------ */
+
+/* The fake libcuda names its shared segments "/nxfk.PID.SEQ" (fake_cuda.c), SEQ from 0 in
+ * each process.  Pids come round: a rank killed before it freed left its names behind,
+ * and the next process with its pid once got no memory (O_EXCL) and exited before it
+ * joined, so the test waited 40 s a rank.  Every device rank here first leaves such a
+ * segment under the name its first allocation takes. */
+static void leave_stale_segment(void)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "/nxfk.%d.0", (int)getpid() % 10000000);
+    int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* Names the fake libcuda made for process pid that are still in /dev/shm (each goes when
+ * it is freed, and all at exit). */
+static int stale_segments_of(pid_t pid)
+{
+    char prefix[32];
+    int n = snprintf(prefix, sizeof(prefix), "nxfk.%d.", (int)pid % 10000000), found = 0;
+    DIR *d = opendir("/dev/shm");
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        found += strncmp(de->d_name, prefix, (size_t)n) == 0;
+    if (d)
+        closedir(d);
+    return found;
+}
 
 static int rank_main(void)
 {
@@ -83,6 +120,8 @@ static int rank_main(void)
     size_t count = getenv("XM_COUNT") ? strtoul(getenv("XM_COUNT"), NULL, 10) : 16;
     size_t n = count > 64 ? count : 64;
     bool dev = atoi(getenv("XM_DEV") ? getenv("XM_DEV") : "0");
+    if (dev)
+        leave_stale_segment();
     float *a = dev ? f.shared(n * sizeof(float)) : malloc(n * sizeof(float));
     if (!a) {
         fprintf(stderr, "xmix rank %d: no %s memory for %zu floats\n", me,
@@ -199,6 +238,9 @@ static void run_job(const char *tag, const int *dev, const int *delay_ms, char *
     for (int r = 0; r < NR; r++) {
         int code = cu_wait_exit(pid[r], 20);
         EXPECT_TRUE(fails, code == 0, "%s: rank %d exited %d", tag, r, code);
+        int left = stale_segments_of(pid[r]);
+        EXPECT_TRUE(fails, left == 0, "%s: rank %d (pid %d) exited and left %d shm segment(s) "
+                    "/dev/shm/nxfk.%d.*", tag, r, (int)pid[r], left, (int)pid[r] % 10000000);
     }
 }
 
