@@ -22,7 +22,7 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 if [ ! -f "$bdir/build.ninja" ]; then
   meson setup "$bdir" --buildtype=debugoptimized -Dcuda=enabled -Dfuzz=false \
-    -Dlong_tests=false
+    -Dtorch=disabled -Dlong_tests=false
 fi
 ninja -C "$bdir"
 

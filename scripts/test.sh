@@ -215,7 +215,7 @@ if want fuzz; then
     problems+=("fuzz: clang is not installed")
     failed=$((failed + 1))
   elif CC=clang setup_build "$base/fuzz" --buildtype=debugoptimized -Dwarning_level=2 \
-      -Dwerror=true -Dfuzz=true -Dcuda=disabled -Dlong_tests=false; then
+      -Dwerror=true -Dfuzz=true -Dcuda=disabled -Dtorch=disabled -Dlong_tests=false; then
     # Later flags win in libFuzzer: this overrides the time registered in meson.
     run_suites fuzz "$base/fuzz" --suite fuzz \
       --test-args="-max_total_time=$fuzz_secs" --timeout-multiplier 10
@@ -229,8 +229,11 @@ if want cuda; then
   t=$(now)
   if command -v nvcc >/dev/null 2>&1; then
     say "cuda: -Dcuda=enabled ($(command -v nvcc)); suite gpu skips without a GPU"
+    # nexar.torch (a minute of C++ on 2 cores) is the normal phase's; --gpu runs the
+    # suites that use it against this build.
     if setup_build "$base/cuda" --buildtype=debugoptimized -Dwarning_level=2 \
-        -Dwerror=true -Dcuda=enabled -Dfuzz=false -Dlong_tests=false; then
+        -Dwerror=true -Dcuda=enabled -Dfuzz=false -Dtorch=$($gpu && echo auto || echo disabled) \
+        -Dlong_tests=false; then
       # The adapter must really be there, and in nexard: -Dcuda=enabled must not
       # quietly build the CPU-only daemon.
       if [ ! -f "$base/cuda/cuda/libnx_cuda_kernels.a" ] ||
