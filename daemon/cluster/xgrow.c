@@ -18,54 +18,43 @@
 #include "nexar.h"
 #include "peer_msg.h"
 #include "rendezvous.h"
+#include "xagree.h"
 #include "xcomm.h"
 
-#define XG_KEEP_S 30.0
-
 struct xg {
-    uint64_t job_key, comm_key;
-    uint32_t round;
-    uint32_t nnodes;   /* job nodes */
-    uint8_t *ready;    /* by job node */
-    uint32_t *add, *joiners;
-    uint32_t nranks;   /* the most world ranks any node knows */
-    bool local_ready;
-    double expires;
-    LIST_ENTRY(xg) link;
+    struct nx_xagree a;      /* first: the part every agreement has */
+    uint32_t *add, *joiners; /* by job node */
+    uint32_t nranks;         /* the most world ranks any node knows */
 };
 
-static LIST_HEAD(, xg) all = LIST_HEAD_INITIALIZER(all);
+static void xg_init(struct nx_xagree *a)
+{
+    struct xg *x = (struct xg *)a;
+    x->add = nx_xcalloc(a->nnodes, sizeof(*x->add));
+    x->joiners = nx_xcalloc(a->nnodes, sizeof(*x->joiners));
+}
+
+static void xg_fini(struct nx_xagree *a)
+{
+    struct xg *x = (struct xg *)a;
+    free(x->add);
+    free(x->joiners);
+}
+
+static struct nx_xagree_table grows = {
+    .all = LIST_HEAD_INITIALIZER(grows.all), .size = sizeof(struct xg), .init = xg_init,
+    .fini = xg_fini};
 static uint64_t decisions;
 
 static struct xg *get(uint64_t job_key, uint64_t comm_key, uint32_t round, uint32_t nnodes,
                       bool create)
 {
-    struct xg *x;
-    LIST_FOREACH(x, &all, link)
-        if (x->job_key == job_key && x->comm_key == comm_key && x->round == round)
-            return x;
-    if (!create)
-        return NULL;
-    x = nx_xcalloc(1, sizeof(*x));
-    x->job_key = job_key;
-    x->comm_key = comm_key;
-    x->round = round;
-    x->nnodes = nnodes;
-    x->ready = nx_xcalloc(nnodes, 1);
-    x->add = nx_xcalloc(nnodes, sizeof(*x->add));
-    x->joiners = nx_xcalloc(nnodes, sizeof(*x->joiners));
-    x->expires = nx_now() + XG_KEEP_S;
-    LIST_INSERT_HEAD(&all, x, link);
-    return x;
+    return (struct xg *)nx_xagree_get(&grows, job_key, comm_key, round, nnodes, create);
 }
 
 static void xg_free(struct xg *x)
 {
-    LIST_REMOVE(x, link);
-    free(x->ready);
-    free(x->add);
-    free(x->joiners);
-    free(x);
+    nx_xagree_free(&grows, &x->a);
 }
 
 static void fill(Nexar__PeerGrow *g, const struct nx_comm *c, const struct xg *x)
@@ -74,7 +63,7 @@ static void fill(Nexar__PeerGrow *g, const struct nx_comm *c, const struct xg *x
     g->key = c->job->net->key;
     g->comm = c->x->key;
     g->node = c->job->net->node;
-    g->round = x->round;
+    g->round = x->a.round;
 }
 
 static void send_all(struct nx_comm *c, Nexar__PeerGrow *g)
@@ -96,13 +85,13 @@ static bool is_comm_node(const struct nx_comm *c, uint32_t jn)
 /* Comm node 0 decides once every node is ready and enough joiners wait. */
 static void try_decide(struct xg *x)
 {
-    struct nx_comm *c = nx_xcomm_find(x->job_key, x->comm_key);
-    if (!c || !x->local_ready || c->x->me != 0 || c->grows != x->round)
+    struct nx_comm *c = nx_xcomm_find(x->a.job_key, x->a.comm_key);
+    if (!c || !x->a.local_ready || c->x->me != 0 || c->grows != x->a.round)
         return;
     uint32_t nn = c->x->nnodes, add = 0, avail = 0;
     for (uint32_t cn = 0; cn < nn; cn++) {
         uint32_t jn = c->x->node_job[cn];
-        if (!x->ready[jn])
+        if (!x->a.ready[jn])
             return;
         avail += x->joiners[jn];
     }
@@ -149,7 +138,7 @@ static void try_decide(struct xg *x)
             job_node[k++] = jn;
         net->joiners_at[jn] -= t; /* taken: until that node says otherwise */
     }
-    uint64_t key = nx_xcomm_mix64(x->comm_key ^ nx_xcomm_mix64(0x67726f77ull + x->round));
+    uint64_t key = nx_xcomm_mix64(x->a.comm_key ^ nx_xcomm_mix64(0x67726f77ull + x->a.round));
     key = nx_xcomm_mix64(key ^ nx_xcomm_mix64(((uint64_t)net->node << 32) ^ ++decisions));
     if (key <= NX_XCOMM_WORLD)
         key += 2;
@@ -182,10 +171,9 @@ void nx_xgrow_ready(struct nx_comm *c, uint32_t add)
 {
     struct nx_job *j = c->job;
     struct xg *x = get(j->net->key, c->x->key, c->grows, j->net->nnodes, true);
-    x->local_ready = true;
-    x->expires = nx_now() + c->timeout_ms / 1000.0 + XG_KEEP_S;
+    nx_xagree_local_ready(&x->a, c);
     uint32_t me = j->net->node;
-    x->ready[me] = 1;
+    x->a.ready[me] = 1;
     x->add[me] = add;
     x->joiners[me] = j->njoiners;
     if (j->nranks > x->nranks)
@@ -204,26 +192,20 @@ void nx_xgrow_attach(struct nx_comm *nc, uint64_t key, const uint32_t *job_node)
     nx_xcomm_attach(nc, key, job_node);
 }
 
+static void decide_agreement(struct nx_xagree *a)
+{
+    try_decide((struct xg *)a);
+}
+
 void nx_xgrow_joiners_noted(struct nx_job *j)
 {
-    struct xg *x, *tmp;
-    for (x = LIST_FIRST(&all); x; x = tmp) {
-        tmp = LIST_NEXT(x, link);
-        if (j->net && x->job_key == j->net->key)
-            try_decide(x);
-    }
+    if (j->net)
+        nx_xagree_each_of_job(&grows, j->net->key, decide_agreement);
 }
 
 void nx_xgrow_comm_gone(struct nx_comm *c)
 {
-    if (!c->x || !c->job || !c->job->net)
-        return;
-    struct xg *x, *tmp;
-    for (x = LIST_FIRST(&all); x; x = tmp) {
-        tmp = LIST_NEXT(x, link);
-        if (x->job_key == c->job->net->key && x->comm_key == c->x->key)
-            xg_free(x);
-    }
+    nx_xagree_comm_gone(&grows, c);
 }
 
 const char *nx_xgrow_on_msg(struct nx_tpeer *p, const Nexar__PeerGrow *m)
@@ -239,9 +221,9 @@ const char *nx_xgrow_on_msg(struct nx_tpeer *p, const Nexar__PeerGrow *m)
         return NULL;
     if (!m->decide) {
         struct xg *x = get(net->key, m->comm, m->round, net->nnodes, true);
-        if (m->node >= x->nnodes)
+        if (m->node >= x->a.nnodes)
             return NULL; /* a node added since this grow began: not one of its nodes */
-        x->ready[m->node] = 1;
+        x->a.ready[m->node] = 1;
         x->add[m->node] = m->add;
         x->joiners[m->node] = m->joiners;
         if (m->nranks > x->nranks)
@@ -274,16 +256,10 @@ const char *nx_xgrow_on_msg(struct nx_tpeer *p, const Nexar__PeerGrow *m)
 
 void nx_xgrow_tick(double now)
 {
-    struct xg *x, *tmp;
-    for (x = LIST_FIRST(&all); x; x = tmp) {
-        tmp = LIST_NEXT(x, link);
-        if (now > x->expires)
-            xg_free(x);
-    }
+    nx_xagree_tick(&grows, now);
 }
 
 void nx_xgrow_fini(void)
 {
-    while (!LIST_EMPTY(&all))
-        xg_free(LIST_FIRST(&all));
+    nx_xagree_fini(&grows);
 }

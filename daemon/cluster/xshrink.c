@@ -16,52 +16,33 @@
 #include "mem.h"
 #include "rendezvous.h"
 #include "shrink.h"
+#include "xagree.h"
 #include "xcomm.h"
 
-/* How long an agreement whose communicator is not here (or no longer) is kept. */
-#define XSH_KEEP_S 30.0
-
 struct xsh {
-    uint64_t job_key, comm_key;
-    uint32_t round;
-    uint32_t nnodes;     /* job nodes */
-    uint8_t *ready;      /* by job node: it said READY for this round */
-    uint32_t *failed;    /* the union of what every node said, ascending */
+    struct nx_xagree a; /* first: the part every agreement has */
+    uint32_t *failed;   /* the union of what every node said, ascending */
     uint32_t nfailed;
-    bool local_ready;
-    double expires;
-    LIST_ENTRY(xsh) link;
 };
 
-static LIST_HEAD(, xsh) all = LIST_HEAD_INITIALIZER(all);
+static void xsh_fini(struct nx_xagree *a)
+{
+    free(((struct xsh *)a)->failed);
+}
+
+static struct nx_xagree_table shrinks = {
+    .all = LIST_HEAD_INITIALIZER(shrinks.all), .size = sizeof(struct xsh), .fini = xsh_fini};
 static uint64_t decisions; /* makes this daemon's keys differ from one decision to the next */
 
 static struct xsh *get(uint64_t job_key, uint64_t comm_key, uint32_t round, uint32_t nnodes,
                        bool create)
 {
-    struct xsh *x;
-    LIST_FOREACH(x, &all, link)
-        if (x->job_key == job_key && x->comm_key == comm_key && x->round == round)
-            return x;
-    if (!create)
-        return NULL;
-    x = nx_xcalloc(1, sizeof(*x));
-    x->job_key = job_key;
-    x->comm_key = comm_key;
-    x->round = round;
-    x->nnodes = nnodes;
-    x->ready = nx_xcalloc(nnodes, 1);
-    x->expires = nx_now() + XSH_KEEP_S;
-    LIST_INSERT_HEAD(&all, x, link);
-    return x;
+    return (struct xsh *)nx_xagree_get(&shrinks, job_key, comm_key, round, nnodes, create);
 }
 
 static void xsh_free(struct xsh *x)
 {
-    LIST_REMOVE(x, link);
-    free(x->ready);
-    free(x->failed);
-    free(x);
+    nx_xagree_free(&shrinks, &x->a);
 }
 
 static bool in_set(const uint32_t *v, size_t n, uint32_t r)
@@ -116,7 +97,7 @@ static void fill(Nexar__PeerShrink *s, struct nx_comm *c, const struct xsh *x)
     s->key = c->job->net->key;
     s->comm = c->x->key;
     s->node = c->job->net->node;
-    s->round = x->round;
+    s->round = x->a.round;
     s->failed_ranks = x->failed;
     s->n_failed_ranks = x->nfailed;
 }
@@ -139,8 +120,8 @@ static void send_ready(struct nx_comm *c, struct xsh *x)
 /* The leader decides once every node with a survivor is ready. */
 static void try_decide(struct xsh *x)
 {
-    struct nx_comm *c = nx_xcomm_find(x->job_key, x->comm_key);
-    if (!c || !x->local_ready || c->shrinks != x->round)
+    struct nx_comm *c = nx_xcomm_find(x->a.job_key, x->a.comm_key);
+    if (!c || !x->a.local_ready || c->shrinks != x->a.round)
         return;
     merge(x, c);
     uint32_t nn = c->x->nnodes;
@@ -151,12 +132,12 @@ static void try_decide(struct xsh *x)
         leader++;
     bool go = leader == c->x->me;
     for (uint32_t cn = 0; go && cn < nn; cn++)
-        go = !live[cn] || cn == c->x->me || x->ready[c->x->node_job[cn]];
+        go = !live[cn] || cn == c->x->me || x->a.ready[c->x->node_job[cn]];
     if (!go) {
         free(live);
         return;
     }
-    uint64_t key = x->comm_key;
+    uint64_t key = x->a.comm_key;
     for (size_t i = 0; i < x->nfailed; i++)
         key = nx_xcomm_mix64(key ^ (x->failed[i] + 1));
     uint64_t who = (uint64_t)c->job->net->node << 32;
@@ -187,8 +168,7 @@ static void try_decide(struct xsh *x)
 void nx_xshrink_ready(struct nx_comm *c)
 {
     struct xsh *x = get(c->job->net->key, c->x->key, c->shrinks, c->job->net->nnodes, true);
-    x->local_ready = true;
-    x->expires = nx_now() + c->timeout_ms / 1000.0 + XSH_KEEP_S;
+    nx_xagree_local_ready(&x->a, c);
     merge(x, c);
     send_ready(c, x);
     try_decide(x);
@@ -199,7 +179,7 @@ void nx_xshrink_failed_grew(struct nx_comm *c)
     if (!c->x || !c->job || !c->job->net)
         return;
     struct xsh *x = get(c->job->net->key, c->x->key, c->shrinks, 0, false);
-    if (!x || !x->local_ready)
+    if (!x || !x->a.local_ready)
         return;
     merge(x, c);
     send_ready(c, x);
@@ -218,14 +198,7 @@ void nx_xshrink_attach(struct nx_comm *nc, struct nx_comm *c, const uint32_t *su
 
 void nx_xshrink_comm_gone(struct nx_comm *c)
 {
-    if (!c->x || !c->job || !c->job->net)
-        return;
-    struct xsh *x, *tmp;
-    for (x = LIST_FIRST(&all); x; x = tmp) {
-        tmp = LIST_NEXT(x, link);
-        if (x->job_key == c->job->net->key && x->comm_key == c->x->key)
-            xsh_free(x);
-    }
+    nx_xagree_comm_gone(&shrinks, c);
 }
 
 const char *nx_xshrink_on_msg(struct nx_tpeer *p, const Nexar__PeerShrink *m)
@@ -241,16 +214,16 @@ const char *nx_xshrink_on_msg(struct nx_tpeer *p, const Nexar__PeerShrink *m)
         return NULL; /* an earlier round's, late */
     struct xsh *x = get(net->key, m->comm, m->round, net->nnodes, true);
     if (!m->decide) {
-        if (m->node >= x->nnodes)
+        if (m->node >= x->a.nnodes)
             return NULL; /* a node added since this shrink began: not one of its nodes */
         for (size_t i = 0; i < m->n_failed_ranks; i++)
             add_failed(x, m->failed_ranks[i]);
-        x->ready[m->node] = 1;
+        x->a.ready[m->node] = 1;
         if (c) {
             size_t before = c->nfailed;
             merge(x, c);
             /* What the sender knew and we did not: our ranks may be waiting for it. */
-            if (c->nfailed != before && x->local_ready)
+            if (c->nfailed != before && x->a.local_ready)
                 send_ready(c, x);
         }
         try_decide(x);
@@ -269,16 +242,10 @@ const char *nx_xshrink_on_msg(struct nx_tpeer *p, const Nexar__PeerShrink *m)
 
 void nx_xshrink_tick(double now)
 {
-    struct xsh *x, *tmp;
-    for (x = LIST_FIRST(&all); x; x = tmp) {
-        tmp = LIST_NEXT(x, link);
-        if (now > x->expires)
-            xsh_free(x);
-    }
+    nx_xagree_tick(&shrinks, now);
 }
 
 void nx_xshrink_fini(void)
 {
-    while (!LIST_EMPTY(&all))
-        xsh_free(LIST_FIRST(&all));
+    nx_xagree_fini(&shrinks);
 }
