@@ -10,7 +10,6 @@
 
 #include "cluster.h"
 #include "comm.h"
-#include "context.h"
 #include "grow.h"
 #include "job.h"
 #include "log.h"

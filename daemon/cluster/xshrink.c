@@ -10,7 +10,6 @@
 
 #include "cluster.h"
 #include "comm.h"
-#include "context.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"
