@@ -16,6 +16,22 @@ const Nexar__Stats *nx_ctl_stats_of(const Nexar__CtlReply *r)
     return r->stats ? r->stats : &empty_stats;
 }
 
+static void u32s_json(struct nx_json *j, const char *name, const uint32_t *v, size_t n)
+{
+    nx_json_arr_begin(j, name);
+    for (size_t k = 0; k < n; k++)
+        nx_json_u64(j, NULL, v[k]);
+    nx_json_arr_end(j);
+}
+
+static void strs_json(struct nx_json *j, const char *name, char *const *v, size_t n)
+{
+    nx_json_arr_begin(j, name);
+    for (size_t k = 0; k < n; k++)
+        nx_json_str(j, NULL, v[k]);
+    nx_json_arr_end(j);
+}
+
 static void status_json(struct nx_json *j, const Nexar__CtlReply *r)
 {
     const Nexar__StatusInfo *s = nx_ctl_status_of(r);
@@ -75,14 +91,8 @@ static void jobs_json(struct nx_json *j, const Nexar__CtlReply *r)
         nx_json_u64(j, "uid", job->uid);
         nx_json_u64(j, "joiners_waiting", job->joiners_waiting);
         nx_json_str(j, "coord", job->coord && *job->coord ? job->coord : NULL);
-        nx_json_arr_begin(j, "nodes");
-        for (size_t k = 0; k < job->n_nodes; k++)
-            nx_json_str(j, NULL, job->nodes[k]);
-        nx_json_arr_end(j);
-        nx_json_arr_begin(j, "rank_node");
-        for (size_t k = 0; k < job->n_rank_node; k++)
-            nx_json_u64(j, NULL, job->rank_node[k]);
-        nx_json_arr_end(j);
+        strs_json(j, "nodes", job->nodes, job->n_nodes);
+        u32s_json(j, "rank_node", job->rank_node, job->n_rank_node);
         if (job->n_nodes) {
             nx_json_u64(j, "node", job->node);
             nx_json_str(j, "algo", job->algo);
@@ -104,10 +114,7 @@ static void comms_json(struct nx_json *j, const Nexar__CtlReply *r)
         nx_json_u64(j, "size", c->size);
         nx_json_str(j, "state", c->state);
         nx_json_u64(j, "next_seq", c->next_seq);
-        nx_json_arr_begin(j, "failed_ranks");
-        for (size_t k = 0; k < c->n_failed_ranks; k++)
-            nx_json_u64(j, NULL, c->failed_ranks[k]);
-        nx_json_arr_end(j);
+        u32s_json(j, "failed_ranks", c->failed_ranks, c->n_failed_ranks);
         nx_json_u64(j, "shrunk_from", c->shrunk_from);
         nx_json_u64(j, "grown_from", c->grown_from);
         ranks_json(j, c->ranks, c->n_ranks);
@@ -132,10 +139,7 @@ static void ops_json(struct nx_json *j, const Nexar__CtlReply *r)
         nx_json_u64(j, "chunks_done", op->chunks_done);
         nx_json_u64(j, "chunks_total", op->chunks_total);
         nx_json_double(j, "age_s", op->age_s);
-        nx_json_arr_begin(j, "waiting_for");
-        for (size_t k = 0; k < op->n_waiting_for; k++)
-            nx_json_u64(j, NULL, op->waiting_for[k]);
-        nx_json_arr_end(j);
+        u32s_json(j, "waiting_for", op->waiting_for, op->n_waiting_for);
         nx_json_obj_end(j);
     }
     nx_json_arr_end(j);
@@ -168,10 +172,7 @@ static void peers_json(struct nx_json *j, const Nexar__CtlReply *r)
         nx_json_str(j, "cipher", p->cipher);
         nx_json_str(j, "reason", p->reason);
         nx_json_u64(j, "version", p->version);
-        nx_json_arr_begin(j, "jobs");
-        for (size_t k = 0; k < p->n_jobs; k++)
-            nx_json_str(j, NULL, p->jobs[k]);
-        nx_json_arr_end(j);
+        strs_json(j, "jobs", p->jobs, p->n_jobs);
         nx_json_obj_end(j);
     }
     nx_json_arr_end(j);
