@@ -147,7 +147,8 @@ void *nx_fake_cuda_shared(size_t n)
     static unsigned seq;
     char name[24];
     pthread_mutex_lock(&mu);
-    snprintf(name, sizeof(name), "/nxfk.%d.%u", (int)getpid() % 10000000, seq++ % 1000000);
+    int pre = nx_fake_cuda_shm_prefix(name, sizeof(name), (int)getpid());
+    snprintf(name + pre, sizeof(name) - (size_t)pre, "%u", seq++ % 1000000);
     struct alloc *a = alloc_slot();
     int fd = a ? shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600) : -1;
     if (fd < 0 && a && errno == EEXIST) {

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* One stream wait the fake modelled (nx_fake_cuda_waits). */
 struct nx_fake_wait {
@@ -22,6 +23,13 @@ struct nx_fake_cuda {
     int (*waits)(struct nx_fake_wait *, int); /* nx_fake_cuda_waits: copies them out */
     void *(*shared)(size_t n);                /* nx_fake_cuda_shared: data nexard moves */
 };
+
+/* nx_fake_cuda_shared names the segments of process pid "/nxfk.PID.SEQ", SEQ counting
+ * from 0: this writes "/nxfk.PID." into buf and returns its length. */
+static inline int nx_fake_cuda_shm_prefix(char *buf, size_t len, int pid)
+{
+    return snprintf(buf, len, "/nxfk.%d.", pid % 10000000);
+}
 
 /*
  * Loads $NX_FAKE_CUDA with RTLD_GLOBAL, so that the shim finds it as libcuda.so.1, and

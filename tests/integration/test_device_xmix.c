@@ -52,8 +52,9 @@
  *     parts overlap, and no more than XC_PARTS_PER_OP (8) are live.
  *
  * Every device rank first leaves a stale shm segment under the name of its first fake
- * allocation, as a dead rank with its pid would have; every rank, once exited, has left
- * none (before the fix the first made a rank fail, and the second leaked 1,916 segments).
+ * allocation, as a dead rank with its pid would have; odd ranks never free their device
+ * memory, as a killed rank does not; every rank, once exited, has left no segment
+ * (before the fix the first made a rank fail, and the second leaked 1,916 segments).
  *
  *   itest_test_device_xmix            the test (starts the daemons and the ranks)
  *   itest_test_device_xmix rank       one rank (XM_DEV=0|1, XM_DELAY_MS, XM_OP, XM_COUNT)
@@ -78,15 +79,16 @@
 
 /* ---- the rank ------------------------------------------------------------------------ */
 
-/* The fake libcuda names its shared segments "/nxfk.PID.SEQ" (fake_cuda.c), SEQ from 0 in
- * each process.  Pids come round: a rank killed before it freed left its names behind,
+/* The fake libcuda names its shared segments "/nxfk.PID.SEQ" (nx_fake_cuda_shm_prefix),
+ * SEQ from 0 in each process.  Pids come round: a rank killed before it freed left its names behind,
  * and the next process with its pid once got no memory (O_EXCL) and exited before it
  * joined, so the test waited 40 s a rank.  Every device rank here first leaves such a
  * segment under the name its first allocation takes. */
 static void leave_stale_segment(void)
 {
     char name[32];
-    snprintf(name, sizeof(name), "/nxfk.%d.0", (int)getpid() % 10000000);
+    int pre = nx_fake_cuda_shm_prefix(name, sizeof(name), (int)getpid());
+    snprintf(name + pre, sizeof(name) - (size_t)pre, "0");
     int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
     if (fd >= 0)
         close(fd);
@@ -97,11 +99,11 @@ static void leave_stale_segment(void)
 static int stale_segments_of(pid_t pid)
 {
     char prefix[32];
-    int n = snprintf(prefix, sizeof(prefix), "nxfk.%d.", (int)pid % 10000000), found = 0;
+    int n = nx_fake_cuda_shm_prefix(prefix, sizeof(prefix), (int)pid), found = 0;
     DIR *d = opendir("/dev/shm");
     struct dirent *de;
-    while (d && (de = readdir(d)))
-        found += strncmp(de->d_name, prefix, (size_t)n) == 0;
+    while (d && (de = readdir(d))) /* /dev/shm lists the names without their '/' */
+        found += strncmp(de->d_name, prefix + 1, (size_t)n - 1) == 0;
     if (d)
         closedir(d);
     return found;
@@ -167,7 +169,12 @@ static int rank_main(void)
              st2 ? nexar_last_error() : "");
     tl_put_file(getenv("HX_OUT"), "end", me, out);
     nexar_finalize();
-    dev ? f.free_(a) : free(a);
+    /* Even ranks free their device memory, odd ones leave it to their exit, as a rank that
+     * is killed does: either way no name of theirs may stay in /dev/shm (run_job). */
+    if (!dev)
+        free(a);
+    else if (me % 2 == 0)
+        f.free_(a);
     return 0;
 }
 
