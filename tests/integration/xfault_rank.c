@@ -6,7 +6,9 @@
  *     loop      allreduce of 1 MiB and 3 floats (sum, every element checked) over and
  *               over; ready<rank> after the first one succeeded; at the first error
  *               end<rank>, then finalize and exit 0.  Wrong data: end<rank> with status
- *               -1, exit 1.  No error within 60 s: status 0, exit 3.
+ *               -1, exit 1.  No error within 60 s: status 0, exit 3.  With $XF_ITERS
+ *               set, after that many allreduces without an error: end<rank> with
+ *               status 0, exit 0.
  *     mismatch  one collective whose signature differs between the nodes ($XF_NODE
  *               0 or 1; $XF_VARIANT): count   all_reduce f32 sum, 64 on node 0, 65 on 1;
  *                                     kind    broadcast (root 0) on node 0, all_reduce
@@ -55,7 +57,14 @@ static int loop(nexar_comm_t *w, int me, int size)
     size_t n = (1u << 18) + 3;
     float *b = malloc(n * sizeof(float));
     double end = tl_now() + 60;
+    const char *lim = getenv("XF_ITERS");
+    long iters = lim ? atol(lim) : -1;
     for (long it = 0; tl_now() < end; it++) {
+        if (it == iters) {
+            put_end(0, tl_now(), it, "all_reduce");
+            free(b);
+            return 0;
+        }
         /* small integers: the sum is exact in f32 in any order */
         for (size_t i = 0; i < n; i++)
             b[i] = (float)(i % 7 + (size_t)me + (size_t)(it % 3));

@@ -6,6 +6,8 @@
  *   reject    foreign-CA and certificate-less peers refused before any message, with why
  *   lost      a SIGKILLed peer is LOST within the idle timeout (2 s, asserted <= 3 s)
  *   reset     a restarted peer (same key and port) resets the old connection at once
+ *   stall     our loop stands still past the idle timeout: LOST for it, not revived by the
+ *             peer's packets that waited in the socket; a new dial then works
  *   simopen   both sides dial at once: one connection, every message exactly once
  *   mesh      4 endpoints all-to-all
  *   close     close_peer: the other side sees LOST with our reason; sends fail after
@@ -539,6 +541,64 @@ static int test_lost(int restart)
     return 0;
 }
 
+/* ---- stall: our loop stands still for longer than the idle timeout ---- */
+
+static int stall_ms;
+
+static void stall_cb(uv_prepare_t *h)
+{
+    usleep((useconds_t)stall_ms * 1000);
+    uv_prepare_stop(h);
+}
+
+/* A prepare callback runs right before the loop polls, so after it the loop reads what
+ * waited in the socket before it runs any timer: the peer's keep-alives, sent before the
+ * peer gave up on us.  They must not revive the connection that the peer has dropped (a
+ * zombie that a new Initial from the peer then finds "up"): it is LOST for the idle
+ * timeout, and a new dial works because the peer never went away. */
+static int test_stall(void)
+{
+    int port;
+    pid_t pid = spawn_peer(1, 0, &port);
+    if (pid < 0)
+        return 1;
+    struct ep *a = ep_node("127.0.0.1:0", 0);
+    char addr[64], err[128];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    struct nx_tpeer *pb = a->t->ops->peer(a->t, addr, err, sizeof(err));
+    QH_CHECK(pb != NULL);
+    QH_CHECK(send_msg(a, pb, 0, 0, 1) == 0);
+    struct up_wait w = {a, 1};
+    QH_CHECK(qh_run_until(loop, up_and_acked, &w, 8000));
+    qh_run_for(loop, 300);
+
+    uv_prepare_t stall;
+    uv_prepare_init(loop, &stall);
+    stall_ms = 3500; /* the idle timeout is 2 s (qh_conf) */
+    uv_prepare_start(&stall, stall_cb);
+    double t0 = qh_now();
+    QH_CHECK(qh_run_until(loop, has_lost, a, 8000));
+    printf("after a %d ms stall: LOST %.2f s after it began: \"%s\"\n", stall_ms,
+           qh_now() - t0, a->reason);
+    QH_CHECK(strstr(a->reason, "idle timeout") != NULL);
+    QH_CHECK(a->losts == 1);
+    uv_close((uv_handle_t *)&stall, NULL);
+
+    a->t->ops->peer_forget(pb);
+    pb = a->t->ops->peer(a->t, addr, err, sizeof(err));
+    QH_CHECK(pb != NULL);
+    a->ups = 0;
+    QH_CHECK(send_msg(a, pb, 0, 0, 1) == 0);
+    w.acked = 2;
+    QH_CHECK(qh_run_until(loop, up_and_acked, &w, 8000));
+    qh_run_for(loop, 200);
+    QH_CHECK(a->losts == 1);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    eps_free();
+    return 0;
+}
+
 /* ---- simultaneous open, mesh ---- */
 
 struct all_in {
@@ -878,6 +938,8 @@ int main(int argc, char **argv)
         rv = test_lost(0);
     } else if (!strcmp(what, "reset")) {
         rv = test_lost(1);
+    } else if (!strcmp(what, "stall")) {
+        rv = test_stall();
     } else if (!strcmp(what, "simopen")) {
         rv = test_simopen();
     } else if (!strcmp(what, "mesh")) {

@@ -24,6 +24,7 @@ struct close_plan {
 };
 
 static void conn_destroy(struct nx_qconn *c);
+static int expire(struct nx_qconn *c, ngtcp2_tstamp now);
 
 static void timer_free_cb(uv_handle_t *h)
 {
@@ -157,6 +158,12 @@ void nx_qconn_read(struct nx_qconn *c, const ngtcp2_path *path, const uint8_t *p
                    ngtcp2_tstamp ts)
 {
     if (c->dead || c->fail)
+        return;
+    /* A packet that waited in the socket while this process stood still (SIGSTOP, a
+     * paused VM) must not revive a connection whose idle time ran out meanwhile: the
+     * peer has dropped it, and would answer whatever we send with a stateless reset.
+     * The loop may read before it runs the timer, so the timers due come first. */
+    if (ngtcp2_conn_get_expiry(c->conn) <= ts && expire(c, ts))
         return;
     c->busy++;
     c->rx_data = 0;
@@ -315,41 +322,44 @@ static void cert_expired(struct nx_qconn *c)
     close_now(c, &cp);
 }
 
-static void timer_cb(uv_timer_t *t)
+/* Runs the connection's timers that are due at now: 1 when that closed it. */
+static int expire(struct nx_qconn *c, ngtcp2_tstamp now)
 {
-    struct nx_qconn *c = t->data;
-    if (c->dead)
-        return;
-    ngtcp2_tstamp now = nx_qnow();
     if (c->cert_deadline && now >= c->cert_deadline) {
         cert_expired(c);
-        return;
+        return 1;
     }
     c->busy++;
     int rv = ngtcp2_conn_handle_expiry(c->conn, now);
     c->busy--;
-    if (rv != 0) {
-        struct close_plan cp = {CLOSE_NONE, 0, 0};
-        double quiet = (double)(now - c->last_rx) / NGTCP2_SECONDS;
-        double age = (double)(now - c->started) / NGTCP2_SECONDS;
-        /* Before the handshake is done, idle and handshake expiry mean the same thing. */
-        if ((rv == NGTCP2_ERR_IDLE_CLOSE || rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT) &&
-            !c->confirmed && !c->pkts_recv)
-            nx_qconn_fail(c, "handshake timeout after %.1f s (no answer from %s)", age,
-                          c->peer->base.addr);
-        else if (rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT ||
-                 (rv == NGTCP2_ERR_IDLE_CLOSE && !c->confirmed))
-            nx_qconn_fail(c, "handshake timeout after %.1f s (handshake not completed)", age);
-        else if (rv == NGTCP2_ERR_IDLE_CLOSE)
-            nx_qconn_fail(c, "idle timeout after %.1f s (nothing heard from the peer)", quiet);
-        else {
-            cp.how = CLOSE_TRANSPORT;
-            cp.liberr = rv;
-            nx_qconn_fail(c, "QUIC timer: %s", ngtcp2_strerror(rv));
-        }
-        close_now(c, &cp);
-        return;
+    if (rv == 0)
+        return 0;
+    struct close_plan cp = {CLOSE_NONE, 0, 0};
+    double quiet = (double)(now - c->last_rx) / NGTCP2_SECONDS;
+    double age = (double)(now - c->started) / NGTCP2_SECONDS;
+    /* Before the handshake is done, idle and handshake expiry mean the same thing. */
+    if ((rv == NGTCP2_ERR_IDLE_CLOSE || rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT) && !c->confirmed &&
+        !c->pkts_recv)
+        nx_qconn_fail(c, "handshake timeout after %.1f s (no answer from %s)", age,
+                      c->peer->base.addr);
+    else if (rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT || (rv == NGTCP2_ERR_IDLE_CLOSE && !c->confirmed))
+        nx_qconn_fail(c, "handshake timeout after %.1f s (handshake not completed)", age);
+    else if (rv == NGTCP2_ERR_IDLE_CLOSE)
+        nx_qconn_fail(c, "idle timeout after %.1f s (nothing heard from the peer)", quiet);
+    else {
+        cp.how = CLOSE_TRANSPORT;
+        cp.liberr = rv;
+        nx_qconn_fail(c, "QUIC timer: %s", ngtcp2_strerror(rv));
     }
+    close_now(c, &cp);
+    return 1;
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+    struct nx_qconn *c = t->data;
+    if (c->dead || expire(c, nx_qnow()))
+        return;
     nx_qconn_flush(c);
 }
 
