@@ -8,6 +8,7 @@
  *   reset     a restarted peer (same key and port) resets the old connection at once
  *   stall     our loop stands still past the idle timeout: LOST for it, not revived by the
  *             peer's packets that waited in the socket; a new dial then works
+ *   stallsend the same, with a send and a flush right after the stall, before any read
  *   simopen   both sides dial at once: one connection, every message exactly once
  *   mesh      4 endpoints all-to-all
  *   close     close_peer: the other side sees LOST with our reason; sends fail after
@@ -544,19 +545,27 @@ static int test_lost(int restart)
 /* ---- stall: our loop stands still for longer than the idle timeout ---- */
 
 static int stall_ms;
+static struct ep *stall_ep;    /* with stall_to: sends and flushes first thing after */
+static struct nx_tpeer *stall_to;
 
 static void stall_cb(uv_prepare_t *h)
 {
     usleep((useconds_t)stall_ms * 1000);
     uv_prepare_stop(h);
+    if (stall_to) {
+        QH_CHECK(send_msg(stall_ep, stall_to, 0, 1, 2) == 0);
+        stall_ep->t->ops->progress(stall_ep->t);
+    }
 }
 
 /* A prepare callback runs right before the loop polls, so after it the loop reads what
  * waited in the socket before it runs any timer: the peer's keep-alives, sent before the
  * peer gave up on us.  They must not revive the connection that the peer has dropped (a
  * zombie that a new Initial from the peer then finds "up"): it is LOST for the idle
- * timeout, and a new dial works because the peer never went away. */
-static int test_stall(void)
+ * timeout, and a new dial works because the peer never went away.  With write_first the
+ * callback also sends and flushes before anything is read: ngtcp2 restarts its idle
+ * timer on the first packet written after a read, so that write must not come first. */
+static int test_stall(int write_first)
 {
     int port;
     pid_t pid = spawn_peer(1, 0, &port);
@@ -575,11 +584,13 @@ static int test_stall(void)
     uv_prepare_t stall;
     uv_prepare_init(loop, &stall);
     stall_ms = 3500; /* the idle timeout is 2 s (qh_conf) */
+    stall_ep = a;
+    stall_to = write_first ? pb : NULL;
     uv_prepare_start(&stall, stall_cb);
     double t0 = qh_now();
     QH_CHECK(qh_run_until(loop, has_lost, a, 8000));
-    printf("after a %d ms stall: LOST %.2f s after it began: \"%s\"\n", stall_ms,
-           qh_now() - t0, a->reason);
+    printf("after a %d ms stall%s: LOST %.2f s after it began: \"%s\"\n", stall_ms,
+           write_first ? " and a send" : "", qh_now() - t0, a->reason);
     QH_CHECK(strstr(a->reason, "idle timeout") != NULL);
     QH_CHECK(a->losts == 1);
     uv_close((uv_handle_t *)&stall, NULL);
@@ -939,7 +950,9 @@ int main(int argc, char **argv)
     } else if (!strcmp(what, "reset")) {
         rv = test_lost(1);
     } else if (!strcmp(what, "stall")) {
-        rv = test_stall();
+        rv = test_stall(0);
+    } else if (!strcmp(what, "stallsend")) {
+        rv = test_stall(1);
     } else if (!strcmp(what, "simopen")) {
         rv = test_simopen();
     } else if (!strcmp(what, "mesh")) {

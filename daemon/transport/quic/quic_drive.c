@@ -26,6 +26,17 @@ struct close_plan {
 static void conn_destroy(struct nx_qconn *c);
 static int expire(struct nx_qconn *c, ngtcp2_tstamp now);
 
+/* Nothing read for this long is a silence after which a read runs the due timers first
+ * (nx_qconn_read): far above an ACK delay, far below any idle timeout. */
+#define NX_QSILENCE (100 * NGTCP2_MILLISECONDS)
+
+/* When the connection's next timer is due: ngtcp2's, or the peer certificate's end. */
+static ngtcp2_tstamp due_at(const struct nx_qconn *c)
+{
+    ngtcp2_tstamp exp = ngtcp2_conn_get_expiry(c->conn);
+    return c->cert_deadline && c->cert_deadline < exp ? c->cert_deadline : exp;
+}
+
 static void timer_free_cb(uv_handle_t *h)
 {
     struct nx_qconn *c = h->data;
@@ -162,9 +173,16 @@ void nx_qconn_read(struct nx_qconn *c, const ngtcp2_path *path, const uint8_t *p
     /* A packet that waited in the socket while this process stood still (SIGSTOP, a
      * paused VM) must not revive a connection whose idle time ran out meanwhile: the
      * peer has dropped it, and would answer whatever we send with a stateless reset.
-     * The loop may read before it runs the timer, so the timers due come first. */
-    if (ngtcp2_conn_get_expiry(c->conn) <= ts && expire(c, ts))
-        return;
+     * The loop may read before it runs the timer, so after a silence the timers due come
+     * first, and what they ask for (a keep-alive PING, a probe) is written at the loop's
+     * next turn, as the timer would have.  Not after every packet: the timer due then is
+     * mostly the ACK delay, and writing at once would send the ACK-only packets that
+     * nx_qconn_after_rx saves. */
+    if (ts > c->last_rx && ts - c->last_rx >= NX_QSILENCE && due_at(c) <= ts) {
+        if (expire(c, ts))
+            return;
+        nx_quic_schedule_flush(c);
+    }
     c->busy++;
     c->rx_data = 0;
     int rv = ngtcp2_conn_read_pkt(c->conn, path, NULL, pkt, len, ts);
@@ -199,9 +217,7 @@ static int has_data(const struct nx_qconn *c)
 
 static void arm_timer(struct nx_qconn *c)
 {
-    ngtcp2_tstamp exp = ngtcp2_conn_get_expiry(c->conn), now = nx_qnow();
-    if (c->cert_deadline && c->cert_deadline < exp)
-        exp = c->cert_deadline;
+    ngtcp2_tstamp exp = due_at(c), now = nx_qnow();
     if (exp == UINT64_MAX) {
         uv_timer_stop(&c->timer);
         return;
@@ -261,6 +277,10 @@ void nx_qconn_flush(struct nx_qconn *c)
     if (c->dead || c->fail)
         return;
     ngtcp2_tstamp ts = nx_qnow();
+    /* As in nx_qconn_read: after a stall, a write must not come first either, because
+     * ngtcp2 restarts the idle timer on the first packet it writes after a read. */
+    if (due_at(c) <= ts && expire(c, ts))
+        return;
     c->busy++;
     if (c->confirmed)
         nx_qstream_open_pending(c);
@@ -358,9 +378,8 @@ static int expire(struct nx_qconn *c, ngtcp2_tstamp now)
 static void timer_cb(uv_timer_t *t)
 {
     struct nx_qconn *c = t->data;
-    if (c->dead || expire(c, nx_qnow()))
-        return;
-    nx_qconn_flush(c);
+    if (!c->dead)
+        nx_qconn_flush(c); /* which runs the timers first */
 }
 
 /* ---- teardown ---- */
