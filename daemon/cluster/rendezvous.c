@@ -421,7 +421,7 @@ bool nx_rdv_member_abort(struct nx_tpeer *from, const Nexar__PeerAbort *a)
     if (a->comm) {
         /* One communicator failed at another node: only it fails here. */
         if (j->net->formed)
-            nx_xcomm_remote_abort(j, a);
+            nx_xcomm_remote_abort(j, a, from ? from->addr : j->coord);
         return true;
     }
     NX_INFO("rdv", "job \"%s\" aborted by %s: %s", j->name, from ? from->addr : "its coordinator",
@@ -449,7 +449,7 @@ const char *nx_rdv_on_msg(struct nx_tpeer *p, const Nexar__PeerMsg *m)
          * communicator; a whole job's fails the job when its table comes. */
         if (m->abort->comm)
             nx_xcomm_keep_abort(m->abort->key, m->abort->comm, m->abort->left,
-                                m->abort->seq, m->abort->status, m->abort->reason);
+                                m->abort->seq, m->abort->status, p->addr, m->abort->reason);
         else
             tomb_add(m->abort);
         return NULL;

@@ -49,8 +49,15 @@ static struct early_abort {
     char reason[NX_PEER_MAX_TEXT + 1];
 } early_aborts[NX_XCOMM_EARLY_ABORTS];
 
+/* A reason from another node as this node's ranks get it: which node saw it comes first,
+ * since its words ("its ranks here", "waiting for node 1") are that node's view. */
+static void reported(char *buf, size_t len, const char *from, const char *reason)
+{
+    snprintf(buf, len, "node %s reported: %s", from, reason);
+}
+
 void nx_xcomm_keep_abort(uint64_t job_key, uint64_t key, bool left, uint64_t seq,
-                         uint32_t status, const char *reason)
+                         uint32_t status, const char *from, const char *reason)
 {
     struct early_abort *slot = &early_aborts[0];
     for (int i = 0; i < NX_XCOMM_EARLY_ABORTS; i++) {
@@ -62,7 +69,7 @@ void nx_xcomm_keep_abort(uint64_t job_key, uint64_t key, bool left, uint64_t seq
     }
     *slot = (struct early_abort){.job = job_key, .comm = key, .left = left, .seq = seq,
                                  .status = status, .expires = nx_now() + NX_XCOMM_ORPHAN_S};
-    snprintf(slot->reason, sizeof(slot->reason), "%s", reason);
+    reported(slot->reason, sizeof(slot->reason), from, reason);
 }
 
 /* c just appeared here: an abort that came first fails it now. */
@@ -376,11 +383,12 @@ void nx_xcomm_failed(struct nx_comm *c)
     nx_xcomm_send_ctl(c, &m);
 }
 
-void nx_xcomm_remote_abort(struct nx_job *j, const Nexar__PeerAbort *a)
+void nx_xcomm_remote_abort(struct nx_job *j, const Nexar__PeerAbort *a, const char *from)
 {
     struct nx_comm *c = nx_xcomm_find(j->net->key, a->comm);
     if (!c) {
-        nx_xcomm_keep_abort(j->net->key, a->comm, a->left, a->seq, a->status, a->reason);
+        nx_xcomm_keep_abort(j->net->key, a->comm, a->left, a->seq, a->status, from,
+                            a->reason);
         return;
     }
     /* What failed is news even for a communicator that failed already: a shrink in
@@ -394,7 +402,8 @@ void nx_xcomm_remote_abort(struct nx_job *j, const Nexar__PeerAbort *a)
     bool left = a->left;
     uint64_t seq = a->seq;
     uint32_t status = a->status;
-    const char *reason = a->reason;
+    char reason[NX_PEER_MAX_TEXT + 64];
+    reported(reason, sizeof(reason), from, a->reason);
     if (c->failed_status)
         return;
     c->x->remote_fail = true;

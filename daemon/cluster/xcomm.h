@@ -116,14 +116,15 @@ void nx_xcomm_node_where(const struct nx_comm *c, uint32_t node, char *buf, size
  * failure came from one of them or the whole job failed.  From nx_comm_fail. */
 void nx_xcomm_failed(struct nx_comm *c);
 
-/* A PeerAbort naming a communicator (a->comm) of job j came from another node: its failed
- * ranks are added to c's, and c fails with it.  A communicator not here yet fails with it
- * when it appears (within NX_XCOMM_ORPHAN_S). */
-void nx_xcomm_remote_abort(struct nx_job *j, const Nexar__PeerAbort *a);
+/* A PeerAbort naming a communicator (a->comm) of job j came from the node at address
+ * from: its failed ranks are added to c's, and c fails with it, the text saying which node
+ * reported it.  A communicator not here yet fails with it when it appears (within
+ * NX_XCOMM_ORPHAN_S). */
+void nx_xcomm_remote_abort(struct nx_job *j, const Nexar__PeerAbort *a, const char *from);
 /* The same for a job whose rank table has not come yet (job_key: the job key the abort
  * names). */
 void nx_xcomm_keep_abort(uint64_t job_key, uint64_t key, bool left, uint64_t seq,
-                         uint32_t status, const char *reason);
+                         uint32_t status, const char *from, const char *reason);
 /* Job node job_node of j was lost (msg says so): every spanning communicator of j with
  * ranks there counts them failed and fails; the others go on. */
 void nx_xcomm_node_lost(struct nx_job *j, uint32_t job_node, const char *msg);
