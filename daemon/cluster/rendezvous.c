@@ -381,8 +381,12 @@ void nx_rdv_member_table(struct nx_tpeer *from, const Nexar__PeerRankTable *t)
     }
     if (t->timeout_ms && t->timeout_ms < j->timeout_ms)
         j->timeout_ms = t->timeout_ms;
-    nx_job_form(j);
+    /* The hellos first: they replace the records of nodes whose connection was lost
+     * before this job (nx_cluster_peer dials them afresh).  The data path takes whatever
+     * record is there, and a rank's first op can run inside nx_job_form: handing a rank
+     * over serves at once what its ring holds (nx_client_start). */
     nx_rdv_hello_all(j);
+    nx_job_form(j);
     struct tomb *tb = tomb_find(j->name, n->key);
     if (tb) {
         nx_job_fail(j, tb->status, tb->reason);
