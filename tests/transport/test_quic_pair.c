@@ -487,22 +487,49 @@ static int up_and_acked(void *arg)
     return w->e->ups > 0 && w->e->acked >= w->acked;
 }
 
-static int test_lost(int restart)
+/* Endpoint node 0 connected to a peer (node 1) in a child process at addr: one message
+ * acknowledged, then 300 ms of keep-alives.  NULL when the child did not start. */
+static struct ep *child_pair(pid_t *pid, int *port, char *addr, size_t addrlen,
+                             struct nx_tpeer **pb)
 {
-    int port;
-    pid_t pid = spawn_peer(1, 0, &port);
-    if (pid < 0)
-        return 1;
+    *pid = spawn_peer(1, 0, port);
+    if (*pid < 0)
+        return NULL;
     struct ep *a = ep_node("127.0.0.1:0", 0);
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
     char err[128];
-    struct nx_tpeer *pb = a->t->ops->peer(a->t, addr, err, sizeof(err));
-    QH_CHECK(pb != NULL);
-    QH_CHECK(send_msg(a, pb, 0, 0, 1) == 0);
+    snprintf(addr, addrlen, "127.0.0.1:%d", *port);
+    *pb = a->t->ops->peer(a->t, addr, err, sizeof(err));
+    QH_CHECK(*pb != NULL);
+    QH_CHECK(send_msg(a, *pb, 0, 0, 1) == 0);
     struct up_wait w = {a, 1};
     QH_CHECK(qh_run_until(loop, up_and_acked, &w, 8000));
     qh_run_for(loop, 300);
+    return a;
+}
+
+/* Forgets the lost peer at addr and dials it again: the message sent then is the second
+ * one acknowledged. */
+static void redial(struct ep *a, struct nx_tpeer *pb, const char *addr)
+{
+    char err[128];
+    a->t->ops->peer_forget(pb);
+    pb = a->t->ops->peer(a->t, addr, err, sizeof(err));
+    QH_CHECK(pb != NULL);
+    a->ups = 0;
+    QH_CHECK(send_msg(a, pb, 0, 0, 1) == 0);
+    struct up_wait w = {a, 2};
+    QH_CHECK(qh_run_until(loop, up_and_acked, &w, 8000));
+}
+
+static int test_lost(int restart)
+{
+    pid_t pid;
+    int port;
+    char addr[64];
+    struct nx_tpeer *pb;
+    struct ep *a = child_pair(&pid, &port, addr, sizeof(addr), &pb);
+    if (!a)
+        return 1;
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     double t0 = qh_now();
@@ -528,13 +555,7 @@ static int test_lost(int restart)
     qh_run_for(loop, 200);
     QH_CHECK(a->losts == 1); /* exactly once */
     if (restart) {
-        /* Forget and dial again: the restarted peer answers. */
-        a->t->ops->peer_forget(pb);
-        pb = a->t->ops->peer(a->t, addr, err, sizeof(err));
-        a->ups = 0;
-        QH_CHECK(send_msg(a, pb, 0, 0, 1) == 0);
-        w.acked = 2;
-        QH_CHECK(qh_run_until(loop, up_and_acked, &w, 8000));
+        redial(a, pb, addr); /* the restarted peer answers */
         kill(pid2, SIGKILL);
         waitpid(pid2, NULL, 0);
     }
@@ -567,19 +588,13 @@ static void stall_cb(uv_prepare_t *h)
  * timer on the first packet written after a read, so that write must not come first. */
 static int test_stall(int write_first)
 {
+    pid_t pid;
     int port;
-    pid_t pid = spawn_peer(1, 0, &port);
-    if (pid < 0)
+    char addr[64];
+    struct nx_tpeer *pb;
+    struct ep *a = child_pair(&pid, &port, addr, sizeof(addr), &pb);
+    if (!a)
         return 1;
-    struct ep *a = ep_node("127.0.0.1:0", 0);
-    char addr[64], err[128];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-    struct nx_tpeer *pb = a->t->ops->peer(a->t, addr, err, sizeof(err));
-    QH_CHECK(pb != NULL);
-    QH_CHECK(send_msg(a, pb, 0, 0, 1) == 0);
-    struct up_wait w = {a, 1};
-    QH_CHECK(qh_run_until(loop, up_and_acked, &w, 8000));
-    qh_run_for(loop, 300);
 
     uv_prepare_t stall;
     uv_prepare_init(loop, &stall);
@@ -595,13 +610,7 @@ static int test_stall(int write_first)
     QH_CHECK(a->losts == 1);
     uv_close((uv_handle_t *)&stall, NULL);
 
-    a->t->ops->peer_forget(pb);
-    pb = a->t->ops->peer(a->t, addr, err, sizeof(err));
-    QH_CHECK(pb != NULL);
-    a->ups = 0;
-    QH_CHECK(send_msg(a, pb, 0, 0, 1) == 0);
-    w.acked = 2;
-    QH_CHECK(qh_run_until(loop, up_and_acked, &w, 8000));
+    redial(a, pb, addr); /* the peer never went away */
     qh_run_for(loop, 200);
     QH_CHECK(a->losts == 1);
     kill(pid, SIGKILL);
