@@ -151,6 +151,10 @@ nexar_status_t nexar_alloc(size_t bytes, void **ptr)
         s = nx_fail(NEXAR_ERR_INVALID, "nexar_alloc: nexar_init() has not been called");
         goto out;
     }
+    /* The heap's free list is private memory: a child's copy would hand out blocks of
+     * the segment the parent uses too. */
+    if ((s = nx_fork_check("nexar_alloc")) != NEXAR_OK)
+        goto out;
     if ((uint64_t)bytes > UINT64_MAX - NX_ARENA_ALIGN) {
         s = nx_fail(NEXAR_ERR_NOMEM, "nexar_alloc: %zu bytes cannot come from the arena", bytes);
         goto out;

@@ -245,6 +245,8 @@ nexar_status_t nexar_comm_free(nexar_comm_t *c)
         s = nx_fail(NEXAR_ERR_INVALID, "nexar_comm_free: not a live communicator");
         goto out;
     }
+    if ((s = nx_fork_check("nexar_comm_free")) != NEXAR_OK)
+        goto out;
     if (c->world) {
         s = nx_fail(NEXAR_ERR_INVALID,
                     "nexar_comm_free: the world communicator is freed by nexar_finalize()");

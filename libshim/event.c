@@ -217,9 +217,14 @@ nexar_status_t nexar_comm_stream_synchronize(nexar_comm_t *c)
         nx_unlock();
         return nx_fail(NEXAR_ERR_INVALID, "%s: nexar_init() has not been called", fn);
     }
+    nexar_status_t s = nx_fork_check(fn);
+    if (s != NEXAR_OK) {
+        nx_unlock();
+        return s;
+    }
     /* First c's ops, as nexar_sync: each is with nexard and done, so every done word the
      * stream waits for is set (or will be by nexard, never by a later call of ours). */
-    nexar_status_t s = nx_comm_drain(c, c->req_serial);
+    s = nx_comm_drain(c, c->req_serial);
     if (s != NEXAR_OK)
         snprintf(text, sizeof(text), "%s", nexar_last_error());
     void *stream = c->stream;

@@ -37,6 +37,8 @@ nexar_status_t nexar_init(nexar_comm_t **world)
         return nx_fail(NEXAR_ERR_INVALID, "nexar_init: world is NULL");
     *world = NULL;
     nx_lock();
+    if ((s = nx_fork_check("nexar_init")) != NEXAR_OK)
+        goto out;
     if (nx_S.inited) {
         s = nx_fail(NEXAR_ERR_INVALID,
                     "nexar_init: already initialized; call nexar_finalize() first");
@@ -76,6 +78,7 @@ nexar_status_t nexar_init(nexar_comm_t **world)
     nx_S.next_deadline_check_ns = 0;
     nx_S.next_sock_check_ns = 0;
     nx_S.inited = true;
+    nx_fork_watch();
     *world = nx_S.world;
     s = NEXAR_OK;
     goto out;
@@ -164,6 +167,12 @@ nexar_status_t nexar_finalize(void)
 {
     nx_lock();
     if (!nx_S.inited) {
+        nx_unlock();
+        return NEXAR_OK;
+    }
+    if (nx_S.forked_from) {
+        /* A forked child: everything here is the parent's (fork.c).  Only forget it. */
+        nx_S.inited = false;
         nx_unlock();
         return NEXAR_OK;
     }

@@ -52,6 +52,8 @@ nexar_status_t nx_shim_check(const char *fn)
 {
     if (!nx_S.inited)
         return nx_fail(NEXAR_ERR_INVALID, "%s: nexar_init() has not been called", fn);
+    if (nx_S.forked_from)
+        return nx_fork_check(fn);
     if (nx_S.dead)
         return nx_fail(nx_S.dead, "%s: %s", fn, nx_S.dead_text);
     return NEXAR_OK;
@@ -93,7 +95,7 @@ static void check_socket(void)
 
 void nx_progress(void)
 {
-    if (!nx_S.inited || nx_S.dead)
+    if (!nx_S.inited || nx_S.dead || nx_S.forked_from) /* the rings are the parent's */
         return;
     nx_ring_reap();
     nx_pump();
@@ -239,7 +241,7 @@ nexar_status_t nexar_wait(nexar_request_t *req)
     nexar_status_t s;
     if (!nx_S.inited)
         s = nx_fail(NEXAR_ERR_INVALID, "nexar_wait: nexar_init() has not been called");
-    else
+    else if ((s = nx_fork_check("nexar_wait")) == NEXAR_OK)
         s = nx_wait_locked(req);
     nx_unlock();
     return s;
@@ -255,13 +257,17 @@ nexar_status_t nexar_test(nexar_request_t *req, int *done)
         nx_unlock();
         return nx_fail(NEXAR_ERR_INVALID, "nexar_test: nexar_init() has not been called");
     }
+    nexar_status_t s = nx_fork_check("nexar_test");
+    if (s != NEXAR_OK) {
+        nx_unlock();
+        return s;
+    }
     nx_progress();
     uint64_t now = nx_now_ns();
     if (!req->complete && !nx_S.dead && now >= nx_S.next_sock_check_ns) {
         nx_S.next_sock_check_ns = now + NX_CHECK_EVERY_NS;
         check_socket();
     }
-    nexar_status_t s = NEXAR_OK;
     if (req->complete) {
         *done = 1;
         s = nx_req_result(req);
@@ -280,8 +286,9 @@ nexar_status_t nexar_sync(nexar_comm_t *c)
         nx_unlock();
         return nx_fail(NEXAR_ERR_INVALID, "nexar_sync: nexar_init() has not been called");
     }
-    /* What was started before this call, by any thread. */
-    nexar_status_t s = nx_comm_drain(c, c->req_serial);
+    nexar_status_t s = nx_fork_check("nexar_sync");
+    if (s == NEXAR_OK) /* what was started before this call, by any thread */
+        s = nx_comm_drain(c, c->req_serial);
     nx_unlock();
     return s;
 }

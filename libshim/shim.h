@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "nexar.h"
 #include "shm_abi.h"
@@ -350,6 +351,11 @@ NX_HIDDEN void nx_shim_die(nexar_status_t s, const char *text);
 NX_HIDDEN void nx_shim_gone(const char *text);
 /* NEXAR_OK when the shim is initialized and alive; otherwise the error, set. */
 NX_HIDDEN nexar_status_t nx_shim_check(const char *fn);
+/* fork.c: remembers this process as the rank's and arranges that a child forked later
+ * gives the rank up (called by nexar_init). */
+NX_HIDDEN void nx_fork_watch(void);
+/* NEXAR_OK, or in a child forked after nexar_init() NEXAR_ERR_INVALID with why, set. */
+NX_HIDDEN nexar_status_t nx_fork_check(const char *fn);
 /* Completes and frees a request the caller holds; returns its status, set as error. */
 NX_HIDDEN nexar_status_t nx_wait_locked(struct nexar_request *r);
 /* Waits for a request the caller owns (a blocking call's own), without freeing it. */
@@ -378,6 +384,9 @@ struct nx_shim {
     pthread_cond_t cv;
     bool poller; /* a thread sleeps on the doorbell with mu released */
     bool inited;
+    pid_t pid;         /* the rank's process: nexar_init()'s */
+    pid_t forked_from; /* nonzero in a child forked after nexar_init(): the rank's pid */
+    char fork_text[NX_ERR_TEXT_BYTES - 64];
     nexar_status_t dead; /* non-zero: daemon gone or shim broken */
     char dead_text[NX_ERR_TEXT_BYTES];
 

@@ -21,6 +21,7 @@
 #include "job.h"
 #include "log.h"
 #include "mem.h"
+#include "procwatch.h"
 #include "ring.h"
 
 struct nx_client_list nx_clients = LIST_HEAD_INITIALIZER(nx_clients);
@@ -38,6 +39,22 @@ const char *nx_client_name(const struct nx_client *cl, char *buf, size_t len)
     else
         snprintf(buf, len, "client %u (pid %d)", cl->id, (int)cl->pid);
     return buf;
+}
+
+/* The rank's process exited but its socket is still open: a process it forked, or one it
+ * handed the socket to, holds it.  Without this the rank's communicators would wait for
+ * their deadline instead of failing now. */
+static void on_process_exit(void *arg)
+{
+    struct nx_client *cl = arg;
+    char who[160];
+    if (cl->dead)
+        return;
+    NX_INFO("client", "%s: its process exited while its connection stays open (held by a "
+            "process it forked?)", nx_client_name(cl, who, sizeof(who)));
+    cl->exited = true;
+    nx_client_drop(cl, "its process exited");
+    nx_clients_flush();
 }
 
 struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid, const char **err)
@@ -73,6 +90,8 @@ struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid, cons
         *err = "cannot create eventfds";
         goto fail;
     }
+    if (conn) /* the watch backs up a connection's hang-up; without one there is none */
+        cl->exit_watch = nx_procwatch_start(nxd.loop, pid, on_process_exit, cl);
     LIST_INSERT_HEAD(&nx_clients, cl, link);
     nx_client_count++;
     nxd.stats.clients_accepted++;
@@ -172,12 +191,15 @@ static void teardown(struct nx_client *cl)
     while (cl->nmem > 0) {
         struct nx_member m = cl->mem[cl->nmem - 1];
         cl->nmem--;
-        nx_comm_leave(m.comm, m.rank, true, who);
+        nx_comm_leave(m.comm, m.rank, true, who,
+                      cl->exited ? "its process exited" : "its connection to nexard closed");
     }
     nx_job_client_gone(cl, lost);
     if (nx_device)
         nx_device->client_gone(&cl->dev);
     nx_ring_forget(cl);
+    nx_procwatch_stop(cl->exit_watch);
+    cl->exit_watch = NULL;
     LIST_REMOVE(cl, link);
     nx_client_count--;
     if (cl->conn) {

@@ -67,6 +67,8 @@ struct nx_client {
      * descriptors' inputs. */
     uint64_t ops_submitted, ops_completed, bytes_in;
     bool dead, violated;
+    bool exited; /* its process is gone, while something else held its socket open */
+    struct nx_procwatch *exit_watch; /* NULL: the socket's hang-up is all we learn */
     double join_deadline; /* a joiner (NEXAR_JOIN=1): when it gives up waiting */
     const char *drop_why; /* static text */
 

@@ -105,7 +105,8 @@ void nx_comm_mark_failed(struct nx_comm *c, uint32_t rank)
     nx_u32_set_add(&c->failed, &c->nfailed, rank);
 }
 
-void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)
+void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who,
+                   const char *how)
 {
     if (rank >= c->size || !c->ranks[rank].client)
         return;
@@ -117,7 +118,7 @@ void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who)
         nxd.stats.peers_lost++;
         nx_comm_mark_failed(c, nx_comm_span_rank(c, rank));
         nx_comm_fail(c, NEXAR_ERR_PEER_LOST, "%s (rank %u of communicator %u) is gone: %s",
-                     who, nx_comm_span_rank(c, rank), c->id, "its connection to nexard closed");
+                     who, nx_comm_span_rank(c, rank), c->id, how);
     } else if (!TAILQ_EMPTY(&c->match.ops) || nx_cluster_ops->comm_busy(c)) {
         nx_comm_fail(c, NEXAR_ERR_PEER_LOST,
                      "%s freed communicator %u while operations on it were in flight", who,

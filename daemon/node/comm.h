@@ -101,8 +101,10 @@ void nx_comm_mark_failed(struct nx_comm *c, uint32_t rank);
 void nx_comm_fail(struct nx_comm *comm, uint32_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* The rank left (comm_free) or died (lost=true: the comm fails with PEER_LOST). */
-void nx_comm_leave(struct nx_comm *comm, uint32_t rank, bool lost, const char *who);
+/* The rank left (comm_free) or died (lost=true: the comm fails with PEER_LOST, the text
+ * naming who and how it went). */
+void nx_comm_leave(struct nx_comm *comm, uint32_t rank, bool lost, const char *who,
+                   const char *how);
 
 void nx_comms_fini(void);
 

@@ -529,7 +529,7 @@ void nx_match_submit(struct nx_client *cl, const struct nx_sqe *e)
     case NX_K_COMM_FREE: {
         char who[160];
         complete(cl, e->user_data, NEXAR_OK, NULL);
-        return nx_comm_leave(c, rank, false, nx_client_name(cl, who, sizeof(who)));
+        return nx_comm_leave(c, rank, false, nx_client_name(cl, who, sizeof(who)), NULL);
     }
     case NX_K_SEND:
     case NX_K_RECV:

@@ -227,6 +227,35 @@ def test_errors(world):
     assert world.failed_ranks() == []
 
 
+def test_forked_child_cannot_use_the_rank(world):
+    # What a fork-based data-loader worker gets: a clear refusal, while the parent goes on.
+    import os
+    parent = os.getpid()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            world.all_reduce(np.ones(4, dtype=np.int32))
+            msg = "no error"
+        except nexar.Error as e:
+            msg = "%s %s" % (e.name, e)
+        except BaseException as e:  # anything else is a failure, reported to the parent
+            msg = repr(e)
+        os.write(w, msg.encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        msg = f.read().decode()
+    os.waitpid(pid, 0)
+    assert msg.startswith("NEXAR_ERR_INVALID"), msg
+    assert "forked from rank %d (pid %d)" % (world.rank, parent) in msg, msg
+    assert "pid %d" % pid in msg, msg
+    x = np.full(5, world.rank + 1, dtype=np.int64)
+    world.all_reduce(x)
+    np.testing.assert_array_equal(x, world.size * (world.size + 1) // 2)
+
+
 def test_torch_tensors(world):
     # Host torch tensors by address: bfloat16 (numpy has none) and an int64 in place.
     torch = pytest.importorskip("torch")

@@ -138,7 +138,7 @@ static void free_comm(struct nx_comm *c)
 {
     uint32_t size = c->size;
     for (uint32_t r = 0; r < size; r++)
-        nx_comm_leave(c, r, false, "test");
+        nx_comm_leave(c, r, false, "test", NULL);
 }
 
 /* ---- the cases ---- */
