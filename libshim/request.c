@@ -522,6 +522,8 @@ void nx_pump(void)
     if (!nx_S.inited || nx_S.dead)
         return;
     uint32_t space = nx_ring_sq_space();
+    if (nx_S.dead)
+        return;
     bool again = true;
     while (again) {
         again = false;

@@ -41,7 +41,18 @@ uint32_t nx_ring_sq_space(void)
 {
     uint32_t head = nx_load_acquire(nx_S.sq_head);
     uint32_t used = nx_S.sq_local_tail - head;
-    if (used >= nx_S.hdr.sq_entries)
+    if (used > nx_S.hdr.sq_entries) {
+        /* nexard never takes what we did not put there: someone else moved our ring (a
+         * forked child without the fork handler, say).  Waiting for space would be
+         * forever. */
+        char text[160];
+        snprintf(text, sizeof(text),
+                 "the submission ring is corrupt (nexard's head %u is past our tail %u, %u "
+                 "entries)", head, nx_S.sq_local_tail, nx_S.hdr.sq_entries);
+        nx_shim_die(NEXAR_ERR_INTERNAL, text);
+        return 0;
+    }
+    if (used == nx_S.hdr.sq_entries)
         return 0;
     return nx_S.hdr.sq_entries - used;
 }

@@ -12,7 +12,10 @@
  *    nexar_alloc and nexar_init fail with NEXAR_ERR_INVALID and a text naming the child's
  *    pid, the rank and the parent's pid; nexar_finalize is a no-op there.  The parents'
  *    request and five all_reduces after it complete exact: the child took nothing from
- *    their rings.
+ *    their rings;
+ *  - a child of the raw fork syscall that calls nexar: the rank's rings are undefined
+ *    after that, but the parent's next call fails at once with NEXAR_ERR_INTERNAL ("the
+ *    submission ring is corrupt"), where it used to wait for ring space forever.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -150,6 +153,40 @@ static int child_uses_nexar(struct hx_rank *r)
     return fails ? 1 : 0;
 }
 
+/* A child of the raw fork syscall knows nothing of the fork and uses the rank's rings as
+ * its own.  What it does is undefined, but the parent must not wait forever: its next
+ * call finds nexard's head past its own tail and fails at once. */
+static int raw_child_uses_nexar(struct hx_rank *r)
+{
+    int fails = 0;
+    nexar_comm_t *w = NULL;
+    if (hx_init(&w) != NEXAR_OK)
+        return 1;
+    EXPECT_OK(fails, "barrier before the fork", nexar_barrier(w));
+    pid_t c = (pid_t)syscall(SYS_fork);
+    if (c == 0) {
+        int64_t v = 1;
+        nexar_all_reduce(w, &v, 1, NEXAR_I64, NEXAR_SUM);
+        _exit(0);
+    }
+    int ws = 0;
+    EXPECT_TRUE(fails, c > 0 && waitpid(c, &ws, 0) == c, "rank %d: no raw-forked child",
+                r->rank);
+    int64_t v = r->rank;
+    double t0 = tl_now();
+    nexar_status_t st = nexar_all_reduce(w, &v, 1, NEXAR_I64, NEXAR_SUM);
+    double dt = tl_now() - t0;
+    if (!EXPECT_ST(fails, NEXAR_ERR_INTERNAL, "the parent's all_reduce after its child's", st)) {
+        EXPECT_TRUE(fails, strstr(nexar_last_error(), "submission ring is corrupt") != NULL,
+                    "text \"%s\" should say the ring is corrupt", nexar_last_error());
+        EXPECT_TRUE(fails, dt < 5.0, "the error took %.2f s (limit 5 s)", dt);
+        if (r->rank == 0)
+            tl_log("after %.3f s: \"%s\"", dt, nexar_last_error());
+    }
+    EXPECT_OK(fails, "finalize", nexar_finalize());
+    return fails ? 1 : 0;
+}
+
 /* ---- driver ------------------------------------------------------------------------- */
 
 static int wait_ready(double limit)
@@ -223,6 +260,8 @@ int main(void)
     tl_log("---- a forked child calls nexar ----");
     memset(sh, 0, sizeof(*sh));
     rv |= itest_run(&d, NRANKS, child_uses_nexar, NULL, TIMEOUT_S, 60.0);
+    tl_log("---- a child of the raw fork syscall calls nexar ----");
+    rv |= itest_run(&d, NRANKS, raw_child_uses_nexar, NULL, TIMEOUT_S, 60.0);
     tl_log("---- a job after all that ----");
     if (hx_timed_allreduces(d.sock, 50) < 0) {
         tl_log("FAIL: a job after the forks did not finish exact");
