@@ -18,6 +18,10 @@
  *             server-only, client-only, code signing, no EKU, no digitalSignature, no role,
  *             an operator's, the CA itself) are refused with what they lack, both ways
  *   expire    a connection ends when the peer's certificate expires, and no new one comes
+ *   stray     a packet for no connection of ours (another endpoint's stateless reset,
+ *             noise) gets no answer: two daemons that both dropped a connection used to
+ *             reset each other's resets, a byte shorter each time (the positive side, a
+ *             forgotten connection answered after a restart, is "reset")
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -928,6 +933,44 @@ static int test_unreach(void)
     return 0;
 }
 
+/* ---- stray ---- */
+
+static int udp_fd_readable(void *arg)
+{
+    struct pollfd p = {.fd = *(int *)arg, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
+
+static int test_stray(void)
+{
+    struct ep *a = ep_node("127.0.0.1:0", 0);
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in to = me;
+    const char *colon = a ? strrchr(a->t->local_addr, ':') : NULL;
+    if (!a || fd < 0 || !colon || bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0)
+        return 1;
+    to.sin_port = htons((uint16_t)atoi(colon + 1));
+    /* What a Stateless Reset looks like: a short header, then random bytes (the "connection
+     * ID" among them), the token last.  Sizes down to the smallest that could be answered. */
+    static const size_t sizes[] = {1200, 96, 60, 43, 23};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        uint8_t pkt[1200];
+        for (size_t k = 0; k < sizes[i]; k++)
+            pkt[k] = (uint8_t)(rand() >> 7);
+        pkt[0] = (uint8_t)(0x40 | (pkt[0] & 0x3f));
+        QH_CHECK(sendto(fd, pkt, sizes[i], 0, (struct sockaddr *)&to, sizeof(to)) ==
+                 (ssize_t)sizes[i]);
+    }
+    int answered = qh_run_until(loop, udp_fd_readable, &fd, 500);
+    printf("five reset-shaped packets for no connection of %s: %s\n", a->t->local_addr,
+           answered ? "ANSWERED" : "no answer");
+    QH_CHECK(!answered);
+    close(fd);
+    eps_free();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "bulk";
@@ -976,6 +1019,8 @@ int main(int argc, char **argv)
         rv = test_expire(short_s);
     } else if (!strcmp(what, "unreach")) {
         rv = test_unreach();
+    } else if (!strcmp(what, "stray")) {
+        rv = test_stray();
     } else {
         fprintf(stderr, "unknown subtest %s\n", what);
         rv = 2;

@@ -51,9 +51,8 @@ static int new_cid_cb(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t
     (void)conn;
     if (c->ncids >= sizeof(c->cids) / sizeof(c->cids[0]))
         return NGTCP2_ERR_CALLBACK_FAILURE;
-    if (gnutls_rnd(GNUTLS_RND_RANDOM, cid->data, cidlen) != 0)
+    if (cidlen != NX_QSCID_LEN || nx_qcid_new(c->q, cid) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
-    cid->datalen = cidlen;
     if (ngtcp2_crypto_generate_stateless_reset_token(token, c->q->reset_secret,
                                                      sizeof(c->q->reset_secret), cid) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
@@ -339,10 +338,10 @@ static int conn_finish(struct nx_qconn *c)
     return 0;
 }
 
-static void random_cid(ngtcp2_cid *cid)
+static void new_scid(const struct nx_quic *q, ngtcp2_cid *cid)
 {
-    cid->datalen = NX_QSCID_LEN;
-    rand_cb(cid->data, cid->datalen, NULL);
+    if (nx_qcid_new(q, cid) != 0)
+        abort(); /* no randomness: nothing safe to do */
 }
 
 struct nx_qconn *nx_qconn_client_new(struct nx_qpeer *p, char *err, size_t errlen)
@@ -360,8 +359,9 @@ struct nx_qconn *nx_qconn_client_new(struct nx_qpeer *p, char *err, size_t errle
     }
     struct nx_qconn *c = conn_alloc(p, 0);
     ngtcp2_path_storage_init(&c->ps, &local.sa, local_len, &p->addr.sa, p->addrlen, NULL);
-    random_cid(&dcid);
-    random_cid(&scid);
+    dcid.datalen = NX_QSCID_LEN; /* the server's to replace: plain random */
+    rand_cb(dcid.data, dcid.datalen, NULL);
+    new_scid(q, &scid);
     fill_settings(q, &s, &p->addr.sa);
     fill_params(q, &tp);
     rv = ngtcp2_conn_client_new(&c->conn, &dcid, &scid, &c->ps.path, NGTCP2_PROTO_VER_V1,
@@ -387,7 +387,7 @@ struct nx_qconn *nx_qconn_server_new(struct nx_qpeer *p, const ngtcp2_pkt_hd *hd
     struct nx_qconn *c = conn_alloc(p, 1);
     ngtcp2_path_storage_init(&c->ps, path->local.addr, path->local.addrlen, path->remote.addr,
                              path->remote.addrlen, NULL);
-    random_cid(&scid);
+    new_scid(q, &scid);
     fill_settings(q, &s, path->remote.addr);
     fill_params(q, &tp);
     if (retried) {

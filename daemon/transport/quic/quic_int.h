@@ -153,6 +153,16 @@ void nx_qudp_send_one(struct nx_quic *q, const struct sockaddr *to, socklen_t to
 int nx_qudp_local_for(struct nx_quic *q, const struct sockaddr *to, socklen_t tolen,
                       union nx_qsa *out, socklen_t *outlen);
 
+/* ---- quic_cid.c ---- */
+/* Derives q->cid_secret from q->reset_secret.  0 or -1. */
+int nx_qcid_init(struct nx_quic *q);
+/* A new connection ID of ours: NX_QSCID_LEN bytes, random but for a keyed tag.  0 or -1
+ * (no randomness). */
+int nx_qcid_new(const struct nx_quic *q, ngtcp2_cid *cid);
+/* Nonzero when id (a packet's destination ID) was issued by a daemon with our node key:
+ * ours, perhaps forgotten since; zero for noise and for other endpoints' resets. */
+int nx_qcid_ours(const struct nx_quic *q, const uint8_t *id, size_t len);
+
 /* ---- quic_tls.c ---- */
 struct nx_qtls {
     gnutls_certificate_credentials_t cred;
@@ -341,6 +351,7 @@ struct nx_quic {
     int handles_open;
     int destroying;
     uint8_t reset_secret[32];     /* derived from the node key: survives restarts */
+    uint8_t cid_secret[32];       /* from reset_secret: tags the IDs we issue (quic_cid.c) */
     uint8_t token_secret[32];     /* random: Retry tokens live for seconds */
     uint64_t resets_sent, retries_sent, refused;
     uint64_t reset_window, reset_count;

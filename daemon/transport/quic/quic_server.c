@@ -94,9 +94,10 @@ static void send_stateless_reset(struct nx_quic *q, const ngtcp2_version_cid *vc
 {
     uint8_t token[NGTCP2_STATELESS_RESET_TOKENLEN], rnd[96], buf[96];
     ngtcp2_cid cid;
-    /* One byte shorter than what triggered it (RFC 9000 10.3), so two endpoints cannot
-     * reset each other forever; below 22 bytes there is no room for one. */
-    if (len < 22 || vc->dcidlen != NX_QSCID_LEN || !reset_allowed(q))
+    /* Only for an ID we issued (quic_cid.c): not for noise, nor for another endpoint's
+     * reset.  One byte shorter than what triggered it (RFC 9000 10.3); below 22 bytes
+     * there is no room for one. */
+    if (len < 22 || !nx_qcid_ours(q, vc->dcid, vc->dcidlen) || !reset_allowed(q))
         return;
     size_t rlen = len - 1 < sizeof(buf) ? len - 1 : sizeof(buf);
     size_t randlen = rlen - NGTCP2_STATELESS_RESET_TOKENLEN;
@@ -118,8 +119,7 @@ static void send_retry(struct nx_quic *q, const ngtcp2_pkt_hd *hd, const union n
 {
     uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], buf[1280];
     ngtcp2_cid scid;
-    scid.datalen = NX_QSCID_LEN;
-    if (gnutls_rnd(GNUTLS_RND_RANDOM, scid.data, scid.datalen) != 0)
+    if (nx_qcid_new(q, &scid) != 0)
         return;
     ngtcp2_ssize tl = ngtcp2_crypto_generate_retry_token(
         token, q->token_secret, sizeof(q->token_secret), hd->version, &remote->sa, remote_len,

@@ -375,6 +375,10 @@ struct nx_transport *nx_quic_new(uv_loop_t *loop, const struct nx_quic_conf *con
     copy_conf(&q->conf, conf);
     if (nx_qtls_init(&q->tls, &q->conf, q->reset_secret, err, errlen) != 0)
         goto fail_conf;
+    if (nx_qcid_init(q) != 0) {
+        snprintf(err, errlen, "cannot derive the connection ID key");
+        goto fail_tls;
+    }
     if (gnutls_rnd(GNUTLS_RND_KEY, q->token_secret, sizeof(q->token_secret)) != 0) {
         snprintf(err, errlen, "no randomness for the Retry token key");
         goto fail_tls;
