@@ -17,6 +17,7 @@
 #include "ctl_info.h"
 #include "ctlsrv.h"
 #include "devop.h"
+#include "fdlimit.h"
 #include "context.h"
 #include "h3_routes.h"
 #include "job.h"
@@ -178,6 +179,7 @@ int main(int argc, char **argv)
     }
     nx_log_init(nxd.cfg.log_level, !nxd.cfg.foreground);
     nx_log_also_stderr(!nxd.cfg.foreground);
+    nx_fdlimit_raise();
     nxd.loop = uv_default_loop();
     nxd.start_time = nx_now();
 

@@ -18,6 +18,7 @@
 #include "ctlsrv.h"
 #include "context.h"
 #include "devop.h"
+#include "fdlimit.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"
@@ -57,7 +58,8 @@ static void on_process_exit(void *arg)
     nx_clients_flush();
 }
 
-struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid, const char **err)
+struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid, char *err,
+                                size_t errlen)
 {
     const struct nx_config *cfg = &nxd.cfg;
     struct nx_shm_geom g = {
@@ -68,7 +70,8 @@ struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid, cons
         .slot_bytes = cfg->slot_bytes,
         .heap_bytes = cfg->heap_bytes,
     };
-    char name[64];
+    char name[64], why[160];
+    int saved;
     struct nx_client *cl = nx_xcalloc(1, sizeof(*cl));
     cl->id = next_id++;
     cl->dev.id = cl->id;
@@ -80,14 +83,19 @@ struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid, cons
 
     int rv = nx_segment_create(&cl->seg, &g, name);
     if (rv < 0) {
-        *err = rv == -EINVAL ? "bad segment geometry in the configuration"
-                             : "cannot create the shared segment (memfd)";
+        saved = -rv;
+        if (rv == -EINVAL)
+            snprintf(err, errlen, "bad segment geometry in the configuration");
+        else
+            snprintf(err, errlen, "cannot create the shared segment (memfd): %s",
+                     nx_fdlimit_why(-rv, why, sizeof(why)));
         goto fail;
     }
     cl->sq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    cl->cq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    cl->cq_efd = cl->sq_efd < 0 ? -1 : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (cl->sq_efd < 0 || cl->cq_efd < 0) {
-        *err = "cannot create eventfds";
+        saved = errno;
+        snprintf(err, errlen, "cannot create eventfds: %s", nx_fdlimit_why(saved, why, sizeof(why)));
         goto fail;
     }
     if (conn) /* the watch backs up a connection's hang-up; without one there is none */
@@ -104,6 +112,7 @@ fail:
         close(cl->cq_efd);
     nx_segment_destroy(&cl->seg);
     free(cl);
+    errno = saved;
     return NULL;
 }
 

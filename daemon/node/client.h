@@ -81,9 +81,10 @@ LIST_HEAD(nx_client_list, nx_client);
 extern struct nx_client_list nx_clients;
 extern uint32_t nx_client_count;
 
-/* Creates a client for conn with a fresh segment.  NULL with *err set on failure. */
-struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid,
-                                const char **err);
+/* Creates a client for conn with a fresh segment.  NULL on failure, with why in err and
+ * errno set (EMFILE, ENFILE: out of descriptors; else out of memory or a bad geometry). */
+struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid, char *err,
+                                size_t errlen);
 
 /* Starts watching the submission doorbell (after the join reply went out; ring.c). */
 int nx_client_start(struct nx_client *cl);

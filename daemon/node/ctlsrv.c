@@ -18,6 +18,7 @@
 #include "commctl.h"
 #include "context.h"
 #include "devop.h"
+#include "fdlimit.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"
@@ -35,6 +36,7 @@
  * wait in the kernel's backlog, where a knocker's connect() waits too. */
 #define NX_ACCEPT_RATE 2000.0
 #define NX_ACCEPT_BURST 256.0
+#define NX_ACCEPT_PAUSE_MS 100 /* out of descriptors: look again after this */
 static double accept_tokens = NX_ACCEPT_BURST, accept_refilled;
 static uv_timer_t accept_timer;
 static uv_poll_t server;
@@ -436,6 +438,25 @@ static void on_accept_refill(uv_timer_t *t)
     uv_poll_start(&server, UV_READABLE, on_acceptable);
 }
 
+/* No descriptor for a new connection.  The socket stays readable while it waits in the
+ * backlog, so looking again at once would spin (and log) until a descriptor came free:
+ * look again in NX_ACCEPT_PAUSE_MS, logging at most once a second.  The waiting rank is
+ * taken then, or gives up at its own deadline; the ranks that failed to join meanwhile
+ * were told why (job.c). */
+static void out_of_files(int err)
+{
+    static double last_log;
+    double now = nx_now();
+    if (now - last_log >= 1.0) {
+        char why[160];
+        NX_WARN("ctl", "cannot accept a connection: %s; trying again every %d ms",
+                nx_fdlimit_why(err, why, sizeof(why)), NX_ACCEPT_PAUSE_MS);
+        last_log = now;
+    }
+    uv_poll_stop(&server);
+    uv_timer_start(&accept_timer, on_accept_refill, NX_ACCEPT_PAUSE_MS, 0);
+}
+
 static void on_acceptable(uv_poll_t *h, int status, int events)
 {
     double now = nx_now();
@@ -459,6 +480,10 @@ static void on_acceptable(uv_poll_t *h, int status, int events)
         }
         if (errno == EINTR || errno == ECONNABORTED)
             continue;
+        if (errno == EMFILE || errno == ENFILE) {
+            out_of_files(errno);
+            return;
+        }
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             NX_WARN("ctl", "accept failed: %s", strerror(errno));
         break;

@@ -2,6 +2,7 @@
 #include "job.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,15 +222,16 @@ static bool uid_refused(struct nx_conn *conn, const struct nx_job *j, const char
  * daemon's maximum, or no memory). */
 static struct nx_client *new_client(struct nx_conn *conn)
 {
-    const char *err = NULL;
+    char err[256];
     if (nx_client_count >= nxd.cfg.max_clients) {
         refuse(conn, NEXAR_ERR_UNAVAILABLE, "nexard serves its maximum of %u ranks",
                nxd.cfg.max_clients);
         return NULL;
     }
-    struct nx_client *cl = nx_client_new(conn, conn->pid, conn->uid, &err);
+    struct nx_client *cl = nx_client_new(conn, conn->pid, conn->uid, err, sizeof(err));
     if (!cl)
-        refuse(conn, NEXAR_ERR_NOMEM, "%s", err);
+        refuse(conn, errno == EMFILE || errno == ENFILE ? NEXAR_ERR_UNAVAILABLE : NEXAR_ERR_NOMEM,
+               "%s", err);
     return cl;
 }
 

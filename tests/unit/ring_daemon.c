@@ -32,8 +32,8 @@ void rd_start(uint32_t sq_entries, uint32_t cq_entries, uint32_t sq_start, uint3
     nxd.cfg.slot_bytes = 4096;
     nxd.cfg.heap_bytes = 4096;
     nxd.start_time = nx_now();
-    const char *err = NULL;
-    cl = nx_client_new(NULL, getpid(), getuid(), &err);
+    char err[256];
+    cl = nx_client_new(NULL, getpid(), getuid(), err, sizeof(err));
     if (!cl) {
         fprintf(stderr, "nx_client_new: %s\n", err);
         exit(1);

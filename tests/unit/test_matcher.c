@@ -90,8 +90,8 @@ static struct nx_job job = {.name = "unit", .state = NX_JOB_RUNNING};
 
 static struct nx_client *new_rank(void)
 {
-    const char *err = NULL;
-    struct nx_client *cl = nx_client_new(NULL, getpid(), getuid(), &err);
+    char err[256];
+    struct nx_client *cl = nx_client_new(NULL, getpid(), getuid(), err, sizeof(err));
     if (!cl) {
         fprintf(stderr, "nx_client_new: %s\n", err);
         exit(1);
