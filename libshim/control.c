@@ -77,6 +77,12 @@ static nexar_status_t recv_msg(int sock, uint16_t want, int timeout_ms, const ch
                        what);
     case -ENOMEM:
         return nx_fail(NEXAR_ERR_NOMEM, "nexar_init: out of memory");
+    case -EMFILE: {
+        char why[128];
+        return nx_fail(NEXAR_ERR_NOMEM,
+                       "nexar_init: no room for the descriptors of nexard's %s: %s", what,
+                       nx_fd_why(EMFILE, why, sizeof(why)));
+    }
     case -EPROTO:
         return nx_fail(NEXAR_ERR_INTERNAL,
                        "nexar_init: nexard at %s sent a malformed frame instead of its %s",
@@ -114,10 +120,13 @@ static nexar_status_t connect_daemon(const struct nx_env *env, int *out)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (sock < 0)
-        return nx_fail(errno == ENOMEM || errno == ENOBUFS ? NEXAR_ERR_NOMEM
-                                                            : NEXAR_ERR_INTERNAL,
-                       "nexar_init: socket(AF_UNIX): %s", strerror(errno));
+    if (sock < 0) {
+        int e = errno;
+        char why[128];
+        bool res = e == ENOMEM || e == ENOBUFS || e == EMFILE || e == ENFILE;
+        return nx_fail(res ? NEXAR_ERR_NOMEM : NEXAR_ERR_INTERNAL,
+                       "nexar_init: socket(AF_UNIX): %s", nx_fd_why(e, why, sizeof(why)));
+    }
     memcpy(a.sun_path, env->socket, strlen(env->socket) + 1);
     int rv;
     do

@@ -114,9 +114,10 @@ static void close_fds(int *fds, int n)
         close(fds[i]);
 }
 
-/* Reads exactly len bytes; collects fds from any control message on the way. */
+/* Reads exactly len bytes; collects fds from any control message on the way, and sets
+ * *ctrunc when the kernel could not hand them all over (our descriptor table is full). */
 static int read_full(int sock, uint8_t *buf, size_t len, int64_t deadline, int *fds,
-                     int max_fds, int *nfds)
+                     int max_fds, int *nfds, int *ctrunc)
 {
     size_t have = 0;
     while (have < len) {
@@ -147,6 +148,8 @@ static int read_full(int sock, uint8_t *buf, size_t len, int64_t deadline, int *
                 continue;
             return -errno;
         }
+        if (msg.msg_flags & MSG_CTRUNC)
+            *ctrunc = 1;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
             if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
                 continue;
@@ -174,13 +177,13 @@ int nx_chan_recv(int sock, struct nx_frame_hdr *h, uint8_t **payload, int timeou
 {
     uint8_t hdr[NX_FRAME_HDR_BYTES];
     int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-    int dummy = 0;
+    int dummy = 0, ctrunc = 0;
     if (!nfds)
         nfds = &dummy;
     *nfds = 0;
     *payload = NULL;
 
-    int rv = read_full(sock, hdr, sizeof(hdr), deadline, fds, max_fds, nfds);
+    int rv = read_full(sock, hdr, sizeof(hdr), deadline, fds, max_fds, nfds, &ctrunc);
     if (rv < 0)
         goto fail;
     rv = nx_frame_hdr_decode(hdr, h, NULL);
@@ -193,7 +196,9 @@ int nx_chan_recv(int sock, struct nx_frame_hdr *h, uint8_t **payload, int timeou
         rv = -ENOMEM;
         goto fail;
     }
-    rv = read_full(sock, p, h->length, deadline, fds, max_fds, nfds);
+    rv = read_full(sock, p, h->length, deadline, fds, max_fds, nfds, &ctrunc);
+    if (rv == 0 && ctrunc && fds)
+        rv = -EMFILE; /* the frame is read whole: the stream stays in step */
     if (rv < 0) {
         free(p);
         goto fail;

@@ -108,7 +108,9 @@ int nx_chan_send(int sock, uint16_t type, const uint8_t *payload, uint32_t lengt
 /*
  * Receives one frame within timeout_ms (-1: forever).  *payload is malloc'd (free
  * it), fds received with it go to fds[0..*nfds) (at most max_fds, the rest closed).
- * Returns 0, -ETIMEDOUT, -ECONNRESET (peer closed), -EPROTO, -ENOMEM or -errno.
+ * Returns 0, -ETIMEDOUT, -ECONNRESET (peer closed), -EPROTO, -ENOMEM, -EMFILE (the frame
+ * carried descriptors that found no room in this process: it is consumed, and those
+ * that came are closed) or -errno.
  */
 int nx_chan_recv(int sock, struct nx_frame_hdr *h, uint8_t **payload, int timeout_ms,
                  int *fds, int max_fds, int *nfds);

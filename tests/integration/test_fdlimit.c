@@ -4,6 +4,8 @@
  * Each rank costs nexard four descriptors (its socket, two doorbells, a pidfd).  systemd
  * starts services with a soft limit of 1024 and a far higher hard one, so a node with a
  * few hundred ranks ran out:
+ *  - a rank with one descriptor left: nexar_init fails with NEXAR_ERR_NOMEM saying this
+ *    process has no room for the JOIN reply's descriptors, and its limit;
  *  - a daemon started with a soft limit of 40 (hard unchanged) serves 16 ranks: it raises
  *    its soft limit to the hard one at start;
  *  - a daemon whose hard limit is 48 (lowered after start with prlimit) cannot: the ranks it
@@ -16,6 +18,7 @@
  *    socket).
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -66,6 +69,34 @@ static int starved(struct hx_rank *r)
         tl_log("FAIL rank %d: %s: \"%s\"", r->rank, tl_status_name(st), t);
     }
     return 0;
+}
+
+/* The rank itself has one descriptor left: its socket takes it, and the JOIN reply's three
+ * find no room.  Its text says so (it used to say "carried 0 file descriptors, not 3", an
+ * INTERNAL error). */
+static int rank_without_room(struct hx_rank *r)
+{
+    int fails = 0, top = dup(0);
+    struct rlimit low = {(rlim_t)top + 8, 0};
+    struct rlimit cur;
+    getrlimit(RLIMIT_NOFILE, &cur);
+    low.rlim_max = cur.rlim_max;
+    close(top);
+    setrlimit(RLIMIT_NOFILE, &low);
+    int last = -1;
+    for (int fd; (fd = open("/dev/null", O_RDONLY)) >= 0;)
+        last = fd;
+    close(last);
+    nexar_comm_t *w = NULL;
+    nexar_status_t st = nexar_init(&w);
+    if (!EXPECT_ST(fails, NEXAR_ERR_NOMEM, "nexar_init with one descriptor left", st)) {
+        const char *t = nexar_last_error();
+        EXPECT_TRUE(fails, strstr(t, "no room for the descriptors") && strstr(t, "open files"),
+                    "text \"%s\" should say this process is out of descriptors", t);
+        tl_log("rank %d: \"%s\"", r->rank, t);
+    }
+    nexar_finalize();
+    return fails ? 1 : 0;
 }
 
 /* nexard cannot even accept: the rank's nexar_init ends at its deadline. */
@@ -125,8 +156,16 @@ int main(void)
         return HX_SKIP;
     }
 
-    tl_log("---- a soft limit of 40 open files, 16 ranks ----");
+    tl_log("---- a rank with one descriptor left ----");
     struct hx_daemon d;
+    if (hx_daemon_start(&d, NULL))
+        return 1;
+    if (itest_run(&d, 1, rank_without_room, NULL, 10, 30.0))
+        rv = -1;
+    if (hx_daemon_stop(&d))
+        rv = -1;
+
+    tl_log("---- a soft limit of 40 open files, 16 ranks ----");
     struct rlimit low = {40, old.rlim_max};
     setrlimit(RLIMIT_NOFILE, &low); /* nexard inherits it */
     int started = hx_daemon_start(&d, NULL);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -411,6 +412,33 @@ static void test_chan(void)
     free(payload);
     close(e1);
     close(e2);
+
+    /* Descriptors that find no room in the receiver (its table is full): -EMFILE, the
+     * frame consumed whole, nothing left open, and the next frame reads as usual. */
+    {
+        struct rlimit old, low;
+        getrlimit(RLIMIT_NOFILE, &old);
+        int spare[64], nspare = 0, top = dup(0);
+        low.rlim_cur = (rlim_t)top + 4;
+        low.rlim_max = old.rlim_max;
+        close(top);
+        EXPECT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+        for (int fd; nspare < 64 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;)
+            spare[nspare++] = fd;
+        EXPECT_EQ(nx_chan_send(sv[0], NX_MSG_JOIN_REPLY, msg, sizeof msg, send_fds, 2), 0);
+        nfds = -1;
+        EXPECT_EQ(nx_chan_recv(sv[1], &h, &payload, 1000, fds, NX_FRAME_MAX_FDS, &nfds), -EMFILE);
+        EXPECT_EQ(nfds, 0);
+        EXPECT(payload == NULL);
+        for (int i = 0; i < nspare; i++)
+            close(spare[i]);
+        setrlimit(RLIMIT_NOFILE, &old);
+        EXPECT_EQ(nx_chan_send(sv[0], NX_MSG_HELLO, msg, 3, NULL, 0), 0);
+        EXPECT_EQ(nx_chan_recv(sv[1], &h, &payload, 1000, fds, NX_FRAME_MAX_FDS, &nfds), 0);
+        EXPECT_EQ(h.type, NX_MSG_HELLO);
+        EXPECT_EQ(nfds, 0);
+        free(payload);
+    }
 
     /* An empty frame without fds. */
     EXPECT_EQ(nx_chan_send(sv[1], NX_MSG_HELLO, NULL, 0, NULL, 0), 0);
