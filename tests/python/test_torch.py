@@ -157,6 +157,48 @@ def test_failed_op_names_rank_and_op(world):
     dist.destroy_process_group(g)
 
 
+def test_forked_child(world):
+    # A child forked from a rank (a checkpoint writer, a worker that exits through the
+    # interpreter's atexit): a collective raises and names the fork, and shutdown(), which
+    # frees the groups' communicators and leaves the job, returns without touching the
+    # parent's rings (the shim refuses those calls in a forked child; nexar_finalize does
+    # nothing there).  The parent's group goes on, exact.
+    import os
+    import signal
+    rank, size = world
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            try:
+                dist.all_reduce(torch.ones(4))
+                msg = "no error"
+            except RuntimeError as e:
+                msg = str(e)
+            nexar.torch.shutdown()
+            msg += "|shutdown returned"
+        except BaseException as e:
+            msg = repr(e)
+        os.write(w, msg.encode())
+        os._exit(0)
+    os.close(w)
+    deadline = time.time() + 20
+    while time.time() < deadline and os.waitpid(pid, os.WNOHANG) == (0, 0):
+        time.sleep(0.05)
+    else:
+        if time.time() >= deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    with os.fdopen(r, "rb") as f:
+        msg = f.read().decode()
+    assert "forked from rank %d" % rank in msg and "NEXAR_ERR_INVALID" in msg, msg
+    assert msg.endswith("|shutdown returned"), msg
+    x = data(rank)
+    dist.all_reduce(x)
+    assert torch.equal(x, reduce_ref(size, dist.ReduceOp.SUM)), x
+
+
 @pytest.mark.filterwarnings("ignore:torch.distributed.all_reduce_coalesced")
 def test_allreduce_coalesced(world):
     rank, size = world
