@@ -95,7 +95,8 @@ struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid, char
     cl->cq_efd = cl->sq_efd < 0 ? -1 : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (cl->sq_efd < 0 || cl->cq_efd < 0) {
         saved = errno;
-        snprintf(err, errlen, "cannot create eventfds: %s", nx_fdlimit_why(saved, why, sizeof(why)));
+        snprintf(err, errlen, "cannot create eventfds: %s",
+                 nx_fdlimit_why(saved, why, sizeof(why)));
         goto fail;
     }
     if (conn) /* the watch backs up a connection's hang-up; without one there is none */

@@ -145,7 +145,8 @@ static int child_uses_nexar(struct hx_rank *r)
     for (int k = 0; k < 5; k++) {
         int64_t v = (int64_t)r->rank * 1000 + k;
         int64_t want = 1000LL * n * (n - 1) / 2 + (int64_t)k * n;
-        EXPECT_OK(fails, "all_reduce after the fork", nexar_all_reduce(w, &v, 1, NEXAR_I64, NEXAR_SUM));
+        EXPECT_OK(fails, "all_reduce after the fork",
+                  nexar_all_reduce(w, &v, 1, NEXAR_I64, NEXAR_SUM));
         EXPECT_TRUE(fails, v == want, "rank %d: all_reduce %d gave %lld, want %lld", r->rank, k,
                     (long long)v, (long long)want);
     }
