@@ -81,7 +81,7 @@ static nexar_status_t recv_msg(int sock, uint16_t want, int timeout_ms, const ch
         char why[128];
         return nx_fail(NEXAR_ERR_NOMEM,
                        "nexar_init: no room for the descriptors of nexard's %s: %s", what,
-                       nx_fd_why(EMFILE, why, sizeof(why)));
+                       nx_fd_why(EMFILE, "this process", "ulimit -n", why, sizeof(why)));
     }
     case -EPROTO:
         return nx_fail(NEXAR_ERR_INTERNAL,
@@ -125,7 +125,8 @@ static nexar_status_t connect_daemon(const struct nx_env *env, int *out)
         char why[128];
         bool res = e == ENOMEM || e == ENOBUFS || e == EMFILE || e == ENFILE;
         return nx_fail(res ? NEXAR_ERR_NOMEM : NEXAR_ERR_INTERNAL,
-                       "nexar_init: socket(AF_UNIX): %s", nx_fd_why(e, why, sizeof(why)));
+                       "nexar_init: socket(AF_UNIX): %s",
+                       nx_fd_why(e, "this process", "ulimit -n", why, sizeof(why)));
     }
     memcpy(a.sun_path, env->socket, strlen(env->socket) + 1);
     int rv;

@@ -1,9 +1,7 @@
 /* error.c - status texts and the thread-local last-error message. */
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "shim.h"
 
@@ -73,17 +71,4 @@ nexar_status_t nx_status_from_wire(uint32_t s)
     if (s > NEXAR_ERR_INTERNAL)
         return NEXAR_ERR_INTERNAL;
     return (nexar_status_t)s;
-}
-
-const char *nx_fd_why(int err, char *buf, size_t len)
-{
-    struct rlimit r;
-    if (err == EMFILE && getrlimit(RLIMIT_NOFILE, &r) == 0)
-        snprintf(buf, len, "this process has its maximum of %llu open files (ulimit -n)",
-                 (unsigned long long)r.rlim_cur);
-    else if (err == ENFILE)
-        snprintf(buf, len, "the system's table of open files is full (fs.file-max)");
-    else
-        snprintf(buf, len, "%s", strerror(err));
-    return buf;
 }

@@ -89,9 +89,6 @@ NX_HIDDEN nexar_status_t nx_env_read(struct nx_env *e);
 
 /* ---- errors (error.c) -------------------------------------------------------- */
 
-/* What errno err means for a user: for EMFILE this process's open-files limit and how to
- * raise it, for ENFILE the system's table, strerror otherwise.  Returns buf. */
-NX_HIDDEN const char *nx_fd_why(int err, char *buf, size_t len);
 /* Sets the calling thread's last-error text and returns s (for `return nx_fail(...)`). */
 NX_HIDDEN nexar_status_t nx_fail(nexar_status_t s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -5,8 +5,10 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -210,4 +212,17 @@ fail:
     close_fds(fds, *nfds);
     *nfds = 0;
     return rv;
+}
+
+const char *nx_fd_why(int err, const char *who, const char *raise, char *buf, size_t len)
+{
+    struct rlimit r;
+    if (err == EMFILE && getrlimit(RLIMIT_NOFILE, &r) == 0)
+        snprintf(buf, len, "%s has its maximum of %llu open files (%s)", who,
+                 (unsigned long long)r.rlim_cur, raise);
+    else if (err == ENFILE)
+        snprintf(buf, len, "the system's table of open files is full (fs.file-max)");
+    else
+        snprintf(buf, len, "%s", strerror(err));
+    return buf;
 }

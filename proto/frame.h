@@ -112,6 +112,11 @@ int nx_chan_send(int sock, uint16_t type, const uint8_t *payload, uint32_t lengt
  * carried descriptors that found no room in this process: it is consumed, and those
  * that came are closed) or -errno.
  */
+/* For a text a user reads: what errno err means when descriptors run out (EMFILE: "who has
+ * its maximum of N open files (raise)", ENFILE: the system's table), strerror otherwise.
+ * Returns buf. */
+const char *nx_fd_why(int err, const char *who, const char *raise, char *buf, size_t len);
+
 int nx_chan_recv(int sock, struct nx_frame_hdr *h, uint8_t **payload, int timeout_ms,
                  int *fds, int max_fds, int *nfds);
 

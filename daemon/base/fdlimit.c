@@ -1,9 +1,6 @@
 /* fdlimit.c - see fdlimit.h. */
 #include "fdlimit.h"
 
-#include <errno.h>
-#include <stdio.h>
-#include <string.h>
 #include <sys/resource.h>
 
 #include "log.h"
@@ -23,17 +20,4 @@ void nx_fdlimit_raise(void)
     if (setrlimit(RLIMIT_NOFILE, &r) == 0)
         NX_INFO("main", "open files: soft limit raised from %llu to %llu", (unsigned long long)was,
                 (unsigned long long)want);
-}
-
-const char *nx_fdlimit_why(int err, char *buf, size_t len)
-{
-    struct rlimit r;
-    if (err == EMFILE && getrlimit(RLIMIT_NOFILE, &r) == 0)
-        snprintf(buf, len, "nexard has its maximum of %llu open files (raise LimitNOFILE)",
-                 (unsigned long long)r.rlim_cur);
-    else if (err == ENFILE)
-        snprintf(buf, len, "the system's table of open files is full (fs.file-max)");
-    else
-        snprintf(buf, len, "%s", strerror(err));
-    return buf;
 }

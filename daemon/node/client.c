@@ -18,7 +18,7 @@
 #include "ctlsrv.h"
 #include "context.h"
 #include "devop.h"
-#include "fdlimit.h"
+#include "frame.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"
@@ -88,7 +88,7 @@ struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid, char
             snprintf(err, errlen, "bad segment geometry in the configuration");
         else
             snprintf(err, errlen, "cannot create the shared segment (memfd): %s",
-                     nx_fdlimit_why(-rv, why, sizeof(why)));
+                     nx_fd_why(-rv, "nexard", "raise LimitNOFILE", why, sizeof(why)));
         goto fail;
     }
     cl->sq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -96,7 +96,7 @@ struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid, char
     if (cl->sq_efd < 0 || cl->cq_efd < 0) {
         saved = errno;
         snprintf(err, errlen, "cannot create eventfds: %s",
-                 nx_fdlimit_why(saved, why, sizeof(why)));
+                 nx_fd_why(saved, "nexard", "raise LimitNOFILE", why, sizeof(why)));
         goto fail;
     }
     if (conn) /* the watch backs up a connection's hang-up; without one there is none */

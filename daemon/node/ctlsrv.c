@@ -18,7 +18,7 @@
 #include "commctl.h"
 #include "context.h"
 #include "devop.h"
-#include "fdlimit.h"
+#include "frame.h"
 #include "job.h"
 #include "log.h"
 #include "mem.h"
@@ -450,7 +450,7 @@ static void out_of_files(int err)
     if (now - last_log >= 1.0) {
         char why[160];
         NX_WARN("ctl", "cannot accept a connection: %s; trying again every %d ms",
-                nx_fdlimit_why(err, why, sizeof(why)), NX_ACCEPT_PAUSE_MS);
+                nx_fd_why(err, "nexard", "raise LimitNOFILE", why, sizeof(why)), NX_ACCEPT_PAUSE_MS);
         last_log = now;
     }
     uv_poll_stop(&server);
