@@ -492,33 +492,48 @@ static int up_and_acked(void *arg)
     return w->e->ups > 0 && w->e->acked >= w->acked;
 }
 
-/* Endpoint node 0 connected to a peer (node 1) in a child process at addr: one message
- * acknowledged, then 300 ms of keep-alives.  NULL when the child did not start. */
-static struct ep *child_pair(pid_t *pid, int *port, char *addr, size_t addrlen,
-                             struct nx_tpeer **pb)
+/* Endpoint a (node 0) and its peer b (node 1) in a child process. */
+struct child_pair {
+    struct ep *a;
+    pid_t pid;
+    int port;
+    char addr[64];      /* b's */
+    struct nx_tpeer *b; /* a's record of it */
+};
+
+static void reap(pid_t pid)
 {
-    *pid = spawn_peer(1, 0, port);
-    if (*pid < 0)
-        return NULL;
-    struct ep *a = ep_node("127.0.0.1:0", 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* Connects a to b: one message acknowledged, then 300 ms of keep-alives.  -1 when the
+ * child did not start. */
+static int child_pair(struct child_pair *cp)
+{
+    cp->pid = spawn_peer(1, 0, &cp->port);
+    if (cp->pid < 0)
+        return -1;
+    struct ep *a = cp->a = ep_node("127.0.0.1:0", 0);
     char err[128];
-    snprintf(addr, addrlen, "127.0.0.1:%d", *port);
-    *pb = a->t->ops->peer(a->t, addr, err, sizeof(err));
-    QH_CHECK(*pb != NULL);
-    QH_CHECK(send_msg(a, *pb, 0, 0, 1) == 0);
+    snprintf(cp->addr, sizeof(cp->addr), "127.0.0.1:%d", cp->port);
+    cp->b = a->t->ops->peer(a->t, cp->addr, err, sizeof(err));
+    QH_CHECK(cp->b != NULL);
+    QH_CHECK(send_msg(a, cp->b, 0, 0, 1) == 0);
     struct up_wait w = {a, 1};
     QH_CHECK(qh_run_until(loop, up_and_acked, &w, 8000));
     qh_run_for(loop, 300);
-    return a;
+    return 0;
 }
 
-/* Forgets the lost peer at addr and dials it again: the message sent then is the second
- * one acknowledged. */
-static void redial(struct ep *a, struct nx_tpeer *pb, const char *addr)
+/* Forgets the lost peer b and dials it again: the message sent then is the second one
+ * acknowledged. */
+static void redial(const struct child_pair *cp)
 {
     char err[128];
-    a->t->ops->peer_forget(pb);
-    pb = a->t->ops->peer(a->t, addr, err, sizeof(err));
+    struct ep *a = cp->a;
+    a->t->ops->peer_forget(cp->b);
+    struct nx_tpeer *pb = a->t->ops->peer(a->t, cp->addr, err, sizeof(err));
     QH_CHECK(pb != NULL);
     a->ups = 0;
     QH_CHECK(send_msg(a, pb, 0, 0, 1) == 0);
@@ -528,22 +543,18 @@ static void redial(struct ep *a, struct nx_tpeer *pb, const char *addr)
 
 static int test_lost(int restart)
 {
-    pid_t pid;
-    int port;
-    char addr[64];
-    struct nx_tpeer *pb;
-    struct ep *a = child_pair(&pid, &port, addr, sizeof(addr), &pb);
-    if (!a)
+    struct child_pair cp;
+    if (child_pair(&cp))
         return 1;
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    struct ep *a = cp.a;
+    reap(cp.pid);
     double t0 = qh_now();
     pid_t pid2 = -1;
     if (restart) {
         /* Same key, same port: it has no state for our connection and resets it. */
         int port2;
-        pid2 = spawn_peer(1, port, &port2);
-        QH_CHECK(pid2 > 0 && port2 == port);
+        pid2 = spawn_peer(1, cp.port, &port2);
+        QH_CHECK(pid2 > 0 && port2 == cp.port);
     }
     QH_CHECK(qh_run_until(loop, has_lost, a, 6000));
     double dt = qh_now() - t0;
@@ -560,9 +571,8 @@ static int test_lost(int restart)
     qh_run_for(loop, 200);
     QH_CHECK(a->losts == 1); /* exactly once */
     if (restart) {
-        redial(a, pb, addr); /* the restarted peer answers */
-        kill(pid2, SIGKILL);
-        waitpid(pid2, NULL, 0);
+        redial(&cp); /* the restarted peer answers */
+        reap(pid2);
     }
     eps_free();
     return 0;
@@ -593,19 +603,16 @@ static void stall_cb(uv_prepare_t *h)
  * timer on the first packet written after a read, so that write must not come first. */
 static int test_stall(int write_first)
 {
-    pid_t pid;
-    int port;
-    char addr[64];
-    struct nx_tpeer *pb;
-    struct ep *a = child_pair(&pid, &port, addr, sizeof(addr), &pb);
-    if (!a)
+    struct child_pair cp;
+    if (child_pair(&cp))
         return 1;
+    struct ep *a = cp.a;
 
     uv_prepare_t stall;
     uv_prepare_init(loop, &stall);
     stall_ms = 3500; /* the idle timeout is 2 s (qh_conf) */
     stall_ep = a;
-    stall_to = write_first ? pb : NULL;
+    stall_to = write_first ? cp.b : NULL;
     uv_prepare_start(&stall, stall_cb);
     double t0 = qh_now();
     QH_CHECK(qh_run_until(loop, has_lost, a, 8000));
@@ -615,11 +622,10 @@ static int test_stall(int write_first)
     QH_CHECK(a->losts == 1);
     uv_close((uv_handle_t *)&stall, NULL);
 
-    redial(a, pb, addr); /* the peer never went away */
+    redial(&cp); /* the peer never went away */
     qh_run_for(loop, 200);
     QH_CHECK(a->losts == 1);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    reap(cp.pid);
     eps_free();
     return 0;
 }
@@ -794,8 +800,7 @@ static int race_round(void)
     QH_CHECK(st.state == NX_TPEER_UP);
     QH_CHECK(a->ups == 1 && a->losts == 0 && a->bad == 0);
     QH_CHECK(a->next_seq[MAXEP - 1][0] == 20);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    reap(pid);
     eps_free();
     return 0;
 }
