@@ -1,5 +1,6 @@
 /*
- * quic_cid.c - the connection IDs we hand out, and telling them from noise.
+ * quic_cid.c - the connection IDs we hand out, their reset tokens, and telling them from
+ * noise.
  *
  * A packet for a connection we do not have earns a Stateless Reset (quic_server.c), so
  * that a peer whose connection we dropped or forgot in a restart learns it at once.  But
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include <gnutls/crypto.h>
+#include <ngtcp2/ngtcp2_crypto.h>
 
 #include "quic_int.h"
 
@@ -55,4 +57,12 @@ int nx_qcid_ours(const struct nx_quic *q, const uint8_t *id, size_t len)
     if (len != NX_QSCID_LEN || tag(q, id, want) != 0)
         return 0;
     return gnutls_memcmp(want, id + NX_QSCID_LEN - NX_QCID_TAG, NX_QCID_TAG) == 0;
+}
+
+int nx_qcid_reset_token(const struct nx_quic *q, const ngtcp2_cid *cid, uint8_t *token)
+{
+    return ngtcp2_crypto_generate_stateless_reset_token(token, q->reset_secret,
+                                                        sizeof(q->reset_secret), cid) == 0
+               ? 0
+               : -1;
 }

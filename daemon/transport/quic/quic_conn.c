@@ -53,8 +53,7 @@ static int new_cid_cb(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t
         return NGTCP2_ERR_CALLBACK_FAILURE;
     if (cidlen != NX_QSCID_LEN || nx_qcid_new(c->q, cid) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
-    if (ngtcp2_crypto_generate_stateless_reset_token(token, c->q->reset_secret,
-                                                     sizeof(c->q->reset_secret), cid) != 0)
+    if (nx_qcid_reset_token(c->q, cid, token) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
     nx_qroute_add(c, cid);
     return 0;
@@ -398,8 +397,7 @@ struct nx_qconn *nx_qconn_server_new(struct nx_qpeer *p, const ngtcp2_pkt_hd *hd
     } else {
         tp.original_dcid = hd->dcid;
     }
-    if (ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, q->reset_secret,
-                                                     sizeof(q->reset_secret), &scid) == 0)
+    if (nx_qcid_reset_token(q, &scid, tp.stateless_reset_token) == 0)
         tp.stateless_reset_token_present = 1;
     int rv = ngtcp2_conn_server_new(&c->conn, &hd->scid, &scid, &c->ps.path, hd->version,
                                     &callbacks, &s, &tp, NULL, c);

@@ -159,6 +159,10 @@ int nx_qcid_init(struct nx_quic *q);
 /* A new connection ID of ours: NX_QSCID_LEN bytes, random but for a keyed tag.  0 or -1
  * (no randomness). */
 int nx_qcid_new(const struct nx_quic *q, ngtcp2_cid *cid);
+/* The Stateless Reset token of our ID cid (NGTCP2_STATELESS_RESET_TOKENLEN bytes): an HMAC
+ * under the reset secret, so a restarted daemon with the same node key computes the same
+ * one.  0 or -1. */
+int nx_qcid_reset_token(const struct nx_quic *q, const ngtcp2_cid *cid, uint8_t *token);
 /* Nonzero when id (a packet's destination ID) was issued by a daemon with our node key:
  * ours, perhaps forgotten since; zero for noise and for other endpoints' resets. */
 int nx_qcid_ours(const struct nx_quic *q, const uint8_t *id, size_t len);

@@ -102,8 +102,7 @@ static void send_stateless_reset(struct nx_quic *q, const ngtcp2_version_cid *vc
     size_t rlen = len - 1 < sizeof(buf) ? len - 1 : sizeof(buf);
     size_t randlen = rlen - NGTCP2_STATELESS_RESET_TOKENLEN;
     ngtcp2_cid_init(&cid, vc->dcid, vc->dcidlen);
-    if (ngtcp2_crypto_generate_stateless_reset_token(token, q->reset_secret,
-                                                     sizeof(q->reset_secret), &cid) != 0 ||
+    if (nx_qcid_reset_token(q, &cid, token) != 0 ||
         gnutls_rnd(GNUTLS_RND_NONCE, rnd, randlen) != 0)
         return;
     ngtcp2_ssize n = ngtcp2_pkt_write_stateless_reset(buf, sizeof(buf), token, rnd, randlen);
