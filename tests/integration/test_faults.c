@@ -311,21 +311,6 @@ static int daemon_death(struct hx_rank *r)
 
 /* ---- driver ------------------------------------------------------------------------------- */
 
-static int wait_ready(int n, double limit)
-{
-    double end = tl_now() + limit;
-    for (;;) {
-        int k = 0;
-        for (int i = 0; i < n; i++)
-            k += sh->ready[i];
-        if (k == n)
-            return 0;
-        if (tl_now() > end)
-            return -1;
-        usleep(2000);
-    }
-}
-
 /* Runs a job in which the ranks listed in `dies` (-1 terminated) are expected to die
  * by SIGKILL and every other rank must exit 0. */
 static int run_fault_job(const struct hx_daemon *d, const char *what, int size, int tmo,
@@ -339,7 +324,7 @@ static int run_fault_job(const struct hx_daemon *d, const char *what, int size, 
         return -1;
     int rv = 0;
     if (kill_rank >= 0) {
-        if (wait_ready(size, 30.0)) {
+        if (hx_wait_flags(sh->ready, size, 30.0)) {
             tl_log("FAIL %s: ranks did not get ready", what);
             rv = -1;
         }
@@ -490,7 +475,7 @@ int main(void)
     struct hx_job j;
     struct hx_job_opts o = {.sock = d2.sock, .size = 3, .fn = daemon_death, .nexar_timeout_s = 60};
     if (hx_job_start(&j, &o) == 0) {
-        if (wait_ready(3, 30.0))
+        if (hx_wait_flags(sh->ready, 3, 30.0))
             tl_log("FAIL: ranks did not get ready");
         usleep(300000);
         sh->kill_time = tl_now();

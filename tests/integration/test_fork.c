@@ -190,21 +190,6 @@ static int raw_child_uses_nexar(struct hx_rank *r)
 
 /* ---- driver ------------------------------------------------------------------------- */
 
-static int wait_ready(double limit)
-{
-    double end = tl_now() + limit;
-    for (;;) {
-        int k = 0;
-        for (int i = 0; i < NRANKS; i++)
-            k += sh->ready[i];
-        if (k == NRANKS)
-            return 0;
-        if (tl_now() > end)
-            return -1;
-        usleep(2000);
-    }
-}
-
 static void reap_children(void)
 {
     for (int i = 0; i < NRANKS; i++)
@@ -224,7 +209,7 @@ static int run_death(const struct hx_daemon *d, const char *what, hx_rank_fn fn)
     if (hx_job_start(&j, &o))
         return -1;
     int rv = 0;
-    if (wait_ready(30.0)) {
+    if (hx_wait_flags(sh->ready, NRANKS, 30.0)) {
         tl_log("FAIL %s: ranks did not get ready", what);
         rv = -1;
     }

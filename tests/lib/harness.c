@@ -134,6 +134,21 @@ int hx_wait_pid(pid_t pid, double limit_s, int *wstatus)
     }
 }
 
+int hx_wait_flags(const volatile int *flags, int n, double limit_s)
+{
+    double end = tl_now() + limit_s;
+    for (;;) {
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            k += flags[i] != 0;
+        if (k == n)
+            return 0;
+        if (tl_now() > end)
+            return -1;
+        sleep_ms(2);
+    }
+}
+
 /* ---- the daemon ------------------------------------------------------------------- */
 
 static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)

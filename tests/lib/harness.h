@@ -79,6 +79,10 @@ pid_t hx_spawn(const char *const *argv, const char *const *env_extra, const char
  * process is left running). */
 int hx_wait_pid(pid_t pid, double limit_s, int *wstatus);
 
+/* Waits up to limit_s until every one of the n flags (in hx_shared memory, set by the
+ * ranks) is nonzero.  0, or -1 on timeout. */
+int hx_wait_flags(const volatile int *flags, int n, double limit_s);
+
 /* "exit 3", "signal 9 (Killed)". */
 const char *hx_describe_status(int wstatus, char *buf, size_t len);
 
