@@ -332,6 +332,71 @@ def test_barrier_and_new_group_of_everyone(world):
     dist.destroy_process_group(g)
 
 
+def test_new_group_of_some_ranks(world):
+    """Every rank calls new_group; the members' ops see the members only (ranks 0 and 3 on
+    two nodes under torch_n2, so the group crosses them), the others are outside it, and
+    the world's ops still match on every rank."""
+    rank, size = world
+    members = [size - 1, 0]  # torch sorts them: rank 0 is the group's rank 0
+    g = dist.new_group(members)
+    if rank in (0, size - 1):
+        assert dist.get_rank(g) == (0 if rank == 0 else 1)
+        assert dist.get_world_size(g) == 2
+        x = data(rank)
+        dist.all_reduce(x, group=g)
+        assert torch.equal(x, data(0) + data(size - 1))
+        out = [torch.zeros(37, dtype=torch.int64) for _ in range(2)]
+        dist.all_gather(out, data(rank), group=g)
+        assert torch.equal(out[0], data(0)) and torch.equal(out[1], data(size - 1))
+        y = torch.full((5,), rank + 10)
+        dist.broadcast(y, src=size - 1, group=g)  # src is a world rank
+        assert torch.equal(y, torch.full((5,), size - 1 + 10))
+    else:
+        assert dist.get_rank(g) == -1
+    x = data(rank)
+    dist.all_reduce(x)
+    assert torch.equal(x, reduce_ref(size, dist.ReduceOp.SUM))
+    dist.destroy_process_group(g)
+
+
+def test_overlapping_subgroups(world):
+    """Evens and odds, then the first two ranks and the last two, which overlap both:
+    each op runs on its own group, interleaved with the others' ops, and sums exactly the
+    group's ranks.  (torch 1.13's new_subgroups_by_enumeration, which makes such a
+    partition, refuses to run without CUDA.)"""
+    rank, size = world
+    evens, odds = list(range(0, size, 2)), list(range(1, size, 2))
+    groups = [dist.new_group(evens), dist.new_group(odds)]
+    low, high = dist.new_group([0, 1]), dist.new_group([size - 2, size - 1])
+    parity = evens if rank % 2 == 0 else odds
+    mine = groups[rank % 2]
+    x = torch.tensor([rank + 1] * 3)
+    dist.all_reduce(x, group=mine)
+    assert x.tolist() == [sum(r + 1 for r in parity)] * 3
+    for g, ranks in ((low, [0, 1]), (high, [size - 2, size - 1])):
+        if rank in ranks:
+            y = torch.tensor([10 * (rank + 1)])
+            dist.all_reduce(y, group=g)
+            assert y.item() == sum(10 * (r + 1) for r in ranks)
+    dist.barrier()
+    for g in groups + [low, high]:
+        dist.destroy_process_group(g)
+
+
+def test_subgroup_needs_every_rank(world):
+    """A group of some ranks made without the others (the creator called directly, as
+    torch would for a member had the others not entered new_group) is refused with a
+    text, not left to hang; the world stays usable."""
+    rank, size = world
+    with pytest.raises(RuntimeError, match=r"new_group of 1 of the world's %d ranks on rank "
+                       r"%d: the ranks outside the group took no part" % (size, rank)):
+        nexar.torch.ProcessGroupNexar(0, 1, __import__("datetime").timedelta(seconds=5),
+                                      [rank])
+    x = torch.tensor([1])
+    dist.all_reduce(x)
+    assert x.item() == size
+
+
 def test_errors_name_op_and_rank(world):
     rank, size = world
     with pytest.raises(RuntimeError, match=r"nexar allreduce \(rank %d of %d\): reduce op" %

@@ -25,6 +25,9 @@ PYBIND11_MODULE(_c10d, m)
            }),
            py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("global_ranks"),
            py::call_guard<py::gil_scoped_release>());
+  m.def("subgroup_split", &nexar_torch::subgroup_split, py::arg("global_ranks"),
+        py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
+        "Splits a group of some of the world's ranks off the world; every rank calls it.");
   m.def("shutdown", &nexar_torch::shutdown, py::call_guard<py::gil_scoped_release>(),
         "Completes every group's ops in flight and leaves the nexar job.");
 }

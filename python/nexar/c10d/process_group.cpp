@@ -5,6 +5,8 @@
 #include "process_group.hpp"
 
 #include <cstdlib>
+#include <deque>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -22,6 +24,11 @@ nexar_comm_t* world = nullptr;
 int world_refs = 0;
 bool world_left = false;
 std::set<ProcessGroupNexar*> live;
+/* Subgroups split off the world by subgroup_split() for the creator that follows on a
+ * member, keyed by the group's world ranks; each holds a world reference. */
+std::map<std::vector<int64_t>, std::deque<nexar_comm_t*>> split_off;
+/* A rank outside a subgroup keeps the world it took part with until shutdown(). */
+bool world_pinned = false;
 
 nexar_comm_t* world_acquire(std::chrono::milliseconds timeout)
 {
@@ -66,16 +73,27 @@ ProcessGroupNexar::ProcessGroupNexar(int rank, int size, std::chrono::millisecon
                   nexar_comm_rank(w), " of ", wsize, ": RANK/WORLD_SIZE and the NEXAR_* "
                   "environment disagree");
       comm_ = w;
-    } else {
-      /* A split needs every rank of the world, and torch calls a group's creator only
-       * on its members: only groups of the whole world can be made. */
-      TORCH_CHECK((int)global_ranks.size() == wsize,
-                  "nexar: new_group of ", global_ranks.size(), " of the world's ", wsize,
-                  " ranks is not supported: nexar makes communicators with a split that "
-                  "every rank joins, and torch asks only the members; use the whole world");
+    } else if ((int)global_ranks.size() == wsize) {
       nexar_status_t st = nexar_comm_split(w, 0, (uint32_t)rank, &comm_);
       TORCH_CHECK(st == NEXAR_OK, "nexar: new_group on rank ", rank, ": ", status_text(st));
       owns_comm_ = true;
+    } else {
+      /* torch calls a group's creator on its members only, and a split needs every rank
+       * of the world: subgroup_split() made the split as every rank entered new_group. */
+      std::lock_guard<std::mutex> g(world_mu);
+      auto it = split_off.find(global_ranks);
+      TORCH_CHECK(it != split_off.end() && !it->second.empty(),
+                  "nexar: new_group of ", global_ranks.size(), " of the world's ", wsize,
+                  " ranks on rank ", nexar_comm_rank(w), ": the ranks outside the group "
+                  "took no part (nexar makes a group with a split that every rank of the "
+                  "world joins; nexar.torch arranges it in torch.distributed.new_group, "
+                  "which every rank must call)");
+      comm_ = it->second.front();
+      it->second.pop_front();
+      if (it->second.empty())
+        split_off.erase(it);
+      owns_comm_ = true;
+      world_refs--; /* the split's reference: world_acquire above took this group's */
     }
   } catch (...) {
     std::lock_guard<std::mutex> g(world_mu);
@@ -128,6 +146,52 @@ void shutdown()
   std::lock_guard<std::mutex> g(world_mu);
   for (size_t i = 0; i < groups.size(); i++)
     world_release_locked();
+  /* Subgroups made for a creator that never came (torch failed in between). */
+  for (auto& e : split_off)
+    for (nexar_comm_t* c : e.second) {
+      nexar_comm_free(c);
+      world_release_locked();
+    }
+  split_off.clear();
+  if (world_pinned) {
+    world_pinned = false;
+    world_release_locked();
+  }
+}
+
+void subgroup_split(const std::vector<int64_t>& global_ranks,
+                    std::chrono::milliseconds timeout)
+{
+  nexar_comm_t* w = world_acquire(timeout);
+  int me = nexar_comm_rank(w), wsize = nexar_comm_size(w);
+  int key = -1;
+  std::string bad;
+  std::set<int64_t> seen;
+  for (size_t i = 0; i < global_ranks.size(); i++) {
+    int64_t r = global_ranks[i];
+    if (r < 0 || r >= wsize || !seen.insert(r).second)
+      bad = "rank " + std::to_string(r) + " is out of range or listed twice";
+    if (r == me)
+      key = (int)i;
+  }
+  nexar_comm_t* out = nullptr;
+  nexar_status_t st = NEXAR_OK;
+  if (bad.empty())
+    st = nexar_comm_split(w, key >= 0 ? 0 : NEXAR_UNDEFINED, (uint32_t)(key >= 0 ? key : 0),
+                          &out);
+  std::lock_guard<std::mutex> g(world_mu);
+  if (!bad.empty() || st != NEXAR_OK) {
+    world_release_locked();
+    TORCH_CHECK(bad.empty(), "nexar: new_group on rank ", me, " of ", wsize, ": ", bad);
+    TORCH_CHECK(false, "nexar: new_group on rank ", me, ": ", status_text(st));
+  }
+  if (out) {
+    split_off[global_ranks].push_back(out); /* it keeps the reference taken above */
+  } else if (world_pinned) {
+    world_release_locked();
+  } else {
+    world_pinned = true;
+  }
 }
 
 std::string ProcessGroupNexar::who(const char* op) const

@@ -99,4 +99,11 @@ class ProcessGroupNexar : public c10d::ProcessGroup {
 /* Closes every live group and leaves the job (nexar_finalize); idempotent. */
 void shutdown();
 
+/* Every rank of the world, as it enters torch's new_group for a group of some of the
+ * ranks (global_ranks, in torch's order): splits the group off the world, for the group's
+ * creator that torch calls next on the members only.  Joins the job if this process has
+ * not yet. */
+void subgroup_split(const std::vector<int64_t>& global_ranks,
+                    std::chrono::milliseconds timeout);
+
 } // namespace nexar_torch
