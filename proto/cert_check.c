@@ -99,6 +99,72 @@ int nx_cert_check(gnutls_x509_crt_t crt, int server, unsigned want, char *why, s
     return 0;
 }
 
+const char *nx_cert_time(time_t t, char *buf, size_t len)
+{
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M:%S UTC", &tm))
+        snprintf(buf, len, "%lld", (long long)t);
+    return buf;
+}
+
+const char *nx_cert_left(time_t end, time_t now, char *buf, size_t len)
+{
+    double s = difftime(end, now), a = s < 0 ? -s : s;
+    const char *unit = a >= 86400 ? "days" : "hours";
+    double v = a >= 86400 ? a / 86400 : a / 3600;
+    snprintf(buf, len, s < 0 ? "%.1f %s ago" : "in %.1f %s", v, unit);
+    return buf;
+}
+
+static void earliest(time_t *end, time_t t)
+{
+    if (t != (time_t)-1 && (*end == (time_t)-1 || t < *end))
+        *end = t;
+}
+
+/* The anchor ends the proof too: a CA that expires before its node certificates. */
+static void anchor_end(gnutls_certificate_credentials_t cred, gnutls_x509_crt_t last,
+                       time_t *end)
+{
+    gnutls_x509_trust_list_t tl;
+    gnutls_x509_crt_t issuer;
+    gnutls_certificate_get_trust_list(cred, &tl);
+    if (gnutls_x509_trust_list_get_issuer(tl, last, &issuer, GNUTLS_TL_GET_COPY) == 0) {
+        earliest(end, gnutls_x509_crt_get_expiration_time(issuer));
+        gnutls_x509_crt_deinit(issuer);
+    }
+}
+
+time_t nx_cert_own_end(gnutls_certificate_credentials_t cred, char *subject, size_t len)
+{
+    time_t end = (time_t)-1;
+    gnutls_x509_crt_t crt, last = NULL;
+    gnutls_datum_t der;
+    if (len)
+        subject[0] = 0;
+    for (unsigned i = 0; gnutls_certificate_get_crt_raw(cred, 0, i, &der) >= 0; i++) {
+        if (gnutls_x509_crt_init(&crt) < 0)
+            break;
+        if (gnutls_x509_crt_import(crt, &der, GNUTLS_X509_FMT_DER) < 0) {
+            gnutls_x509_crt_deinit(crt);
+            break;
+        }
+        gnutls_datum_t dn = {NULL, 0};
+        if (i == 0 && len && gnutls_x509_crt_get_dn3(crt, &dn, 0) >= 0)
+            snprintf(subject, len, "%.*s", (int)dn.size, (const char *)dn.data);
+        gnutls_free(dn.data);
+        earliest(&end, gnutls_x509_crt_get_expiration_time(crt));
+        if (last)
+            gnutls_x509_crt_deinit(last);
+        last = crt;
+    }
+    if (last) {
+        anchor_end(cred, last, &end);
+        gnutls_x509_crt_deinit(last);
+    }
+    return end;
+}
+
 int nx_cert_check_peer(gnutls_session_t s, gnutls_certificate_credentials_t cred, int server,
                        unsigned want, time_t *not_after, char *why, size_t whylen)
 {
@@ -125,23 +191,12 @@ int nx_cert_check_peer(gnutls_session_t s, gnutls_certificate_credentials_t cred
             gnutls_x509_crt_deinit(crt);
             goto out;
         }
-        time_t t = gnutls_x509_crt_get_expiration_time(crt);
-        if (t != (time_t)-1 && (end == (time_t)-1 || t < end))
-            end = t;
+        earliest(&end, gnutls_x509_crt_get_expiration_time(crt));
         if (last)
             gnutls_x509_crt_deinit(last);
         last = crt;
     }
-    /* The anchor ends the proof too: a CA that expires before its node certificates. */
-    gnutls_x509_trust_list_t tl;
-    gnutls_x509_crt_t issuer;
-    gnutls_certificate_get_trust_list(cred, &tl);
-    if (gnutls_x509_trust_list_get_issuer(tl, last, &issuer, GNUTLS_TL_GET_COPY) == 0) {
-        time_t t = gnutls_x509_crt_get_expiration_time(issuer);
-        if (t != (time_t)-1 && (end == (time_t)-1 || t < end))
-            end = t;
-        gnutls_x509_crt_deinit(issuer);
-    }
+    anchor_end(cred, last, &end);
     *not_after = end;
     rv = 0;
 out:

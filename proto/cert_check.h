@@ -52,4 +52,20 @@ int nx_cert_check(gnutls_x509_crt_t crt, int server, unsigned want, char *why, s
 int nx_cert_check_peer(gnutls_session_t s, gnutls_certificate_credentials_t cred, int server,
                        unsigned want, time_t *not_after, char *why, size_t whylen);
 
+/* Within this much of its end, a proof is announced: nexard warns in its log, nexarctl
+ * status and peers say so. */
+#define NX_CERT_WARN_S (14 * 86400)
+
+/* How far end is from now: "in 3.0 days", "in 5.2 hours", "5.2 hours ago"; returns buf. */
+const char *nx_cert_left(time_t end, time_t now, char *buf, size_t len);
+
+/* t as "2027-01-01 00:00:00 UTC", the form every certificate date takes in nexar's texts;
+ * returns buf. */
+const char *nx_cert_time(time_t t, char *buf, size_t len);
+
+/* The same for our own chain in cred (its first key): the earliest expiry of the
+ * certificates we send and of the trusted issuer of the last one, or (time_t)-1 when cred
+ * has none; subject gets the leaf's distinguished name ("CN=node1,OU=nexar node"). */
+time_t nx_cert_own_end(gnutls_certificate_credentials_t cred, char *subject, size_t len);
+
 #endif

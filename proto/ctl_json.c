@@ -32,6 +32,15 @@ static void strs_json(struct nx_json *j, const char *name, char *const *v, size_
     nx_json_arr_end(j);
 }
 
+/* A Unix time, null when unknown (0). */
+static void time_json(struct nx_json *j, const char *key, int64_t t)
+{
+    if (t)
+        nx_json_i64(j, key, t);
+    else
+        nx_json_str(j, key, NULL);
+}
+
 static void status_json(struct nx_json *j, const Nexar__CtlReply *r)
 {
     const Nexar__StatusInfo *s = nx_ctl_status_of(r);
@@ -45,6 +54,8 @@ static void status_json(struct nx_json *j, const Nexar__CtlReply *r)
     nx_json_u64(j, "shm_bytes", s->shm_bytes);
     nx_json_u64(j, "rss_bytes", s->rss_bytes);
     nx_json_u64(j, "heap_bytes", s->heap_bytes);
+    time_json(j, "cert_not_after", s->cert_not_after);
+    nx_json_str(j, "cert_subject", s->cert_subject && *s->cert_subject ? s->cert_subject : NULL);
 }
 
 static void stats_json(struct nx_json *j, const Nexar__CtlReply *r)
@@ -170,6 +181,7 @@ static void peers_json(struct nx_json *j, const Nexar__CtlReply *r)
         nx_json_u64(j, "queued_bytes", p->queued_bytes);
         nx_json_u64(j, "streams_open", p->streams_open);
         nx_json_str(j, "cipher", p->cipher);
+        time_json(j, "cert_not_after", p->cert_not_after);
         nx_json_str(j, "reason", p->reason);
         nx_json_u64(j, "version", p->version);
         strs_json(j, "jobs", p->jobs, p->n_jobs);

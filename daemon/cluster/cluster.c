@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "certwatch.h"
 #include "client.h"
 #include "context.h"
 #include "log.h"
@@ -335,7 +336,18 @@ int nx_cluster_init(const struct nx_quic_inspect *inspect)
     NX_INFO("cluster", "QUIC endpoint at %s (peers reach us at %s); peer idle timeout %u ms, "
             "keep-alive %u ms; remote inspection (HTTP/3) %s", cl.bound, cl.addr,
             c->peer_idle_timeout_ms, c->keepalive_ms, c->inspect ? "on" : "off");
+    nx_certwatch_start(cl.t);
     return 0;
+}
+
+time_t nx_cluster_cert(char *subject, size_t len)
+{
+    if (!cl.t) {
+        if (len)
+            subject[0] = 0;
+        return (time_t)-1;
+    }
+    return nx_quic_own_cert(cl.t, subject, len);
 }
 
 void nx_cluster_tick(double now)
@@ -348,6 +360,7 @@ void nx_cluster_tick(double now)
     nx_xgrow_tick(now);
     nx_xcomm_tick(now);
     nx_peertest_tick(now);
+    nx_certwatch_tick(now);
 }
 
 static void free_node(struct nx_tpeer *p, void *arg)
@@ -359,6 +372,7 @@ void nx_cluster_fini(void)
 {
     if (!cl.t)
         return;
+    nx_certwatch_stop();
     nx_peertest_fini();
     nx_xsplit_fini();
     nx_xshrink_fini();

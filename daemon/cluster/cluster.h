@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "netaddr.h"
 #include "peer.pb-c.h"
@@ -61,6 +62,9 @@ void nx_cluster_fini(void);
 void nx_cluster_tick(double now);
 
 bool nx_cluster_enabled(void);
+/* When this node's certificate proof ends (certwatch.h), with its subject; (time_t)-1
+ * without a network or a certificate. */
+time_t nx_cluster_cert(char *subject, size_t len);
 struct nx_transport *nx_cluster_transport(void);
 /* Sends what the ops just served queued, now (transport progress). */
 void nx_cluster_progress(void);

@@ -26,6 +26,7 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 
 #include "algo.h"
 #include "client.h"
+#include "cluster.h"
 #include "coll_local.h"
 #include "comm.h"
 #include "context.h"
@@ -130,6 +131,12 @@ static void fill_status(struct arena *a, Nexar__CtlReply *rep)
     st->rss_bytes = rss_bytes();
     st->heap_bytes = heap_bytes();
     st->socket = nxd.cfg.socket_path;
+    char *subject = alloc(a, 1, 160);
+    time_t end = nx_cluster_cert(subject, 160);
+    if (end != (time_t)-1) {
+        st->cert_not_after = (int64_t)end;
+        st->cert_subject = subject;
+    }
     rep->status_info = st;
 }
 

@@ -56,7 +56,7 @@ int main(void)
     expect("status without its message", "status", NEXAR__CTL_COMMAND__CTL_STATUS, &r,
            "{\"command\":\"status\",\"status\":0,\"version\":\"\",\"pid\":0,\"uptime_s\":0,"
            "\"socket\":\"\",\"clients\":0,\"jobs\":0,\"comms\":0,\"shm_bytes\":0,"
-           "\"rss_bytes\":0,\"heap_bytes\":0}\n");
+           "\"rss_bytes\":0,\"heap_bytes\":0,\"cert_not_after\":null,\"cert_subject\":null}\n");
 
     /* A job whose name and a remote node's address were chosen to break things. */
     Nexar__JobInfo j = NEXAR__JOB_INFO__INIT, *jobs[] = {&j};

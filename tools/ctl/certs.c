@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cert_check.h"
 #include "certs.h"
 #include "nexar.h"
 #include "util.h"
@@ -64,11 +65,8 @@ static int exit_status(int rv)
 
 static void report(const char *what, const struct nxt_certs_result *r)
 {
-    char when[64] = "?";
-    time_t t = (time_t)r->not_after;
-    struct tm tm;
-    if (gmtime_r(&t, &tm))
-        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+    char when[64];
+    nx_cert_time((time_t)r->not_after, when, sizeof(when));
     printf("%-8s certificate: %s\n", what, r->cert_path);
     printf("%-8s key:         %s (mode 0600)\n", what, r->key_path);
     printf("valid until:           %s%s\n", when, r->clamped ? " (cut to the CA's expiry)" : "");

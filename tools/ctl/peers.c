@@ -17,7 +17,10 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "cert_check.h"
 
 #include "conn.h"
 #include "ctl.h"
@@ -72,6 +75,12 @@ void nxc_peers_human(FILE *f, const Nexar__CtlReply *r)
         const Nexar__PeerInfo *p = r->peers[i];
         if (p->reason && *p->reason && !strcmp(str(p->state), "lost"))
             fprintf(f, "%s lost: %s\n", p->addr, p->reason);
+        time_t end = (time_t)p->cert_not_after, now = time(NULL);
+        if (end && end - now < NX_CERT_WARN_S) {
+            char when[40], in[40];
+            fprintf(f, "%s certificate proof ends at %s (%s)\n", p->addr,
+                    nx_cert_time(end, when, sizeof(when)), nx_cert_left(end, now, in, sizeof(in)));
+        }
         if (p->n_jobs) {
             fprintf(f, "%s carries job%s", p->addr, p->n_jobs > 1 ? "s" : "");
             for (size_t k = 0; k < p->n_jobs; k++)

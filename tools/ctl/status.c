@@ -2,7 +2,9 @@
  * status.c - `nexarctl status` (the daemon itself) and `nexarctl stats` (counters).
  */
 #include <string.h>
+#include <time.h>
 
+#include "cert_check.h"
 #include "ctl.h"
 #include "util.h"
 
@@ -27,6 +29,16 @@ void nxc_status_human(FILE *f, const Nexar__CtlReply *r)
     nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(s->rss_bytes, rss, sizeof(rss))));
     nxc_table_add(&t, nxt_xstrdup("heap"));
     nxc_table_add(&t, nxc_fmt("%s allocated", nxt_fmt_bytes(s->heap_bytes, rss, sizeof(rss))));
+    if (s->cert_not_after) {
+        char when[40], in[40];
+        time_t end = (time_t)s->cert_not_after, now = time(NULL);
+        nxc_table_add(&t, nxt_xstrdup("certificate"));
+        nxc_table_add(&t, nxc_fmt("%s, proves this node until %s (%s)%s",
+                                  s->cert_subject && *s->cert_subject ? s->cert_subject : "?",
+                                  nx_cert_time(end, when, sizeof(when)),
+                                  nx_cert_left(end, now, in, sizeof(in)),
+                                  end - now < NX_CERT_WARN_S ? ": ROTATE IT SOON" : ""));
+    }
     nxc_table_print(&t, f, "  ");
     nxc_table_free(&t);
 }

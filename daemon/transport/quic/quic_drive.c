@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cert_check.h"
 #include "log.h"
 #include "quic_int.h"
 
@@ -334,10 +335,7 @@ static void cert_expired(struct nx_qconn *c)
 {
     struct close_plan cp = {CLOSE_APP, NX_QERR_REFUSED, 0};
     char when[32];
-    struct tm tm;
-    time_t t = c->cert_end;
-    if (!gmtime_r(&t, &tm) || !strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm))
-        snprintf(when, sizeof(when), "%lld", (long long)t);
+    nx_cert_time(c->cert_end, when, sizeof(when));
     nx_qconn_fail(c, "TLS: the certificate of %s expired at %s", c->peer->base.addr, when);
     close_now(c, &cp);
 }

@@ -172,6 +172,8 @@ struct nx_qtls {
     gnutls_certificate_credentials_t cred;
     gnutls_priority_t prio;
     int have_cert;
+    time_t own_end;        /* when our proof ends (nx_cert_own_end); -1: no certificate */
+    char own_subject[160]; /* our leaf's distinguished name */
 };
 int nx_qtls_init(struct nx_qtls *x, const struct nx_quic_conf *conf, uint8_t reset_secret[32],
                  char *err, size_t errlen);

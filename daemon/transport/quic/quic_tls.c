@@ -97,9 +97,16 @@ static int verify_cb(gnutls_session_t s)
     }
     if (end != (time_t)-1) {
         /* On our own clock: a wall-clock step later does not move it. */
-        time_t left = end - time(NULL);
+        time_t now = time(NULL), left = end - now;
         c->cert_end = end;
         c->cert_deadline = nx_qnow() + (ngtcp2_tstamp)(left > 0 ? left : 0) * NGTCP2_SECONDS;
+        if (left < NX_CERT_WARN_S && !c->inspector) {
+            char when[40], in[40];
+            NX_WARN("quic", "%s: its certificate proof ends at %s, %s; connections with it end "
+                    "then, and it must rotate its certificate (docs/operations.md, Rotation)",
+                    c->peer->base.addr, nx_cert_time(end, when, sizeof(when)),
+                    nx_cert_left(end, now, in, sizeof(in)));
+        }
     }
     return 0;
 }
@@ -215,6 +222,8 @@ int nx_qtls_init(struct nx_qtls *x, const struct nx_quic_conf *conf, uint8_t res
             goto fail_cred;
         x->have_cert = 1;
     }
+    x->own_end = x->have_cert ? nx_cert_own_end(x->cred, x->own_subject, sizeof(x->own_subject))
+                              : (time_t)-1;
     gnutls_certificate_set_verify_function(x->cred, verify_cb);
     if ((rv = gnutls_priority_init(&x->prio, NX_TLS_PRIORITY, &errpos)) < 0) {
         snprintf(err, errlen, "gnutls priority: %s", gnutls_strerror(rv));

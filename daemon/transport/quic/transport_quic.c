@@ -245,6 +245,14 @@ static void quic_stats(struct nx_tpeer *tp, struct nx_tpeer_stats *o)
     o->streams_open = nx_qstream_count(c);
     if (c->confirmed)
         nx_qtls_cipher(c, o->cipher, sizeof(o->cipher));
+    o->cert_end = c->cert_end;
+}
+
+time_t nx_quic_own_cert(struct nx_transport *t, char *subject, size_t len)
+{
+    struct nx_quic *q = (struct nx_quic *)t;
+    snprintf(subject, len, "%s", q->tls.own_subject);
+    return q->tls.own_end;
 }
 
 static void quic_each_peer(struct nx_transport *t, void (*fn)(struct nx_tpeer *, void *),

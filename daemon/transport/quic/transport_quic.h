@@ -50,6 +50,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <uv.h>
 
@@ -102,5 +103,10 @@ struct nx_transport *nx_quic_new(uv_loop_t *loop, const struct nx_quic_conf *con
 
 /* The bound port (useful after listen ":0"). */
 int nx_quic_port(struct nx_transport *t);
+
+/* When the proof this endpoint shows its peers ends: the earliest expiry of its
+ * certificate chain and the CA that signed it, or (time_t)-1 without a certificate;
+ * subject gets the certificate's distinguished name. */
+time_t nx_quic_own_cert(struct nx_transport *t, char *subject, size_t len);
 
 #endif
