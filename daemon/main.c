@@ -31,7 +31,7 @@
 #include "cuda_backend.h"
 #endif
 
-static uv_signal_t sig_term, sig_int;
+static uv_signal_t sig_term, sig_int, sig_hup;
 static uv_timer_t tick;
 
 /* Deadlines (formation, op progress, p2p) are checked on one coarse timer: a
@@ -56,6 +56,20 @@ static void close_ranks(void)
     nx_clients_fini();
 }
 
+/* SIGHUP (systemctl reload): new TLS files without a restart, and without failing a job:
+ * the connections to other daemons are handed over to ones made with them. */
+static void on_hup(uv_signal_t *s, int signum)
+{
+    (void)s;
+    (void)signum;
+    if (nxd.stopping)
+        return;
+    nx_notify("RELOADING=1");
+    NX_INFO("main", "SIGHUP: reloading the TLS credentials");
+    nx_cluster_reload_tls();
+    nx_notify("READY=1");
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
     if (nxd.stopping)
@@ -66,6 +80,7 @@ static void on_signal(uv_signal_t *s, int signum)
     uv_timer_stop(&tick);
     uv_signal_stop(&sig_term);
     uv_signal_stop(&sig_int);
+    uv_signal_stop(&sig_hup);
     nx_cluster_fini();
 #if NX_HAVE_CUDA
     /* The ranks keep their connections until no device work uses their buffers: a rank
@@ -78,6 +93,7 @@ static void on_signal(uv_signal_t *s, int signum)
     uv_close((uv_handle_t *)&tick, NULL);
     uv_close((uv_handle_t *)&sig_term, NULL);
     uv_close((uv_handle_t *)&sig_int, NULL);
+    uv_close((uv_handle_t *)&sig_hup, NULL);
 }
 
 /* Without --foreground: the write end of the pipe the starter waits on; -1 otherwise. */
@@ -201,6 +217,8 @@ int main(int argc, char **argv)
     uv_signal_start(&sig_term, on_signal, SIGTERM);
     uv_signal_init(nxd.loop, &sig_int);
     uv_signal_start(&sig_int, on_signal, SIGINT);
+    uv_signal_init(nxd.loop, &sig_hup);
+    uv_signal_start(&sig_hup, on_hup, SIGHUP);
 
     NX_INFO("main", "nexard %s ready (pid %d, slots %u x %llu B, heap %llu B)", NEXAR_VERSION,
             (int)getpid(), nxd.cfg.slots, (unsigned long long)nxd.cfg.slot_bytes,

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cert_check.h"
 #include "certwatch.h"
 #include "client.h"
 #include "context.h"
@@ -336,6 +337,26 @@ int nx_cluster_init(const struct nx_quic_inspect *inspect)
     NX_INFO("cluster", "QUIC endpoint at %s (peers reach us at %s); peer idle timeout %u ms, "
             "keep-alive %u ms; remote inspection (HTTP/3) %s", cl.bound, cl.addr,
             c->peer_idle_timeout_ms, c->keepalive_ms, c->inspect ? "on" : "off");
+    nx_certwatch_start(cl.t);
+    return 0;
+}
+
+int nx_cluster_reload_tls(void)
+{
+    char err[256], subject[160], when[40];
+    int rolled;
+    if (!cl.t) {
+        NX_INFO("cluster", "reload: no network (listen is not set), no credentials to read");
+        return 0;
+    }
+    if (nx_quic_reload(cl.t, &rolled, err, sizeof(err)) != 0) {
+        NX_ERROR("cluster", "reload: keeping the credentials in use: %s", err);
+        return -EINVAL;
+    }
+    time_t end = nx_quic_own_cert(cl.t, subject, sizeof(subject));
+    NX_INFO("cluster", "reload: new credentials (%s, until %s); %d peer connection(s) "
+            "handed over to successors", subject[0] ? subject : "no certificate",
+            end == (time_t)-1 ? "-" : nx_cert_time(end, when, sizeof(when)), rolled);
     nx_certwatch_start(cl.t);
     return 0;
 }

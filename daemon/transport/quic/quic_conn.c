@@ -73,10 +73,8 @@ static int handshake_completed_cb(ngtcp2_conn *conn, void *user_data)
     if (nx_qtls_check_alpn(c) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
     /* A server's handshake completes only after the client's certificate verified. */
-    if (c->server && !c->confirmed) {
-        c->confirmed = 1;
-        nx_qpeer_up(c->peer);
-    }
+    if (c->server)
+        nx_qconn_confirmed(c);
     return 0;
 }
 
@@ -86,10 +84,7 @@ static int handshake_confirmed_cb(ngtcp2_conn *conn, void *user_data)
     (void)conn;
     /* A client waits for HANDSHAKE_DONE: the server has accepted our certificate, so no
      * message we write can be refused unread. */
-    if (!c->confirmed) {
-        c->confirmed = 1;
-        nx_qpeer_up(c->peer);
-    }
+    nx_qconn_confirmed(c);
     return 0;
 }
 
@@ -105,12 +100,9 @@ static int recv_stream_data_cb(ngtcp2_conn *conn, uint32_t flags, int64_t id, ui
     (void)offset;
     if (c->inspector)
         return nx_qinspect_recv(c, flags, id, data, datalen);
-    if (!c->confirmed) {
-        /* Stream data from the server proves it finished the handshake (it writes none
-         * before); HANDSHAKE_DONE was merely lost or reordered. */
-        c->confirmed = 1;
-        nx_qpeer_up(c->peer);
-    }
+    /* Stream data from the server proves it finished the handshake (it writes none
+     * before); HANDSHAKE_DONE was merely lost or reordered. */
+    nx_qconn_confirmed(c);
     return nx_qstream_on_recv(c, flags, id, data, datalen, stream_user_data);
 }
 
@@ -343,7 +335,8 @@ static void new_scid(const struct nx_quic *q, ngtcp2_cid *cid)
         abort(); /* no randomness: nothing safe to do */
 }
 
-struct nx_qconn *nx_qconn_client_new(struct nx_qpeer *p, char *err, size_t errlen)
+struct nx_qconn *nx_qconn_client_new(struct nx_qpeer *p, int successor, char *err,
+                                     size_t errlen)
 {
     struct nx_quic *q = p->q;
     union nx_qsa local;
@@ -359,7 +352,11 @@ struct nx_qconn *nx_qconn_client_new(struct nx_qpeer *p, char *err, size_t errle
     struct nx_qconn *c = conn_alloc(p, 0);
     ngtcp2_path_storage_init(&c->ps, &local.sa, local_len, &p->addr.sa, p->addrlen, NULL);
     dcid.datalen = NX_QSCID_LEN; /* the server's to replace: plain random */
-    rand_cb(dcid.data, dcid.datalen, NULL);
+    rand_cb(dcid.data, sizeof(dcid.data), NULL);
+    if (successor) { /* tagged, so that the peer keeps our live connection (quic_roll.c) */
+        dcid.datalen = NX_QROLL_DCID_LEN;
+        memcpy(dcid.data, NX_QROLL_TAG, sizeof(NX_QROLL_TAG) - 1);
+    }
     new_scid(q, &scid);
     fill_settings(q, &s, &p->addr.sa);
     fill_params(q, &tp);

@@ -67,6 +67,9 @@ static void remote_closed(struct nx_qconn *c)
     }
     ngtcp2_conn_get_connection_close_error(c->conn, &ce);
     sanitize(r, sizeof(r), ce.reason, ce.reasonlen);
+    if (ce.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION &&
+        ce.error_code == NX_QERR_ROLLED)
+        c->peer_rolled = 1; /* it moved, and has seen us move: both ends are done */
     if (ce.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION)
         nx_qconn_fail(c, "peer closed: %s", r[0] ? r : "no reason given");
     else if ((ce.error_code & ~0xffull) == NGTCP2_CRYPTO_ERROR)
@@ -277,6 +280,11 @@ void nx_qconn_flush(struct nx_qconn *c)
 {
     if (c->dead || c->fail)
         return;
+    if (c->peer && (c->peer->succ == c || c->peer->old == c)) {
+        nx_qroll_progress(c->peer);
+        if (c->dead)
+            return;
+    }
     ngtcp2_tstamp ts = nx_qnow();
     /* As in nx_qconn_read: after a stall, a write must not come first either, because
      * ngtcp2 restarts the idle timer on the first packet it writes after a read. */
@@ -428,6 +436,7 @@ static void conn_destroy(struct nx_qconn *c)
     c->in_flush_list = c->in_touched = 0;
     while (c->rstreams)
         nx_qstream_rclose(c, c->rstreams);
+    nx_qroll_conn_gone(c);
     if (c->peer && c->peer->conn == c) {
         nx_qstream_unbind(c->peer);
         c->peer->old_pkts_sent += c->pkts_sent;

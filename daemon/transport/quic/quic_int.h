@@ -49,6 +49,14 @@
 #define NX_QERR_CLOSED 0x1u      /* close_peer() or shutdown */
 #define NX_QERR_PROTO 0x2u       /* the peer broke the record format */
 #define NX_QERR_REFUSED 0x3u     /* superseded or refused */
+#define NX_QERR_ROLLED 0x4u      /* both sides moved to the successor (quic_roll.c) */
+
+/* Rollover (quic_roll.c): a successor connection is dialed with an initial destination
+ * ID of this length that starts with NX_QROLL_TAG, and the end of one side's traffic on
+ * the old connection is an empty record on channel NX_QCHAN_ROLL. */
+#define NX_QROLL_DCID_LEN 20
+#define NX_QROLL_TAG "nxroll"
+#define NX_QCHAN_ROLL UINT64_MAX
 
 /* What a TLS session negotiated (quic_tls.c). */
 enum nx_qalpn { NX_QALPN_NONE, NX_QALPN_PEER, NX_QALPN_H3 };
@@ -174,10 +182,16 @@ struct nx_qtls {
     int have_cert;
     time_t own_end;        /* when our proof ends (nx_cert_own_end); -1: no certificate */
     char own_subject[160]; /* our leaf's distinguished name */
+    gnutls_certificate_credentials_t *retired; /* replaced by a reload, still referenced */
+    size_t nretired;
 };
 int nx_qtls_init(struct nx_qtls *x, const struct nx_quic_conf *conf, uint8_t reset_secret[32],
                  char *err, size_t errlen);
 void nx_qtls_fini(struct nx_qtls *x);
+/* Reads the files of conf again into new credentials for the handshakes to come; the old
+ * ones stay with the sessions made with them.  0, or -errno with err (nothing changed). */
+int nx_qtls_reload(struct nx_qtls *x, const struct nx_quic_conf *conf, char *err,
+                   size_t errlen);
 struct nx_qconn;
 int nx_qtls_session_new(struct nx_qtls *x, struct nx_qconn *c, int server);
 /* ngtcp2 recv_crypto_data: feeds GnuTLS and records why a handshake failed. */
@@ -212,6 +226,7 @@ struct nx_qchan {
     size_t woff;              /* bytes of wmsg given */
     uint64_t wstream;         /* stream offset given to ngtcp2 */
     uint64_t head_off;        /* stream offset where head starts */
+    uint64_t roll_end;        /* rolling over: the stream may be written up to here */
     int in_ready, in_open, in_idle, blocked;
     struct nx_qchan *rnext, *rprev; /* ready ring / open queue links */
     struct nx_qchan *inext, *iprev; /* idle list: a stream, nothing unacknowledged */
@@ -242,6 +257,14 @@ void nx_qstream_rclose(struct nx_qconn *c, struct nx_qrstream *rs);
 void nx_qstream_unbind(struct nx_qpeer *p);
 /* Drops every queued message (peer lost or forgotten). */
 void nx_qstream_free_all(struct nx_qpeer *p);
+/* Rollover: each channel may finish the message it is in the middle of on the old
+ * connection, and nothing after it; a channel without a stream waits. */
+void nx_qstream_roll_begin(struct nx_qpeer *p);
+/* Whether everything the old connection was given is acknowledged. */
+int nx_qstream_roll_drained(struct nx_qpeer *p);
+/* Detaches every channel from its stream on old (all acknowledged), for new streams on
+ * the successor from the first message not yet sent. */
+void nx_qstream_roll_rebase(struct nx_qpeer *p, struct nx_qconn *old);
 uint32_t nx_qstream_count(struct nx_qconn *c);
 uint64_t nx_qstream_lost_pkts(struct nx_qconn *c);
 
@@ -263,6 +286,10 @@ struct nx_qconn {
     int stateless_reset;
     int in_flush_list, in_touched;
     int inspector;     /* ALPN h3: its stream events go to the peer's nx_h3s */
+    int roll_mark;     /* an old connection: 1 our end marker is due, 2 it is written */
+    int64_t roll_sid;  /* the marker's stream, once opened (roll_off bytes written) */
+    size_t roll_off;
+    int peer_rolled;   /* the peer's end marker came on this connection */
     struct nx_qconn *flush_next, *touched_next;
     ngtcp2_cid cids[16];     /* every CID routed to us */
     size_t ncids;
@@ -278,7 +305,9 @@ struct nx_qconn {
     char why[160];       /* why it failed: shown in LOST */
 };
 
-struct nx_qconn *nx_qconn_client_new(struct nx_qpeer *p, char *err, size_t errlen);
+/* A dial of p; successor: a rollover's, with the tagged initial destination ID. */
+struct nx_qconn *nx_qconn_client_new(struct nx_qpeer *p, int successor, char *err,
+                                     size_t errlen);
 struct nx_qconn *nx_qconn_server_new(struct nx_qpeer *p, const ngtcp2_pkt_hd *hd,
                                      const ngtcp2_path *path, const ngtcp2_cid *odcid,
                                      int retried);
@@ -322,6 +351,9 @@ struct nx_qpeer {
     int up_notified, lost_posted, forget_req, close_req;
     char reason[128];
     struct nx_qconn *conn;
+    struct nx_qconn *succ;        /* rolling over: the connection that takes over */
+    struct nx_qconn *old;         /* rolled over: the old one, until both ends are done */
+    int rolling;                  /* succ is up: the channels drain off conn */
     struct nx_qmap chans;         /* channel -> nx_qchan */
     struct nx_qchan *ready;       /* ring of channels with unsent, unblocked data */
     struct nx_qchan *open_head, *open_tail; /* channels waiting for a stream */
@@ -395,6 +427,28 @@ void nx_qpeer_free(struct nx_qpeer *p);
 /* The peer's connection came up: notify, open streams. */
 void nx_qpeer_up(struct nx_qpeer *p);
 void nx_qpeer_notify_unlink(struct nx_qpeer *p);
+/* Closes p's successor and old connections, if any (the peer is going). */
+void nx_qpeer_close_others(struct nx_qpeer *p, uint64_t app_err, const char *why);
+/* ---- quic_roll.c: a connection handed over to a successor without losing a message ---- */
+/* Dials a successor of p's connection (after our credentials changed).  0 or -1. */
+int nx_qroll_start(struct nx_qpeer *p);
+/* Whether an initial destination ID is a successor's. */
+int nx_qroll_is_tagged(const ngtcp2_cid *dcid);
+/* c, p's successor, finished its handshake: the channels start draining off p->conn. */
+void nx_qroll_confirmed(struct nx_qconn *c);
+/* Outside ngtcp2: moves p over once the old connection is drained; closes the old one
+ * once both ends are done. */
+void nx_qroll_progress(struct nx_qpeer *p);
+/* The peer's end marker came on c. */
+void nx_qroll_marker(struct nx_qconn *c);
+/* What an old connection writes: the end marker once, then nothing but ACKs. */
+ngtcp2_ssize nx_qroll_write_pkt(struct nx_qconn *c, uint8_t *dest, size_t destlen,
+                                ngtcp2_tstamp ts);
+/* c is being destroyed: forget it as successor or old connection. */
+void nx_qroll_conn_gone(struct nx_qconn *c);
+/* The handshake of c is done (both sides): UP for the peer, or the successor's step. */
+void nx_qconn_confirmed(struct nx_qconn *c);
+
 /* ---- quic_inspect.c: inspectors (ALPN h3) beside the peers ---- */
 /* The ClientHello named h3 (server side, from GnuTLS): the connection becomes an
  * inspector's, with an inspector's transport parameters.  0, or -1 (refuse it). */

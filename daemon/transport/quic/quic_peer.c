@@ -63,6 +63,16 @@ void nx_qpeer_notify_unlink(struct nx_qpeer *p)
     p->in_notify = 0;
 }
 
+void nx_qpeer_close_others(struct nx_qpeer *p, uint64_t app_err, const char *why)
+{
+    if (p->succ)
+        nx_qconn_close(p->succ, app_err, why);
+    if (p->old)
+        nx_qconn_close(p->old, app_err, why);
+    p->succ = p->old = NULL;
+    p->rolling = 0;
+}
+
 void nx_qpeer_free(struct nx_qpeer *p)
 {
     struct nx_quic *q = p->q;
@@ -75,6 +85,7 @@ void nx_qpeer_free(struct nx_qpeer *p)
     }
     if (p->conn)
         nx_qconn_close(p->conn, NX_QERR_CLOSED, "closed");
+    nx_qpeer_close_others(p, NX_QERR_CLOSED, "closed");
     if (p->inspector)
         nx_qinspect_free(p);
     nx_qstream_free_all(p);
@@ -121,6 +132,7 @@ void nx_qpeer_lost(struct nx_qpeer *p, const char *reason)
         NX_WARN("quic", "%s: lost: %s", p->base.addr, reason);
     if (p->conn)
         nx_qconn_close(p->conn, NX_QERR_REFUSED, reason);
+    nx_qpeer_close_others(p, NX_QERR_REFUSED, reason);
     if (nx_qpeer_busy(p))
         p->close_req = 1; /* the queue is being walked: free it on the way out */
     else

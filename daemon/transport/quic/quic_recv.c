@@ -20,6 +20,13 @@ static int deliver(void *arg, uint64_t channel, const uint8_t *data, size_t len)
     struct nx_qconn *c = arg;
     struct nx_qpeer *p = c->peer;
     struct nx_quic *q = c->q;
+    if (channel == NX_QCHAN_ROLL) { /* the peer's end marker on an old connection */
+        if (len)
+            nx_qconn_fail(c, "protocol: %zu bytes on the end-marker channel", len);
+        else
+            nx_qroll_marker(c);
+        return c->fail ? -1 : 0;
+    }
     p->msgs_recv++;
     p->bytes_recv += len;
     if (q->base.cb.on_message)

@@ -209,6 +209,57 @@ static int maybe_reset(struct nx_qconn *c, const uint8_t *data, size_t len)
     return 0;
 }
 
+/*
+ * A successor of a live connection (quic_roll.c): it goes beside the connection, which
+ * stays until both ends have moved.  For a peer we have no live connection with (we
+ * restarted, or it is gone), the dial is dropped: the dialer's old connection fails on
+ * its own.  When both ends dial a successor at once, the dial of the smaller address is
+ * kept, as in a simultaneous open.
+ */
+static void accept_successor(struct nx_quic *q, struct nx_qpeer *p, const ngtcp2_pkt_hd *hd,
+                             uint8_t *data, size_t len, const union nx_qsa *local,
+                             socklen_t local_len, const union nx_qsa *remote,
+                             socklen_t remote_len)
+{
+    ngtcp2_cid odcid = {0};
+    int retried = 0;
+    if (!p || p->inspector || p->state != NX_TPEER_UP || !p->conn || !p->conn->confirmed ||
+        p->old || p->rolling) {
+        q->refused++;
+        NX_DEBUG("quic", "%s: successor dial with no live connection to succeed: dropped",
+                 p ? p->base.addr : "?");
+        return;
+    }
+    if (p->succ && !p->succ->server) {
+        if (nx_qaddr_cmp(&local->sa, &remote->sa) < 0) {
+            q->refused++;
+            return; /* both dialed: ours is kept */
+        }
+        snprintf(p->succ->why, sizeof(p->succ->why), "both ends dialed one: theirs is kept");
+        nx_qconn_drop(p->succ);
+    }
+    if (q->conf.retry) {
+        if (hd->token.len == 0) {
+            send_retry(q, hd, local, remote, remote_len);
+            return;
+        }
+        if (check_token(q, hd, remote, remote_len, &odcid) != 0)
+            return;
+        retried = 1;
+    }
+    if (p->succ) /* an earlier successor of theirs that never came up */
+        nx_qconn_drop(p->succ);
+    ngtcp2_path path = {{(struct sockaddr *)&local->sa, local_len},
+                        {(struct sockaddr *)&remote->sa, remote_len},
+                        NULL};
+    struct nx_qconn *c = nx_qconn_server_new(p, hd, &path, &odcid, retried);
+    if (!c)
+        return;
+    p->succ = c;
+    touch(q, c);
+    nx_qconn_read(c, &c->ps.path, data, len, nx_qnow());
+}
+
 static void accept_initial(struct nx_quic *q, uint8_t *data, size_t len,
                            const union nx_qsa *local, socklen_t local_len,
                            const union nx_qsa *remote, socklen_t remote_len)
@@ -222,6 +273,14 @@ static void accept_initial(struct nx_quic *q, uint8_t *data, size_t len,
         !q->tls.have_cert || q->destroying)
         return;
     struct nx_qpeer *p = nx_qpeer_find(q, &remote->sa);
+    /* A successor's Initial carries its tag in the destination ID, or after a Retry in
+     * the original one the token holds. */
+    if (nx_qroll_is_tagged(&hd.dcid) ||
+        (hd.token.len && check_token(q, &hd, remote, remote_len, &odcid) == 0 &&
+         nx_qroll_is_tagged(&odcid))) {
+        accept_successor(q, p, &hd, data, len, local, local_len, remote, remote_len);
+        return;
+    }
     if (open_rule(p, local, remote, &abandon, &supersede) == IGNORE) {
         q->refused++;
         NX_DEBUG("quic", "%s: simultaneous open: keeping our dial", p->base.addr);

@@ -94,6 +94,12 @@ static int has_unsent(const struct nx_qchan *ch)
     return ch->wmsg != NULL || (ch->head && ch->wstream < ch->pre_off + NX_QPRE_LEN);
 }
 
+/* Has bytes the writer may give ngtcp2 now: while rolling over, only up to roll_end. */
+static int writable(const struct nx_qchan *ch)
+{
+    return has_unsent(ch) && (!ch->peer->rolling || ch->wstream < ch->roll_end);
+}
+
 static void idle_add(struct nx_qpeer *p, struct nx_qchan *ch)
 {
     if (ch->in_idle)
@@ -127,7 +133,7 @@ static void idle_del(struct nx_qpeer *p, struct nx_qchan *ch)
 /* Puts a channel with data where the writer will find it. */
 static void chan_kick(struct nx_qpeer *p, struct nx_qchan *ch)
 {
-    if (!p->conn || !p->conn->confirmed || !has_unsent(ch))
+    if (!p->conn || !p->conn->confirmed || !writable(ch))
         return;
     if (ch->stream_id < 0)
         open_add(p, ch);
@@ -160,7 +166,7 @@ int nx_qstream_send(struct nx_qpeer *p, uint64_t channel, const struct iovec *io
                     uint64_t token)
 {
     size_t total = 0;
-    if (iovcnt < 0 || (iovcnt > 0 && !iov))
+    if (iovcnt < 0 || (iovcnt > 0 && !iov) || channel == NX_QCHAN_ROLL)
         return -EINVAL;
     for (int i = 0; i < iovcnt; i++) {
         if (iov[i].iov_len > NX_TMSG_MAX || total + iov[i].iov_len > NX_TMSG_MAX)
@@ -246,6 +252,8 @@ void nx_qstream_kick_all(struct nx_qpeer *p)
 void nx_qstream_open_pending(struct nx_qconn *c)
 {
     struct nx_qpeer *p = c->peer;
+    if (c != p->conn || p->rolling)
+        return; /* channels without a stream wait for the successor */
     while (p->open_head) {
         struct nx_qchan *ch = p->open_head;
         int64_t sid;
@@ -271,6 +279,7 @@ static size_t build_vec(const struct nx_qchan *ch, ngtcp2_vec *v)
 {
     size_t n = 0;
     uint64_t in_pre = ch->wstream - ch->pre_off;
+    uint64_t room = ch->peer->rolling ? ch->roll_end - ch->wstream : UINT64_MAX;
     if (in_pre < NX_QPRE_LEN) {
         v[n].base = (uint8_t *)ch->pre + in_pre;
         v[n++].len = NX_QPRE_LEN - in_pre;
@@ -279,6 +288,13 @@ static size_t build_vec(const struct nx_qchan *ch, ngtcp2_vec *v)
     for (struct nx_qmsg *m = ch->wmsg; m && n < NX_QVEC_MAX; m = m->next, off = 0) {
         v[n].base = m->data + off;
         v[n++].len = m->len - off;
+    }
+    for (size_t i = 0; i < n; i++) { /* rolling over: nothing past roll_end */
+        if (v[i].len > room)
+            v[i].len = (size_t)room;
+        room -= v[i].len;
+        if (!v[i].len)
+            return i;
     }
     return n;
 }
@@ -302,7 +318,7 @@ static void consume(struct nx_qpeer *p, struct nx_qchan *ch, size_t n)
             ch->woff = 0;
         }
     }
-    if (!has_unsent(ch))
+    if (!writable(ch))
         ready_del(p, ch);
     else if (ch->in_ready && p->ready == ch)
         p->ready = ch->rnext; /* next packet starts with the next channel */
@@ -315,6 +331,8 @@ ngtcp2_ssize nx_qstream_write_pkt(struct nx_qconn *c, uint8_t *dest, size_t dest
     ngtcp2_vec v[NX_QVEC_MAX];
     if (c->inspector) /* HTTP/3, not our channels */
         return nx_qinspect_write_pkt(c, dest, destlen, ts);
+    if (c != p->conn) /* a successor not yet in use, or an old connection */
+        return nx_qroll_write_pkt(c, dest, destlen, ts);
     /* Bounded: a channel that keeps saying WRITE_MORE without taking bytes (connection
      * credit gone) must not spin us; after a lap we close the packet. */
     for (int lap = 0;; lap++) {
@@ -346,7 +364,7 @@ ngtcp2_ssize nx_qstream_write_pkt(struct nx_qconn *c, uint8_t *dest, size_t dest
 void nx_qstream_on_extend(struct nx_qchan *ch)
 {
     ch->blocked = 0;
-    if (has_unsent(ch))
+    if (writable(ch))
         ready_add(ch->peer, ch);
 }
 
@@ -373,6 +391,8 @@ int nx_qstream_on_acked(struct nx_qconn *c, struct nx_qchan *ch, uint64_t offset
         if (p->open_head) /* a channel waits for a stream: it can have this one */
             nx_quic_schedule_flush(c);
     }
+    if (p->rolling && p->succ) /* maybe drained: see at the successor's flush */
+        nx_quic_schedule_flush(p->succ);
     return 0;
 }
 
@@ -414,6 +434,70 @@ void nx_qstream_free_all(struct nx_qpeer *p)
     nx_qmap_fini(&p->chans);
     nx_qmap_init(&p->chans);
     p->queued_bytes = 0;
+}
+
+/* ---- rollover (quic_roll.c) ---- */
+
+static void roll_begin_one(void *val, void *arg)
+{
+    struct nx_qchan *ch = val;
+    (void)arg;
+    ch->roll_end = ch->wstream;
+    if (ch->stream_id >= 0 && ch->wmsg && ch->woff > 0) /* finish the message begun */
+        ch->roll_end += ch->wmsg->len - ch->woff;
+    if (!writable(ch))
+        ready_del(ch->peer, ch);
+}
+
+void nx_qstream_roll_begin(struct nx_qpeer *p)
+{
+    nx_qmap_each(&p->chans, roll_begin_one, NULL);
+    /* Waiting for a stream on the old connection: they get one on the successor. */
+    for (struct nx_qchan *ch = p->open_head, *next; ch; ch = next) {
+        next = ch->rnext;
+        ch->in_open = 0;
+        ch->rnext = NULL;
+    }
+    p->open_head = p->open_tail = NULL;
+}
+
+static void drained_one(void *val, void *arg)
+{
+    struct nx_qchan *ch = val;
+    int *all = arg;
+    /* Acknowledged up to roll_end: what is left starts there (a message boundary), or
+     * the stream had only (part of) its preamble, which carries no message. */
+    if (ch->stream_id >= 0 && ch->head && ch->head_off < ch->roll_end)
+        *all = 0;
+}
+
+int nx_qstream_roll_drained(struct nx_qpeer *p)
+{
+    int all = 1;
+    nx_qmap_each(&p->chans, drained_one, &all);
+    return all;
+}
+
+static void rebase_one(void *val, void *arg)
+{
+    struct nx_qchan *ch = val;
+    struct nx_qconn *old = arg;
+    if (ch->stream_id >= 0 && old->conn) /* late events of that stream find no channel */
+        ngtcp2_conn_set_stream_user_data(old->conn, ch->stream_id, NULL);
+    ch->stream_id = -1;
+    ch->pre_off = ch->wstream = 0;
+    ch->head_off = NX_QPRE_LEN;
+    ch->roll_end = 0;
+    ch->wmsg = ch->head; /* everything before it was acknowledged and freed */
+    ch->woff = 0;
+    memcpy(ch->pre, NX_QMAGIC, 4); /* a new stream: a preamble, not a switch record */
+    put_be64(ch->pre + 4, ch->channel);
+}
+
+void nx_qstream_roll_rebase(struct nx_qpeer *p, struct nx_qconn *old)
+{
+    nx_qstream_unbind(p);
+    nx_qmap_each(&p->chans, rebase_one, old);
 }
 
 struct count_arg {

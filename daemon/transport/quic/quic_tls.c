@@ -31,6 +31,7 @@
 #include "inspect.h"
 #include "tls_policy.h"
 #include "log.h"
+#include "mem.h"
 #include "quic_int.h"
 
 #define NX_ALPN "nexar/1"
@@ -143,17 +144,17 @@ static int reset_secret_from_key(const char *keyfile, uint8_t out[32])
 }
 
 /* Our own certificate must chain to the CA, or every peer would refuse us later. */
-static int check_own_cert(struct nx_qtls *x, char *err, size_t errlen)
+static int check_own_cert(gnutls_certificate_credentials_t cred, char *err, size_t errlen)
 {
     gnutls_x509_crt_t *crts = NULL;
     unsigned n = 0, vout = 0;
     gnutls_x509_trust_list_t tl;
-    int rv = gnutls_certificate_get_x509_crt(x->cred, 0, &crts, &n);
+    int rv = gnutls_certificate_get_x509_crt(cred, 0, &crts, &n);
     if (rv < 0) {
         snprintf(err, errlen, "tls_cert: %s", gnutls_strerror(rv));
         return -EINVAL;
     }
-    gnutls_certificate_get_trust_list(x->cred, &tl);
+    gnutls_certificate_get_trust_list(cred, &tl);
     rv = gnutls_x509_trust_list_verify_crt(tl, crts, n, 0, &vout, NULL);
     for (unsigned i = 0; i < n; i++)
         gnutls_x509_crt_deinit(crts[i]);
@@ -170,7 +171,7 @@ static int check_own_cert(struct nx_qtls *x, char *err, size_t errlen)
     if (gnutls_x509_crt_init(&own) < 0)
         return -ENOMEM;
     gnutls_datum_t der;
-    rv = gnutls_certificate_get_crt_raw(x->cred, 0, 0, &der);
+    rv = gnutls_certificate_get_crt_raw(cred, 0, 0, &der);
     if (rv >= 0)
         rv = gnutls_x509_crt_import(own, &der, GNUTLS_X509_FMT_DER);
     if (rv >= 0)
@@ -184,6 +185,49 @@ static int check_own_cert(struct nx_qtls *x, char *err, size_t errlen)
         return -EINVAL;
     }
     return 0;
+}
+
+/* The CA, our certificate and key from the files conf names, checked as one. */
+static int load_cred(const struct nx_quic_conf *conf, gnutls_certificate_credentials_t *out,
+                     int *have_cert, char *err, size_t errlen)
+{
+    gnutls_certificate_credentials_t cred;
+    int rv;
+    *have_cert = 0;
+    if ((rv = gnutls_certificate_allocate_credentials(&cred)) < 0) {
+        snprintf(err, errlen, "gnutls: %s", gnutls_strerror(rv));
+        return -ENOMEM;
+    }
+    rv = gnutls_certificate_set_x509_trust_file(cred, conf->tls_ca, GNUTLS_X509_FMT_PEM);
+    if (rv <= 0) {
+        snprintf(err, errlen, "tls_ca %s: %s", conf->tls_ca,
+                 rv == 0 ? "no certificate in the file" : gnutls_strerror(rv));
+        goto fail;
+    }
+    if (conf->tls_cert && conf->tls_key) {
+        rv = gnutls_certificate_set_x509_key_file(cred, conf->tls_cert, conf->tls_key,
+                                                  GNUTLS_X509_FMT_PEM);
+        if (rv < 0) {
+            snprintf(err, errlen, "tls_cert %s / tls_key %s: %s", conf->tls_cert,
+                     conf->tls_key, gnutls_strerror(rv));
+            goto fail;
+        }
+        if (!conf->test_lax_cert && check_own_cert(cred, err, errlen) != 0)
+            goto fail;
+        *have_cert = 1;
+    }
+    gnutls_certificate_set_verify_function(cred, verify_cb);
+    *out = cred;
+    return 0;
+fail:
+    gnutls_certificate_free_credentials(cred);
+    return -EINVAL;
+}
+
+static void set_own(struct nx_qtls *x)
+{
+    x->own_end = x->have_cert ? nx_cert_own_end(x->cred, x->own_subject, sizeof(x->own_subject))
+                              : (time_t)-1;
 }
 
 int nx_qtls_init(struct nx_qtls *x, const struct nx_quic_conf *conf, uint8_t reset_secret[32],
@@ -200,31 +244,9 @@ int nx_qtls_init(struct nx_qtls *x, const struct nx_quic_conf *conf, uint8_t res
         snprintf(err, errlen, "tls_cert and tls_key are required");
         return -EINVAL;
     }
-    if ((rv = gnutls_certificate_allocate_credentials(&x->cred)) < 0) {
-        snprintf(err, errlen, "gnutls: %s", gnutls_strerror(rv));
-        return -ENOMEM;
-    }
-    rv = gnutls_certificate_set_x509_trust_file(x->cred, conf->tls_ca, GNUTLS_X509_FMT_PEM);
-    if (rv <= 0) {
-        snprintf(err, errlen, "tls_ca %s: %s", conf->tls_ca,
-                 rv == 0 ? "no certificate in the file" : gnutls_strerror(rv));
-        goto fail_cred;
-    }
-    if (conf->tls_cert && conf->tls_key) {
-        rv = gnutls_certificate_set_x509_key_file(x->cred, conf->tls_cert, conf->tls_key,
-                                                  GNUTLS_X509_FMT_PEM);
-        if (rv < 0) {
-            snprintf(err, errlen, "tls_cert %s / tls_key %s: %s", conf->tls_cert,
-                     conf->tls_key, gnutls_strerror(rv));
-            goto fail_cred;
-        }
-        if (!conf->test_lax_cert && check_own_cert(x, err, errlen) != 0)
-            goto fail_cred;
-        x->have_cert = 1;
-    }
-    x->own_end = x->have_cert ? nx_cert_own_end(x->cred, x->own_subject, sizeof(x->own_subject))
-                              : (time_t)-1;
-    gnutls_certificate_set_verify_function(x->cred, verify_cb);
+    if ((rv = load_cred(conf, &x->cred, &x->have_cert, err, errlen)) != 0)
+        return rv;
+    set_own(x);
     if ((rv = gnutls_priority_init(&x->prio, NX_TLS_PRIORITY, &errpos)) < 0) {
         snprintf(err, errlen, "gnutls priority: %s", gnutls_strerror(rv));
         goto fail_cred;
@@ -242,12 +264,36 @@ fail_cred:
     return -EINVAL;
 }
 
+int nx_qtls_reload(struct nx_qtls *x, const struct nx_quic_conf *conf, char *err,
+                   size_t errlen)
+{
+    gnutls_certificate_credentials_t cred;
+    int have_cert;
+    if (conf->test_lax_cert && !x->have_cert) {
+        snprintf(err, errlen, "this endpoint has no certificate to reload");
+        return -EINVAL;
+    }
+    int rv = load_cred(conf, &cred, &have_cert, err, errlen);
+    if (rv != 0)
+        return rv;
+    /* Sessions of live connections point at the old credentials: kept until the end. */
+    x->retired = nx_xrealloc(x->retired, (x->nretired + 1) * sizeof(*x->retired));
+    x->retired[x->nretired++] = x->cred;
+    x->cred = cred;
+    x->have_cert = have_cert;
+    set_own(x);
+    return 0;
+}
+
 void nx_qtls_fini(struct nx_qtls *x)
 {
     if (x->prio)
         gnutls_priority_deinit(x->prio);
     if (x->cred)
         gnutls_certificate_free_credentials(x->cred);
+    for (size_t i = 0; i < x->nretired; i++)
+        gnutls_certificate_free_credentials(x->retired[i]);
+    free(x->retired);
     memset(x, 0, sizeof(*x));
 }
 

@@ -110,9 +110,14 @@ void nx_quic_rx_done(struct nx_quic *q)
 
 void nx_quic_tx_ready(struct nx_quic *q)
 {
-    for (struct nx_qpeer *p = q->all; p; p = p->next)
+    for (struct nx_qpeer *p = q->all; p; p = p->next) {
         if (p->conn)
             nx_quic_schedule_flush(p->conn);
+        if (p->succ)
+            nx_quic_schedule_flush(p->succ);
+        if (p->old)
+            nx_quic_schedule_flush(p->old);
+    }
 }
 
 /* ---- ops ---- */
@@ -175,7 +180,7 @@ static void dial_now(struct nx_qpeer *p)
     char err[160];
     if (p->conn || p->state == NX_TPEER_LOST)
         return; /* the peer dialed us meanwhile, or we gave up */
-    p->conn = nx_qconn_client_new(p, err, sizeof(err));
+    p->conn = nx_qconn_client_new(p, 0, err, sizeof(err));
     if (!p->conn) {
         nx_qpeer_lost(p, err);
         return;
@@ -197,6 +202,7 @@ static void quic_close_peer(struct nx_tpeer *tp, const char *reason)
     nx_qpeer_notify_unlink(p);
     if (p->conn)
         nx_qconn_close(p->conn, NX_QERR_CLOSED, why);
+    nx_qpeer_close_others(p, NX_QERR_CLOSED, why);
     if (nx_qpeer_busy(p))
         p->close_req = 1;
     else
@@ -248,6 +254,21 @@ static void quic_stats(struct nx_tpeer *tp, struct nx_tpeer_stats *o)
     o->cert_end = c->cert_end;
 }
 
+int nx_quic_reload(struct nx_transport *t, int *rolled, char *err, size_t errlen)
+{
+    struct nx_quic *q = (struct nx_quic *)t;
+    int rv = nx_qtls_reload(&q->tls, &q->conf, err, errlen);
+    *rolled = 0;
+    if (rv != 0)
+        return rv;
+    /* The peers still hold the proof we showed them: show them the new one on a
+     * successor of each connection (quic_roll.c). */
+    for (struct nx_qpeer *p = q->all; p; p = p->next)
+        if (p->visible && nx_qroll_start(p) == 0)
+            (*rolled)++;
+    return 0;
+}
+
 time_t nx_quic_own_cert(struct nx_transport *t, char *subject, size_t len)
 {
     struct nx_quic *q = (struct nx_quic *)t;
@@ -295,6 +316,7 @@ static void quic_destroy(struct nx_transport *t)
         struct nx_qpeer *p = q->all;
         if (p->conn)
             nx_qconn_close(p->conn, NX_QERR_CLOSED, "shutdown");
+        nx_qpeer_close_others(p, NX_QERR_CLOSED, "shutdown");
         nx_qpeer_free(p);
     }
     q->notify = NULL;

@@ -109,4 +109,10 @@ int nx_quic_port(struct nx_transport *t);
  * subject gets the certificate's distinguished name. */
 time_t nx_quic_own_cert(struct nx_transport *t, char *subject, size_t len);
 
+/* Reads tls_ca, tls_cert and tls_key again (the same checks as at start).  On success the
+ * handshakes to come use them, and every live peer connection is handed over to a
+ * successor made with them, with no message lost (*rolled: how many).  0, or -errno with
+ * err and nothing changed. */
+int nx_quic_reload(struct nx_transport *t, int *rolled, char *err, size_t errlen);
+
 #endif

@@ -1,0 +1,186 @@
+/*
+ * quic_roll.c - a peer's connection handed over to a successor, with every message
+ * delivered once and in order, so that the jobs on it never notice.
+ *
+ * Why: a connection ends when the certificate proof it was made with does (quic_drive.c),
+ * and a node that installs new credentials (nx_quic_reload) must show them to its peers
+ * without failing the jobs between them.  So the node that reloaded dials each peer
+ * again, and the two connections are swapped under the channels:
+ *
+ *   1. The successor is dialed with an initial destination ID that starts with
+ *      NX_QROLL_TAG; the peer accepts it beside the live connection instead of taking it
+ *      for a restart (quic_server.c).  Its handshake checks the new credentials both ways.
+ *      Should it fail, the old connection goes on as if nothing happened.
+ *   2. Once the successor is up on a side, that side drains: each channel may finish the
+ *      message it is in the middle of on the old connection, and nothing more goes there.
+ *   3. When everything the old connection carried is acknowledged, that side moves:
+ *      every channel starts a new stream on the successor with its first unsent message.
+ *      An acknowledgement means the peer has delivered the bytes (they are parsed in the
+ *      packet's callback), so no message on the successor can overtake one on the old
+ *      connection.  Then it writes its end marker, an empty record on channel
+ *      NX_QCHAN_ROLL, on the old connection.
+ *   4. A side that has moved and has the peer's marker closes the old connection with
+ *      NX_QERR_ROLLED; both directions are drained by then.  The other side takes that
+ *      close as the marker.
+ *
+ * Both ends may reload at once and dial each other: the dial of the smaller address is
+ * kept, as in a simultaneous open.  If the old connection fails before a side moved,
+ * that is the peer lost, as always; after, it is only logged: the side that still had
+ * data on it loses the peer, and so does this one through the successor.
+ */
+#include <string.h>
+
+#include "log.h"
+#include "quic_int.h"
+
+/* preamble "nxq1" | NX_QCHAN_ROLL, then a record of length 0: static, since ngtcp2 keeps
+ * pointers into what it is given until it is acknowledged. */
+static const uint8_t end_marker[NX_QPRE_LEN + NX_QREC_HDR] = {
+    'n', 'x', 'q', '1', 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
+
+int nx_qroll_is_tagged(const ngtcp2_cid *dcid)
+{
+    return dcid->datalen == NX_QROLL_DCID_LEN &&
+           memcmp(dcid->data, NX_QROLL_TAG, sizeof(NX_QROLL_TAG) - 1) == 0;
+}
+
+int nx_qroll_start(struct nx_qpeer *p)
+{
+    char err[160];
+    if (p->inspector || p->state != NX_TPEER_UP || !p->conn || !p->conn->confirmed ||
+        p->succ || p->old)
+        return -1; /* not up, or a handover already under way */
+    struct nx_qconn *c = nx_qconn_client_new(p, 1, err, sizeof(err));
+    if (!c) {
+        NX_WARN("quic", "%s: cannot dial a successor connection: %s", p->base.addr, err);
+        return -1;
+    }
+    p->succ = c;
+    NX_INFO("quic", "%s: dialing a successor connection (new credentials)", p->base.addr);
+    nx_qconn_flush(c);
+    return 0;
+}
+
+void nx_qconn_confirmed(struct nx_qconn *c)
+{
+    if (c->confirmed)
+        return;
+    c->confirmed = 1;
+    if (c->peer && c->peer->succ == c)
+        nx_qroll_confirmed(c);
+    else
+        nx_qpeer_up(c->peer);
+}
+
+void nx_qroll_confirmed(struct nx_qconn *c)
+{
+    struct nx_qpeer *p = c->peer;
+    if (!p->conn || p->rolling)
+        return;
+    NX_INFO("quic", "%s: successor connection up (%s); moving the channels to it",
+            p->base.addr, c->server ? "inbound" : "outbound");
+    p->rolling = 1;
+    nx_qstream_roll_begin(p);
+    nx_quic_schedule_flush(c); /* where the progress is looked at */
+}
+
+static void close_old(struct nx_qpeer *p)
+{
+    struct nx_qconn *old = p->old;
+    NX_INFO("quic", "%s: old connection closed: both ends moved to the successor",
+            p->base.addr);
+    nx_qconn_close(old, NX_QERR_ROLLED, "moved to a successor connection");
+}
+
+void nx_qroll_progress(struct nx_qpeer *p)
+{
+    if (p->old && p->old->peer_rolled && !p->old->busy && !p->old->dead) {
+        close_old(p);
+        return;
+    }
+    struct nx_qconn *old = p->conn, *c = p->succ;
+    if (!p->rolling || !c || !old || nx_qpeer_busy(p) || old->busy ||
+        !nx_qstream_roll_drained(p))
+        return;
+    nx_qstream_roll_rebase(p, old);
+    p->old = old;
+    p->conn = c;
+    p->succ = NULL;
+    p->rolling = 0;
+    p->inbound = c->server;
+    old->roll_mark = 1;
+    NX_INFO("quic", "%s: moved to the successor connection", p->base.addr);
+    if (old->peer_rolled) {
+        close_old(p);
+    } else {
+        nx_quic_schedule_flush(old); /* writes our end marker */
+    }
+    nx_qstream_kick_all(p);
+    nx_quic_schedule_flush(c);
+}
+
+void nx_qroll_marker(struct nx_qconn *c)
+{
+    struct nx_qpeer *p = c->peer;
+    c->peer_rolled = 1;
+    NX_DEBUG("quic", "%s: the peer moved off its old connection", p ? p->base.addr : "?");
+    if (p && p->old == c)
+        nx_quic_schedule_flush(c); /* closed at its flush, outside ngtcp2 */
+}
+
+ngtcp2_ssize nx_qroll_write_pkt(struct nx_qconn *c, uint8_t *dest, size_t destlen,
+                                ngtcp2_tstamp ts)
+{
+    ngtcp2_ssize ndata = -1;
+    if (c->roll_mark == 1 && c->roll_off == 0 && c->roll_sid == 0) {
+        int64_t sid;
+        int rv = ngtcp2_conn_open_uni_stream(c->conn, &sid, NULL);
+        if (rv == 0) {
+            c->roll_sid = sid + 1; /* 0: none yet */
+        } else if (rv != NGTCP2_ERR_STREAM_ID_BLOCKED) {
+            NX_WARN("quic", "%s: cannot write the end marker: %s",
+                    c->peer ? c->peer->base.addr : "?", ngtcp2_strerror(rv));
+            c->roll_mark = 2; /* the peer then ends at our close or its idle timeout */
+        }
+    }
+    if (c->roll_mark == 1 && c->roll_sid) {
+        ngtcp2_vec v = {(uint8_t *)end_marker + c->roll_off, sizeof(end_marker) - c->roll_off};
+        ngtcp2_ssize n = ngtcp2_conn_writev_stream(c->conn, NULL, NULL, dest, destlen, &ndata,
+                                                   NGTCP2_WRITE_STREAM_FLAG_FIN,
+                                                   c->roll_sid - 1, &v, 1, ts);
+        if (n >= 0 && ndata > 0 && (c->roll_off += (size_t)ndata) == sizeof(end_marker))
+            c->roll_mark = 2;
+        if (n != 0 && n != NGTCP2_ERR_STREAM_DATA_BLOCKED)
+            return n;
+    }
+    return ngtcp2_conn_writev_stream(c->conn, NULL, NULL, dest, destlen, &ndata,
+                                     NGTCP2_WRITE_STREAM_FLAG_NONE, -1, NULL, 0, ts);
+}
+
+void nx_qroll_conn_gone(struct nx_qconn *c)
+{
+    struct nx_qpeer *p = c->peer;
+    if (!p)
+        return;
+    if (p->succ == c) {
+        p->succ = NULL;
+        if (p->rolling) { /* back to the old connection, as if nothing had happened */
+            p->rolling = 0;
+            nx_qstream_kick_all(p);
+            if (p->conn)
+                nx_quic_schedule_flush(p->conn);
+        }
+        if (c->fail)
+            NX_WARN("quic", "%s: successor connection failed (%s); the old one goes on",
+                    p->base.addr, c->why[0] ? c->why : "closed");
+        else
+            NX_INFO("quic", "%s: successor connection dropped (%s)", p->base.addr,
+                    c->why[0] ? c->why : "superseded");
+    }
+    if (p->old == c) {
+        p->old = NULL;
+        if (!c->peer_rolled && c->close_app != NX_QERR_ROLLED)
+            NX_WARN("quic", "%s: old connection ended before the peer moved off it: %s",
+                    p->base.addr, c->why[0] ? c->why : "closed");
+    }
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# test_cert_reload.sh - a node gets new credentials while a job across nodes runs
+# (SIGHUP, as `systemctl reload nexard` sends it), and nothing is lost:
+#   - node0 starts with a certificate that ends ${SHORT}s after the start (certtool), node1
+#     with one of 20 days; a 2-rank job across them checks every all_reduce exactly for
+#     ${RUN}s, well past node0's end;
+#   - a reload with a key that does not match its certificate is refused with the files
+#     named, and the credentials in use stay;
+#   - a reload with a new certificate moves the connection to a successor made with it on
+#     both nodes: the job runs on to its end, exact, no peer is lost, and node1 sees node0's
+#     new end (nexarctl peers --json);
+#   - without the reload (NX_RELOAD_SKIP=1, to see the test fail) the job dies when node0's
+#     certificate ends.
+#   NEXARD=... NEXARCTL=... ROLL_RANK=... tests/certs/test_cert_reload.sh
+set -euo pipefail
+
+ctl=${NEXARCTL:?NEXARCTL=path/to/nexarctl}
+nexard=${NEXARD:?NEXARD=path/to/nexard}
+rank=${ROLL_RANK:?ROLL_RANK=path/to/roll_rank}
+SHORT=${NX_RELOAD_SHORT:-12} RUN=${NX_RELOAD_RUN:-18}
+if ! command -v certtool >/dev/null; then
+    echo "SKIP: certtool (gnutls-bin) not installed"
+    exit 77
+fi
+tmp=$(mktemp -d /tmp/nexar-reload.XXXXXX)
+pids=
+cleanup() {
+    for p in $pids; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+cd "$tmp"
+
+fails=0
+ok() { echo "ok: $*"; }
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+has() { # FILE ERE WHAT
+    if grep -Eq -- "$2" "$1"; then ok "$3"; else fail "$3: no /$2/ in $1:"; cat "$1"; fi
+}
+hasnt() { # FILE ERE WHAT
+    if grep -Eq -- "$2" "$1"; then fail "$3: /$2/ in $1:"; grep -E -- "$2" "$1"; else ok "$3"; fi
+}
+
+"$ctl" certs ca --out ca --days 30 >/dev/null
+"$ctl" certs node --ca ca --name node1 --ip 127.0.0.1 --out n1 --days 20 >/dev/null
+"$ctl" certs node --ca ca --name node0 --ip 127.0.0.1 --out new --days 25 >/dev/null
+# node0's first certificate ends SHORT seconds from now.
+mkdir n0
+cat >n0/short.tmpl <<T
+organization = "nexar"
+unit = "nexar node"
+cn = "node0"
+ip_address = "127.0.0.1"
+signing_key
+tls_www_server
+tls_www_client
+activation_date = "$(date -u -d '-5 min' '+%Y-%m-%d %H:%M:%S')"
+expiration_date = "$(date -u -d "+$SHORT sec" '+%Y-%m-%d %H:%M:%S')"
+T
+export TZ=UTC
+certtool --generate-privkey --key-type=ecdsa --curve=secp256r1 --outfile n0/node-key.pem \
+    >/dev/null 2>&1
+certtool --generate-certificate --load-privkey n0/node-key.pem --load-ca-certificate ca/ca.pem \
+    --load-ca-privkey ca/ca-key.pem --template n0/short.tmpl --outfile n0/node.pem >/dev/null 2>&1
+cp ca/ca.pem n0/ca.pem
+t0=$(date +%s)
+
+start() { # N
+    mkdir -p "r$1"
+    "$nexard" -f --socket "$tmp/s$1" --runtime-dir "$tmp/r$1" --listen 127.0.0.1:0 \
+        --tls-ca ca/ca.pem --tls-cert "n$1/node.pem" --tls-key "n$1/node-key.pem" \
+        >"log$1" 2>&1 &
+    pids="$pids $!"
+    eval "pid$1=$!"
+    for _ in $(seq 50); do
+        "$ctl" -s "$tmp/s$1" status >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "nexard $1 did not come up:"; cat "log$1"; exit 1
+}
+start 0
+start 1
+listen_of() { "$ctl" -s "$tmp/s$1" --json peers | grep -o '"listen":"[^"]*"' | cut -d'"' -f4; }
+a0=$(listen_of 0)
+
+rpids=
+for r in 0 1; do
+    NEXAR_JOB=reload NEXAR_RANK=$r NEXAR_WORLD_SIZE=2 NEXAR_LOCAL_RANK=0 \
+        NEXAR_SOCKET="$tmp/s$r" NEXAR_COORD="$a0" NEXAR_TIMEOUT=30 \
+        "$rank" "$RUN" >"rank$r.txt" 2>&1 &
+    rpids="$rpids $!"
+done
+sleep 2
+
+# A key that is not the certificate's: refused, the credentials in use stay.
+cp n0/node-key.pem n0/good-key.pem
+cp n1/node-key.pem n0/node-key.pem
+kill -HUP "$pid0"
+sleep 0.5
+has log0 "error cluster: reload: keeping the credentials in use: tls_cert n0/node.pem / tls_key n0/node-key.pem: " \
+    "a key that does not match is refused, naming the files"
+cp n0/good-key.pem n0/node-key.pem
+
+if [ -z "${NX_RELOAD_SKIP:-}" ]; then
+    cp new/node.pem n0/node.pem.tmp && mv n0/node.pem.tmp n0/node.pem
+    cp new/node-key.pem n0/node-key.pem.tmp && mv n0/node-key.pem.tmp n0/node-key.pem
+    kill -HUP "$pid0"
+fi
+
+rc=0
+for p in $rpids; do wait "$p" || rc=$?; done
+elapsed=$(($(date +%s) - t0))
+cat rank0.txt rank1.txt
+if [ "$rc" -eq 0 ]; then ok "the job ran ${elapsed}s, past node0's first certificate (${SHORT}s), every op exact"
+else fail "the job failed (exit $rc) after ${elapsed}s"; fi
+[ "$elapsed" -gt "$SHORT" ] && ok "node0's first certificate ended during the job" ||
+    fail "the job ended before node0's first certificate did"
+
+has log0 "info cluster: reload: new credentials \\(CN=node0,OU=nexar node,O=nexar, until .*\\); 1 peer connection\\(s\\) handed over" \
+    "node0 took the new credentials"
+has log0 "info quic: .*: moved to the successor connection" "node0 moved to the successor"
+has log1 "info quic: $a0: moved to the successor connection" "node1 moved to the successor"
+has log1 "info quic: $a0: successor connection up \\(inbound\\)" "node1 accepted node0's successor"
+for n in 0 1; do
+    hasnt "log$n" "lost|expired|failed" "node$n lost no peer and no connection failed"
+done
+not_after() { date -u -d "$(certtool -i --infile "$1" | sed -n 's/^.*Not After: //p')" +%s; }
+"$ctl" -s "$tmp/s1" --json peers >p1.json
+has p1.json "\"addr\":\"$a0\",\"state\":\"up\"[^}]*\"cert_not_after\":$(not_after new/node.pem)," \
+    "node1 sees node0 up with its new certificate's end"
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails check(s) failed"
+    exit 1
+fi
+echo "all checks passed"
