@@ -280,7 +280,7 @@ void nx_qconn_flush(struct nx_qconn *c)
 {
     if (c->dead || c->fail)
         return;
-    if (c->peer && (c->peer->succ == c || c->peer->old == c)) {
+    if (c->peer && (c->peer->succ == c || c->peer->old == c || c->peer->roll_again)) {
         nx_qroll_progress(c->peer);
         if (c->dead)
             return;

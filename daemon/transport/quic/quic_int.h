@@ -354,6 +354,7 @@ struct nx_qpeer {
     struct nx_qconn *succ;        /* rolling over: the connection that takes over */
     struct nx_qconn *old;         /* rolled over: the old one, until both ends are done */
     int rolling;                  /* succ is up: the channels drain off conn */
+    int roll_again;               /* credentials changed during a handover or a dial */
     struct nx_qmap chans;         /* channel -> nx_qchan */
     struct nx_qchan *ready;       /* ring of channels with unsent, unblocked data */
     struct nx_qchan *open_head, *open_tail; /* channels waiting for a stream */
@@ -430,7 +431,8 @@ void nx_qpeer_notify_unlink(struct nx_qpeer *p);
 /* Closes p's successor and old connections, if any (the peer is going). */
 void nx_qpeer_close_others(struct nx_qpeer *p, uint64_t app_err, const char *why);
 /* ---- quic_roll.c: a connection handed over to a successor without losing a message ---- */
-/* Dials a successor of p's connection (after our credentials changed).  0 or -1. */
+/* Dials a successor of p's connection (after our credentials changed).  0; -EBUSY when a
+ * handover or a dial is under way (it is dialed again once that is over); -1. */
 int nx_qroll_start(struct nx_qpeer *p);
 /* Whether an initial destination ID is a successor's. */
 int nx_qroll_is_tagged(const ngtcp2_cid *dcid);

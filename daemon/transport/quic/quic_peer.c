@@ -114,7 +114,7 @@ void nx_qpeer_up(struct nx_qpeer *p)
     p->visible = 1;
     NX_INFO("quic", "%s: up (%s)", p->base.addr, p->inbound ? "inbound" : "outbound");
     nx_qstream_kick_all(p);
-    nx_quic_schedule_flush(p->conn);
+    nx_quic_schedule_flush(p->conn); /* with roll_again: a handover to newer credentials */
     if (!p->up_notified && q->base.cb.on_peer) {
         p->up_notified = 1;
         q->base.cb.on_peer(q->base.cb.arg, &p->base, NX_TPEER_UP, "");

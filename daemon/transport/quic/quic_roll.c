@@ -28,6 +28,7 @@
  * that is the peer lost, as always; after, it is only logged: the side that still had
  * data on it loses the peer, and so does this one through the successor.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "log.h"
@@ -47,9 +48,15 @@ int nx_qroll_is_tagged(const ngtcp2_cid *dcid)
 int nx_qroll_start(struct nx_qpeer *p)
 {
     char err[160];
-    if (p->inspector || p->state != NX_TPEER_UP || !p->conn || !p->conn->confirmed ||
-        p->succ || p->old)
-        return -1; /* not up, or a handover already under way */
+    if (p->inspector || p->state == NX_TPEER_LOST)
+        return -1;
+    if (p->state != NX_TPEER_UP || !p->conn || !p->conn->confirmed || p->succ || p->old) {
+        /* A dial or a handover made with the credentials before: once it is over, the
+         * connection moves again, to show the newest (nx_qroll_progress). */
+        p->roll_again = 1;
+        return -EBUSY;
+    }
+    p->roll_again = 0;
     struct nx_qconn *c = nx_qconn_client_new(p, 1, err, sizeof(err));
     if (!c) {
         NX_WARN("quic", "%s: cannot dial a successor connection: %s", p->base.addr, err);
@@ -94,6 +101,10 @@ static void close_old(struct nx_qpeer *p)
 
 void nx_qroll_progress(struct nx_qpeer *p)
 {
+    if (p->roll_again && !p->succ && !p->old && p->state == NX_TPEER_UP) {
+        nx_qroll_start(p);
+        return;
+    }
     if (p->old && p->old->peer_rolled && !p->old->busy && !p->old->dead) {
         close_old(p);
         return;
@@ -177,6 +188,8 @@ void nx_qroll_conn_gone(struct nx_qconn *c)
             NX_INFO("quic", "%s: successor connection dropped (%s)", p->base.addr,
                     c->why[0] ? c->why : "superseded");
     }
+    if (p->roll_again && p->conn) /* the handover is over: the next one can begin */
+        nx_quic_schedule_flush(p->conn);
     if (p->old == c) {
         p->old = NULL;
         if (!c->peer_rolled && c->close_app != NX_QERR_ROLLED)

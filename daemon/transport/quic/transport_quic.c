@@ -264,8 +264,8 @@ int nx_quic_reload(struct nx_transport *t, int *rolled, char *err, size_t errlen
     /* The peers still hold the proof we showed them: show them the new one on a
      * successor of each connection (quic_roll.c). */
     for (struct nx_qpeer *p = q->all; p; p = p->next)
-        if (p->visible && nx_qroll_start(p) == 0)
-            (*rolled)++;
+        if (p->visible && nx_qroll_start(p) != -1)
+            (*rolled)++; /* now, or once the dial or handover under way is over */
     return 0;
 }
 
