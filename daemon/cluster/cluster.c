@@ -355,7 +355,7 @@ int nx_cluster_reload_tls(void)
     }
     time_t end = nx_quic_own_cert(cl.t, subject, sizeof(subject));
     NX_INFO("cluster", "reload: new credentials (%s, until %s); %d peer connection(s) "
-            "handed over to successors", subject[0] ? subject : "no certificate",
+            "to hand over to successors", subject[0] ? subject : "no certificate",
             end == (time_t)-1 ? "-" : nx_cert_time(end, when, sizeof(when)), rolled);
     nx_certwatch_start(cl.t);
     return 0;

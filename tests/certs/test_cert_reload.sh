@@ -6,6 +6,8 @@
 #     ${RUN}s, well past node0's end;
 #   - a reload with a key that does not match its certificate is refused with the files
 #     named, and the credentials in use stay;
+#   - a reload with a certificate of another CA (node0 trusts both, node1 only its own)
+#     is taken by node0, but node1 refuses the successor: the old connection serves on;
 #   - a reload with a new certificate moves the connection to a successor made with it on
 #     both nodes: the job runs on to its end, exact, no peer is lost, and node1 sees node0's
 #     new end (nexarctl peers --json);
@@ -45,6 +47,8 @@ hasnt() { # FILE ERE WHAT
 "$ctl" certs ca --out ca --days 30 >/dev/null
 "$ctl" certs node --ca ca --name node1 --ip 127.0.0.1 --out n1 --days 20 >/dev/null
 "$ctl" certs node --ca ca --name node0 --ip 127.0.0.1 --out new --days 25 >/dev/null
+"$ctl" certs ca --out fca --days 30 --name "another CA" >/dev/null
+"$ctl" certs node --ca fca --name node0 --ip 127.0.0.1 --out foreign --days 25 >/dev/null
 # node0's first certificate ends SHORT seconds from now.
 mkdir n0
 cat >n0/short.tmpl <<T
@@ -64,12 +68,13 @@ certtool --generate-privkey --key-type=ecdsa --curve=secp256r1 --outfile n0/node
 certtool --generate-certificate --load-privkey n0/node-key.pem --load-ca-certificate ca/ca.pem \
     --load-ca-privkey ca/ca-key.pem --template n0/short.tmpl --outfile n0/node.pem >/dev/null 2>&1
 cp ca/ca.pem n0/ca.pem
+cp ca/ca.pem n1/ca.pem
 t0=$(date +%s)
 
 start() { # N
     mkdir -p "r$1"
     "$nexard" -f --socket "$tmp/s$1" --runtime-dir "$tmp/r$1" --listen 127.0.0.1:0 \
-        --tls-ca ca/ca.pem --tls-cert "n$1/node.pem" --tls-key "n$1/node-key.pem" \
+        --tls-ca "n$1/ca.pem" --tls-cert "n$1/node.pem" --tls-key "n$1/node-key.pem" \
         >"log$1" 2>&1 &
     pids="$pids $!"
     eval "pid$1=$!"
@@ -102,6 +107,19 @@ has log0 "error cluster: reload: keeping the credentials in use: tls_cert n0/nod
     "a key that does not match is refused, naming the files"
 cp n0/good-key.pem n0/node-key.pem
 
+# Another CA's certificate: node0 trusts that CA too now, node1 does not.
+cp n0/node.pem n0/good.pem
+cat ca/ca.pem fca/ca.pem >n0/ca.pem
+cp foreign/node.pem n0/node.pem
+cp foreign/node-key.pem n0/node-key.pem
+kill -HUP "$pid0"
+sleep 1
+has log0 "warn quic: .*: successor connection failed \(.*certificate not signed by the cluster CA\); the old one goes on" \
+    "node1 refuses a successor with another CA's certificate; node0 says so"
+has log1 "warn quic: $a0: successor connection failed \(TLS: certificate not signed by the cluster CA\)" \
+    "node1 says why"
+cp ca/ca.pem n0/ca.pem
+
 if [ -z "${NX_RELOAD_SKIP:-}" ]; then
     cp new/node.pem n0/node.pem.tmp && mv n0/node.pem.tmp n0/node.pem
     cp new/node-key.pem n0/node-key.pem.tmp && mv n0/node-key.pem.tmp n0/node-key.pem
@@ -117,13 +135,14 @@ else fail "the job failed (exit $rc) after ${elapsed}s"; fi
 [ "$elapsed" -gt "$SHORT" ] && ok "node0's first certificate ended during the job" ||
     fail "the job ended before node0's first certificate did"
 
-has log0 "info cluster: reload: new credentials \\(CN=node0,OU=nexar node,O=nexar, until .*\\); 1 peer connection\\(s\\) handed over" \
+has log0 "info cluster: reload: new credentials \\(CN=node0,OU=nexar node,O=nexar, until .*\\); 1 peer connection\\(s\\) to hand over" \
     "node0 took the new credentials"
 has log0 "info quic: .*: moved to the successor connection" "node0 moved to the successor"
 has log1 "info quic: $a0: moved to the successor connection" "node1 moved to the successor"
 has log1 "info quic: $a0: successor connection up \\(inbound\\)" "node1 accepted node0's successor"
 for n in 0 1; do
-    hasnt "log$n" "lost|expired|failed" "node$n lost no peer and no connection failed"
+    grep -v "successor connection failed" "log$n" >"rest$n"
+    hasnt "rest$n" "lost|expired|failed" "node$n lost no peer, and only the refused successor failed"
 done
 not_after() { date -u -d "$(certtool -i --infile "$1" | sed -n 's/^.*Not After: //p')" +%s; }
 "$ctl" -s "$tmp/s1" --json peers >p1.json
