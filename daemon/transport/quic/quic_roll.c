@@ -181,7 +181,9 @@ void nx_qroll_conn_gone(struct nx_qconn *c)
             if (p->conn)
                 nx_quic_schedule_flush(p->conn);
         }
-        if (c->fail)
+        if (p->state == NX_TPEER_LOST)
+            ; /* going with the peer: LOST said why */
+        else if (c->fail)
             NX_WARN("quic", "%s: successor connection failed (%s); the old one goes on",
                     p->base.addr, c->why[0] ? c->why : "closed");
         else
@@ -192,7 +194,9 @@ void nx_qroll_conn_gone(struct nx_qconn *c)
         nx_quic_schedule_flush(p->conn);
     if (p->old == c) {
         p->old = NULL;
-        if (!c->peer_rolled && c->close_app != NX_QERR_ROLLED)
+        p->old_pkts_sent += c->pkts_sent; /* nexarctl peers counts the peer's packets */
+        p->old_pkts_recv += c->pkts_recv;
+        if (p->state != NX_TPEER_LOST && !c->peer_rolled && c->close_app != NX_QERR_ROLLED)
             NX_WARN("quic", "%s: old connection ended before the peer moved off it: %s",
                     p->base.addr, c->why[0] ? c->why : "closed");
     }
