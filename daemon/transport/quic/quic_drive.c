@@ -144,6 +144,8 @@ static void close_now(struct nx_qconn *c, const struct close_plan *cp)
     conn_destroy(c);
     if (current)
         nx_qpeer_conn_failed(p, why);
+    else if (p) /* a successor or an old connection: a forget may have waited for it */
+        nx_qpeer_settle(p);
 }
 
 static struct close_plan pending_plan(struct nx_qconn *c)

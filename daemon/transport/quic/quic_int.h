@@ -473,10 +473,11 @@ int nx_qinspect_extend_bidi(struct nx_qconn *c, uint64_t max_streams);
 ngtcp2_ssize nx_qinspect_write_pkt(struct nx_qconn *c, uint8_t *dest, size_t destlen,
                                    ngtcp2_tstamp ts);
 
-/* Inside ngtcp2 for this peer's connection: teardown must wait. */
+/* Inside ngtcp2 for one of this peer's connections: teardown must wait. */
 static inline int nx_qpeer_busy(const struct nx_qpeer *p)
 {
-    return p->conn && p->conn->busy;
+    return (p->conn && p->conn->busy) || (p->succ && p->succ->busy) ||
+           (p->old && p->old->busy);
 }
 
 #endif
