@@ -68,6 +68,7 @@ static void one_peer(struct nx_tpeer *p, void *arg)
     pi->streams_open = s.streams_open;
     pi->cipher = nx_xstrdup(s.cipher);
     pi->cert_not_after = s.cert_end;
+    pi->handovers = s.handovers;
     pi->reason = nx_xstrdup(s.state == NX_TPEER_LOST && node && node->reason[0] ? node->reason
                                                                                  : s.reason);
     if (node) {

@@ -54,6 +54,7 @@ struct nx_tpeer_stats {
     uint64_t queued_bytes;            /* copied by send(), not yet acknowledged */
     uint32_t streams_open;
     char cipher[48];                  /* e.g. "TLS_AES_128_GCM_SHA256", "" before UP */
+    uint32_t handovers;               /* times the connection moved to a successor */
     int64_t cert_end;                 /* Unix time the proof the peer showed ends (the
                                        * earliest expiry in its chain); 0: none shown */
     char reason[128];                 /* why LOST */

@@ -146,7 +146,7 @@ for n in 0 1; do
 done
 not_after() { date -u -d "$(certtool -i --infile "$1" | sed -n 's/^.*Not After: //p')" +%s; }
 "$ctl" -s "$tmp/s1" --json peers >p1.json
-has p1.json "\"addr\":\"$a0\",\"state\":\"up\"[^}]*\"cert_not_after\":$(not_after new/node.pem)," \
+has p1.json "\"addr\":\"$a0\",\"state\":\"up\"[^}]*\"cert_not_after\":$(not_after new/node.pem),\"handovers\":1," \
     "node1 sees node0 up with its new certificate's end"
 
 if [ "$fails" -ne 0 ]; then

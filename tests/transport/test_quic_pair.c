@@ -18,6 +18,10 @@
  *             server-only, client-only, code signing, no EKU, no digitalSignature, no role,
  *             an operator's, the CA itself) are refused with what they lack, both ways
  *   expire    a connection ends when the peer's certificate expires, and no new one comes
+ *   roll      handovers to a successor (nx_quic_reload) in the middle of 256 MiB each way
+ *             over 4 channels: A reloads, then B, then both at once; every message once,
+ *             in order, bit-exact, every on_sent, no UP or LOST, each side on a new
+ *             connection; a forget during a handover frees everything
  *   stray     a packet for no connection of ours (another endpoint's stateless reset,
  *             noise) gets no answer: two daemons that both dropped a connection used to
  *             reset each other's resets, a byte shorter each time (the positive side, a
@@ -248,6 +252,112 @@ static int test_bulk(const char *host, uint64_t mib)
     QH_CHECK(a->losts == 0 && b->losts == 0 && a->ups == 1 && b->ups == 1);
     eps_free();
     return 0;
+}
+
+/* ---- handover ---- */
+
+struct roll_state {
+    struct bulk_done d[2];  /* a -> b and b -> a */
+    int step;               /* reloads made so far */
+    uint64_t at[3];         /* bytes received by both, over both directions, per reload */
+    int rolled[2];
+};
+
+static int roll_reload(struct ep *e, int *rolled)
+{
+    char err[256];
+    int rv = nx_quic_reload(e->t, rolled, err, sizeof(err));
+    if (rv != 0)
+        fprintf(stderr, "ep%d: reload: %s\n", e->idx, err);
+    return rv;
+}
+
+static int roll_done(void *arg)
+{
+    struct roll_state *s = arg;
+    struct ep *a = s->d[0].a, *b = s->d[0].b;
+    uint64_t got = a->bytes + b->bytes;
+    if (s->step < 3 && got >= s->at[s->step]) {
+        int r0 = 0, r1 = 0;
+        if (s->step != 1 && roll_reload(a, &r0) == 0) /* 0: A; 1: B; 2: both at once */
+            s->rolled[0] += r0;
+        if (s->step != 0 && roll_reload(b, &r1) == 0)
+            s->rolled[1] += r1;
+        s->step++;
+    }
+    return s->step == 3 && bulk_is_done(&s->d[0]) && bulk_is_done(&s->d[1]);
+}
+
+static uint64_t bulk_total(uint64_t target)
+{
+    uint64_t total = 0;
+    for (unsigned ch = 0; ch < NCH; ch++)
+        for (uint64_t seq = 0, sent = 0; sent < target; seq++) {
+            size_t len = qh_msg_len(ch, seq, MAXMSG);
+            sent += len;
+            total += len;
+        }
+    return total;
+}
+
+static int has_up_or_lost(void *arg);
+
+static int forget_during_roll(void)
+{
+    struct ep *a = ep_node("127.0.0.1:0", 0), *b = ep_node("127.0.0.1:0", 1);
+    if (!a || !b)
+        return 1;
+    a->to = peer_of(a, b);
+    a->target = 64u << 20;
+    pump(a);
+    QH_CHECK(qh_run_until(loop, has_up_or_lost, b, 5000));
+    int rolled = 0;
+    QH_CHECK(roll_reload(a, &rolled) == 0 && rolled == 1);
+    qh_run_for(loop, 2); /* the successor is on its way, or draining */
+    a->t->ops->close_peer(a->to, "maintenance");
+    a->t->ops->peer_forget(a->to);
+    a->to = NULL;
+    qh_run_for(loop, 300);
+    QH_CHECK(b->losts == 1);
+    eps_free(); /* ASan: nothing of the handover is left behind */
+    return 0;
+}
+
+static int test_roll(void)
+{
+    struct ep *a = ep_node("127.0.0.1:0", 0), *b = ep_node("127.0.0.1:0", 1);
+    if (!a || !b)
+        return 1;
+    a->to = peer_of(a, b);
+    b->to = peer_of(b, a);
+    a->target = b->target = (256u << 20) / NCH;
+    struct roll_state s = {{{a, b, bulk_total(a->target)}, {b, a, bulk_total(b->target)}}, 0,
+                           {0, 0, 0}, {0, 0}};
+    uint64_t both = s.d[0].total + s.d[1].total;
+    s.at[0] = both / 5, s.at[1] = both * 2 / 5, s.at[2] = both * 3 / 5;
+    pump(a);
+    pump(b);
+    int ok = qh_run_until(loop, roll_done, &s, 55000);
+    printf("roll: %d reloads, %d + %d handovers started, 2 x %.1f MiB\n", s.step, s.rolled[0],
+           s.rolled[1], (double)s.d[0].total / (1 << 20));
+    QH_CHECK(ok);
+    QH_CHECK(a->bad == 0 && b->bad == 0);
+    QH_CHECK(b->bytes == s.d[0].total && a->bytes == s.d[1].total);
+    for (int ch = 0; ch < NCH; ch++) {
+        QH_CHECK(b->next_seq[0][ch] == a->send_seq[ch]);
+        QH_CHECK(a->next_seq[1][ch] == b->send_seq[ch]);
+    }
+    QH_CHECK(a->acked == a->send_seq[0] + a->send_seq[1] + a->send_seq[2] + a->send_seq[3]);
+    QH_CHECK(b->acked == b->send_seq[0] + b->send_seq[1] + b->send_seq[2] + b->send_seq[3]);
+    QH_CHECK(s.rolled[0] == 2 && s.rolled[1] == 2);
+    QH_CHECK(a->losts == 0 && b->losts == 0 && a->ups == 1 && b->ups == 1);
+    struct nx_tpeer_stats st, sb;
+    a->t->ops->stats(a->to, &st);
+    b->t->ops->stats(b->to, &sb);
+    QH_CHECK(st.state == NX_TPEER_UP && st.queued_bytes == 0 && sb.queued_bytes == 0);
+    QH_CHECK(st.handovers == 3 && sb.handovers == 3); /* both moved at every reload */
+    eps_free();
+    return forget_during_roll();
 }
 
 static int ipv6_available(void)
@@ -1024,6 +1134,8 @@ int main(int argc, char **argv)
         rv = test_expire(short_s);
     } else if (!strcmp(what, "unreach")) {
         rv = test_unreach();
+    } else if (!strcmp(what, "roll")) {
+        rv = test_roll();
     } else if (!strcmp(what, "stray")) {
         rv = test_stray();
     } else {

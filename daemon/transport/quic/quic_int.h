@@ -365,6 +365,7 @@ struct nx_qpeer {
     struct nx_qpeer *dial_next;
     uint64_t bytes_sent, bytes_recv, msgs_sent, msgs_recv, queued_bytes;
     uint64_t old_pkts_sent, old_pkts_recv; /* of connections already gone */
+    uint32_t handovers;           /* moves to a successor (quic_roll.c) */
     int inspector;                /* an inspection client (ALPN h3), never a peer */
     int inspect_counted;          /* counted in q->inspectors */
     struct nx_h3s *h3;            /* its HTTP/3 session, once up */

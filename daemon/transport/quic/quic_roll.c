@@ -120,6 +120,7 @@ void nx_qroll_progress(struct nx_qpeer *p)
     p->rolling = 0;
     p->inbound = c->server;
     old->roll_mark = 1;
+    p->handovers++;
     NX_INFO("quic", "%s: moved to the successor connection", p->base.addr);
     if (old->peer_rolled) {
         close_old(p);

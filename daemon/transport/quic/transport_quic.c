@@ -236,6 +236,7 @@ static void quic_stats(struct nx_tpeer *tp, struct nx_tpeer_stats *o)
     o->queued_bytes = p->queued_bytes;
     o->pkts_sent = p->old_pkts_sent;
     o->pkts_recv = p->old_pkts_recv;
+    o->handovers = p->handovers;
     snprintf(o->reason, sizeof(o->reason), "%s", p->state == NX_TPEER_LOST ? p->reason : "");
     if (!c)
         return;
