@@ -14,59 +14,25 @@ set -euo pipefail
 
 ctl=${NEXARCTL:?NEXARCTL=path/to/nexarctl}
 nexard=${NEXARD:?NEXARD=path/to/nexard}
-if ! command -v certtool >/dev/null; then
-    echo "SKIP: certtool (gnutls-bin) not installed"
-    exit 77
-fi
-tmp=$(mktemp -d /tmp/nexar-certexp.XXXXXX)
-pids=
-cleanup() {
-    for p in $pids; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-cd "$tmp"
-
-fails=0
-ok() { echo "ok: $*"; }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-has() { # FILE ERE WHAT
-    if grep -Eq -- "$2" "$1"; then ok "$3"; else fail "$3: no /$2/ in $1:"; cat "$1"; fi
-}
-hasnt() { # FILE ERE WHAT
-    if grep -Eq -- "$2" "$1"; then fail "$3: /$2/ in $1:"; cat "$1"; else ok "$3"; fi
-}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+nxc_init certexp
 
 "$ctl" certs ca --out ca --days 30 >/dev/null
 "$ctl" certs node --ca ca --name node0 --ip 127.0.0.1 --out n0 --days 3 >/dev/null
 "$ctl" certs node --ca ca --name node1 --ip 127.0.0.1 --out n1 --days 20 >/dev/null
 
-start() { # N [nexard options]
-    local n=$1
-    shift
-    mkdir -p "r$n"
-    "$nexard" -f --socket "$tmp/s$n" --runtime-dir "$tmp/r$n" "$@" >"log$n" 2>&1 &
-    pids="$pids $!"
-    for _ in $(seq 50); do
-        "$ctl" -s "$tmp/s$n" status >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    echo "nexard $n did not come up:"; cat "log$n"; exit 1
-}
 for n in 0 1; do
-    start $n --listen 127.0.0.1:0 --tls-ca ca/ca.pem --tls-cert "n$n/node.pem" \
+    nxc_start $n --listen 127.0.0.1:0 --tls-ca ca/ca.pem --tls-cert "n$n/node.pem" \
         --tls-key "n$n/node-key.pem"
 done
-start 2
-listen_of() { "$ctl" -s "$tmp/s$1" --json peers | grep -o '"listen":"[^"]*"' | cut -d'"' -f4; }
-a0=$(listen_of 0) a1=$(listen_of 1)
+nxc_start 2
+a0=$(nxc_listen 0) a1=$(nxc_listen 1)
 "$ctl" -s "$tmp/s0" peer-test "$a1" --bytes 1M >/dev/null
 
-not_after() { date -u -d "$(certtool -i --infile "$1" | sed -n 's/^.*Not After: //p')" +%s; }
-utc() { date -u -d "@$1" '+%Y-%m-%d %H:%M:%S UTC'; }
-e0=$(not_after n0/node.pem) e1=$(not_after n1/node.pem)
-d0=$(utc "$e0") d1=$(utc "$e1")
+e0=$(nxc_not_after n0/node.pem) e1=$(nxc_not_after n1/node.pem)
+d0=$(nxc_utc "$e0") d1=$(nxc_utc "$e1")
 
 "$ctl" -s "$tmp/s0" --json status >st0.json
 has st0.json "\"cert_not_after\":$e0[,}]" "node0's status: the end is its certificate's Not After"
@@ -110,8 +76,4 @@ if [ -n "${NEXAR_RUN:-}" ]; then
     hasnt run.txt "certificate proof" "nexar-run's nodes warn of nothing"
 fi
 
-if [ "$fails" -ne 0 ]; then
-    echo "$fails check(s) failed"
-    exit 1
-fi
-echo "all checks passed"
+nxc_finish

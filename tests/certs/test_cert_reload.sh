@@ -20,29 +20,10 @@ ctl=${NEXARCTL:?NEXARCTL=path/to/nexarctl}
 nexard=${NEXARD:?NEXARD=path/to/nexard}
 rank=${ROLL_RANK:?ROLL_RANK=path/to/roll_rank}
 SHORT=${NX_RELOAD_SHORT:-12} RUN=${NX_RELOAD_RUN:-18}
-if ! command -v certtool >/dev/null; then
-    echo "SKIP: certtool (gnutls-bin) not installed"
-    exit 77
-fi
-tmp=$(mktemp -d /tmp/nexar-reload.XXXXXX)
-pids=
-cleanup() {
-    for p in $pids; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-cd "$tmp"
-
-fails=0
-ok() { echo "ok: $*"; }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-has() { # FILE ERE WHAT
-    if grep -Eq -- "$2" "$1"; then ok "$3"; else fail "$3: no /$2/ in $1:"; cat "$1"; fi
-}
-hasnt() { # FILE ERE WHAT
-    if grep -Eq -- "$2" "$1"; then fail "$3: /$2/ in $1:"; grep -E -- "$2" "$1"; else ok "$3"; fi
-}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+nxc_init reload
 
 "$ctl" certs ca --out ca --days 30 >/dev/null
 "$ctl" certs node --ca ca --name node1 --ip 127.0.0.1 --out n1 --days 20 >/dev/null
@@ -71,23 +52,11 @@ cp ca/ca.pem n0/ca.pem
 cp ca/ca.pem n1/ca.pem
 t0=$(date +%s)
 
-start() { # N
-    mkdir -p "r$1"
-    "$nexard" -f --socket "$tmp/s$1" --runtime-dir "$tmp/r$1" --listen 127.0.0.1:0 \
-        --tls-ca "n$1/ca.pem" --tls-cert "n$1/node.pem" --tls-key "n$1/node-key.pem" \
-        >"log$1" 2>&1 &
-    pids="$pids $!"
-    eval "pid$1=$!"
-    for _ in $(seq 50); do
-        "$ctl" -s "$tmp/s$1" status >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    echo "nexard $1 did not come up:"; cat "log$1"; exit 1
-}
-start 0
-start 1
-listen_of() { "$ctl" -s "$tmp/s$1" --json peers | grep -o '"listen":"[^"]*"' | cut -d'"' -f4; }
-a0=$(listen_of 0)
+for n in 0 1; do
+    nxc_start $n --listen 127.0.0.1:0 --tls-ca "n$n/ca.pem" --tls-cert "n$n/node.pem" \
+        --tls-key "n$n/node-key.pem"
+done
+a0=$(nxc_listen 0)
 
 rpids=
 for r in 0 1; do
@@ -144,13 +113,8 @@ for n in 0 1; do
     grep -v "successor connection failed" "log$n" >"rest$n"
     hasnt "rest$n" "lost|expired|failed" "node$n lost no peer, and only the refused successor failed"
 done
-not_after() { date -u -d "$(certtool -i --infile "$1" | sed -n 's/^.*Not After: //p')" +%s; }
 "$ctl" -s "$tmp/s1" --json peers >p1.json
-has p1.json "\"addr\":\"$a0\",\"state\":\"up\"[^}]*\"cert_not_after\":$(not_after new/node.pem),\"handovers\":1," \
+has p1.json "\"addr\":\"$a0\",\"state\":\"up\"[^}]*\"cert_not_after\":$(nxc_not_after new/node.pem),\"handovers\":1," \
     "node1 sees node0 up with its new certificate's end"
 
-if [ "$fails" -ne 0 ]; then
-    echo "$fails check(s) failed"
-    exit 1
-fi
-echo "all checks passed"
+nxc_finish
