@@ -61,13 +61,13 @@ nx_netns_init() {
     trap nx_netns_cleanup EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
-    "$NX_NEXARCTL" certs ca --out "$NX_NETNS_TMP/ca" --days 1 >/dev/null
+    "$NX_NEXARCTL" certs ca --out "$NX_NETNS_TMP/ca" --days 30 >/dev/null
     local n ip4 ip6
     for n in a b; do
         if [ $n = a ]; then ip4=$NX_NETNS_V4A ip6=$NX_NETNS_V6A; else
             ip4=$NX_NETNS_V4B ip6=$NX_NETNS_V6B; fi
         "$NX_NEXARCTL" certs node --ca "$NX_NETNS_TMP/ca" --name "node-$n" --ip "$ip4" \
-            --ip "$ip6" --days 1 --out "$NX_NETNS_TMP/$n" >/dev/null
+            --ip "$ip6" --days 30 --out "$NX_NETNS_TMP/$n" >/dev/null
     done
 }
 
