@@ -64,9 +64,10 @@ static void on_hup(uv_signal_t *s, int signum)
     (void)signum;
     if (nxd.stopping)
         return;
+    char msg[512];
     nx_notify("RELOADING=1");
     NX_INFO("main", "SIGHUP: reloading the TLS credentials");
-    nx_cluster_reload_tls();
+    nx_cluster_reload_tls(msg, sizeof(msg));
     nx_notify("READY=1");
 }
 

@@ -207,6 +207,11 @@ static void config_json(struct nx_json *j, const Nexar__CtlReply *r)
     nx_json_arr_end(j);
 }
 
+static void reload_json(struct nx_json *j, const Nexar__CtlReply *r)
+{
+    nx_json_str(j, "result", r->result);
+}
+
 static const struct {
     int command;
     void (*members)(struct nx_json *j, const Nexar__CtlReply *r);
@@ -218,6 +223,7 @@ static const struct {
     {NEXAR__CTL_COMMAND__CTL_STATS, stats_json},
     {NEXAR__CTL_COMMAND__CTL_PEERS, peers_json},
     {NEXAR__CTL_COMMAND__CTL_CONFIG, config_json},
+    {NEXAR__CTL_COMMAND__CTL_RELOAD, reload_json},
 };
 
 static void (*members_of(int command))(struct nx_json *, const Nexar__CtlReply *)

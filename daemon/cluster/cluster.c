@@ -341,22 +341,25 @@ int nx_cluster_init(const struct nx_quic_inspect *inspect)
     return 0;
 }
 
-int nx_cluster_reload_tls(void)
+int nx_cluster_reload_tls(char *msg, size_t len)
 {
     char err[256], subject[160], when[40];
     int rolled;
     if (!cl.t) {
-        NX_INFO("cluster", "reload: no network (listen is not set), no credentials to read");
+        snprintf(msg, len, "no network (listen is not set), no credentials to read");
+        NX_INFO("cluster", "reload: %s", msg);
         return 0;
     }
     if (nx_quic_reload(cl.t, &rolled, err, sizeof(err)) != 0) {
-        NX_ERROR("cluster", "reload: keeping the credentials in use: %s", err);
+        snprintf(msg, len, "keeping the credentials in use: %s", err);
+        NX_ERROR("cluster", "reload: %s", msg);
         return -EINVAL;
     }
     time_t end = nx_quic_own_cert(cl.t, subject, sizeof(subject));
-    NX_INFO("cluster", "reload: new credentials (%s, until %s); %d peer connection(s) "
-            "to hand over to successors", subject[0] ? subject : "no certificate",
-            end == (time_t)-1 ? "-" : nx_cert_time(end, when, sizeof(when)), rolled);
+    snprintf(msg, len, "new credentials (%s, until %s); %d peer connection(s) to hand over "
+             "to successors", subject[0] ? subject : "no certificate",
+             end == (time_t)-1 ? "-" : nx_cert_time(end, when, sizeof(when)), rolled);
+    NX_INFO("cluster", "reload: %s", msg);
     nx_certwatch_start(cl.t);
     return 0;
 }

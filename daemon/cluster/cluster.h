@@ -62,10 +62,10 @@ void nx_cluster_fini(void);
 void nx_cluster_tick(double now);
 
 bool nx_cluster_enabled(void);
-/* SIGHUP: reads the TLS files again and hands every peer connection over to one made
- * with them (transport_quic.h, nx_quic_reload).  0, or -errno after logging why (the old
- * credentials stay). */
-int nx_cluster_reload_tls(void);
+/* SIGHUP or nexarctl reload: reads the TLS files again and hands every peer connection
+ * over to one made with them (transport_quic.h, nx_quic_reload).  0, or -errno (the old
+ * credentials stay); msg gets what was logged. */
+int nx_cluster_reload_tls(char *msg, size_t len);
 /* When this node's certificate proof ends (certwatch.h), with its subject; (time_t)-1
  * without a network or a certificate. */
 time_t nx_cluster_cert(char *subject, size_t len);

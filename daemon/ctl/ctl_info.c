@@ -34,6 +34,7 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 #include "ctl_peers.h"
 #include "ctlsrv.h"
 #include "job.h"
+#include "log.h"
 #include "mem.h"
 #include "nexar.h"
 #include "nexar.pb-c.h"
@@ -335,10 +336,39 @@ static void send_reply(void *arg, const Nexar__CtlReply *rep)
         nx_conn_close(c);
 }
 
+/* SIGHUP's work, with its outcome for the asker: an operator's `nexarctl reload` learns
+ * whether the files were taken.  The credentials are the node's: root and nexard's own
+ * uid only. */
+static void reload(struct nx_conn *c)
+{
+    char msg[512];
+    Nexar__CtlReply rep = NEXAR__CTL_REPLY__INIT;
+    if (c->uid != 0 && c->uid != geteuid()) {
+        snprintf(msg, sizeof(msg), "uid %u may not reload nexard (root or uid %u only)",
+                 (unsigned)c->uid, (unsigned)geteuid());
+        NX_WARN("ctl", "reload refused for pid %d: %s", (int)c->pid, msg);
+        rep.status = NEXAR_ERR_PERMISSION;
+        rep.error = msg;
+    } else {
+        NX_INFO("ctl", "reload asked by pid %d (uid %u)", (int)c->pid, (unsigned)c->uid);
+        if (nx_cluster_reload_tls(msg, sizeof(msg)) != 0) {
+            rep.status = NEXAR_ERR_INVALID;
+            rep.error = msg;
+        } else {
+            rep.result = msg;
+        }
+    }
+    send_reply(c, &rep);
+}
+
 void nx_ctl_info_reply(struct nx_conn *c, const Nexar__CtlRequest *req)
 {
     if (req->command == NEXAR__CTL_COMMAND__CTL_PEER_TEST) {
         nx_peertest_start(c, req->peer_test);
+        return;
+    }
+    if (req->command == NEXAR__CTL_COMMAND__CTL_RELOAD) {
+        reload(c);
         return;
     }
     if (nx_ctl_report(req->command, send_reply, c) == 0)

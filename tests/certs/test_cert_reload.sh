@@ -4,11 +4,13 @@
 #   - node0 starts with a certificate that ends ${SHORT}s after the start (certtool), node1
 #     with one of 20 days; a 2-rank job across them checks every all_reduce exactly for
 #     ${RUN}s, well past node0's end;
-#   - a reload with a key that does not match its certificate is refused with the files
-#     named, and the credentials in use stay;
+#   - a reload (nexarctl reload) with a key that does not match its certificate is
+#     refused with the files named, exit 1, and the credentials in use stay; another
+#     uid's reload is refused (exit 9);
 #   - a reload with a certificate of another CA (node0 trusts both, node1 only its own)
 #     is taken by node0, but node1 refuses the successor: the old connection serves on;
-#   - a reload with a new certificate moves the connection to a successor made with it on
+#   - a reload (nexarctl reload) with a new certificate moves the connection to a
+#     successor made with it on
 #     both nodes: the job runs on to its end, exact, no peer is lost, and node1 sees node0's
 #     new end (nexarctl peers --json);
 #   - without the reload (NX_RELOAD_SKIP=1, to see the test fail) the job dies when node0's
@@ -67,14 +69,29 @@ for r in 0 1; do
 done
 sleep 2
 
-# A key that is not the certificate's: refused, the credentials in use stay.
+# A key that is not the certificate's: refused, the credentials in use stay; nexarctl
+# reload says so and fails.
 cp n0/node-key.pem n0/good-key.pem
 cp n1/node-key.pem n0/node-key.pem
-kill -HUP "$pid0"
-sleep 0.5
+rc=0
+"$ctl" -s "$tmp/s0" reload >reload1.txt 2>&1 || rc=$?
+[ "$rc" -eq 1 ] && ok "nexarctl reload of a mismatched key exits 1" ||
+    fail "nexarctl reload of a mismatched key exited $rc"
+has reload1.txt "reload: keeping the credentials in use: tls_cert n0/node.pem / tls_key n0/node-key.pem: " \
+    "nexarctl reload says why, naming the files"
 has log0 "error cluster: reload: keeping the credentials in use: tls_cert n0/node.pem / tls_key n0/node-key.pem: " \
-    "a key that does not match is refused, naming the files"
+    "the log says the same"
 cp n0/good-key.pem n0/node-key.pem
+# The node's credentials are root's and nexard's business: another uid is refused.
+if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
+    chmod 755 "$tmp"
+    rc=0
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$ctl" -s "$tmp/s0" reload \
+        >reload2.txt 2>&1 || rc=$?
+    [ "$rc" -eq 9 ] && ok "another uid's reload exits 9 (permission)" ||
+        fail "another uid's reload exited $rc"
+    has reload2.txt "uid 65534 may not reload nexard \(root or uid 0 only\)" "and says why"
+fi
 
 # Another CA's certificate: node0 trusts that CA too now, node1 does not.
 cp n0/node.pem n0/good.pem
@@ -92,7 +109,9 @@ cp ca/ca.pem n0/ca.pem
 if [ -z "${NX_RELOAD_SKIP:-}" ]; then
     cp new/node.pem n0/node.pem.tmp && mv n0/node.pem.tmp n0/node.pem
     cp new/node-key.pem n0/node-key.pem.tmp && mv n0/node-key.pem.tmp n0/node-key.pem
-    kill -HUP "$pid0"
+    "$ctl" -s "$tmp/s0" reload >reload3.txt 2>&1 || fail "nexarctl reload failed: $(cat reload3.txt)"
+    has reload3.txt "^reloaded: new credentials \(CN=node0,OU=nexar node,O=nexar, until .*\); 1 peer connection\(s\) to hand over" \
+        "nexarctl reload says what it did"
 fi
 
 rc=0

@@ -45,7 +45,7 @@ static struct tl_ctl *ctl(const char *const *args)
                 (got), (want))
 
 static const char *const commands[] = {"status", "jobs", "comms", "ops", "stats", "peers",
-                                       "config", "peer-test", "certs", "help"};
+                                       "config", "reload", "peer-test", "certs", "help"};
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 static void section_help(void)

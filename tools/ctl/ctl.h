@@ -34,6 +34,7 @@ void nxc_escape_message(ProtobufCMessage *m);
 
 void nxc_status_human(FILE *f, const Nexar__CtlReply *r);
 void nxc_stats_human(FILE *f, const Nexar__CtlReply *r);
+void nxc_reload_human(FILE *f, const Nexar__CtlReply *r);
 void nxc_jobs_human(FILE *f, const Nexar__CtlReply *r);
 void nxc_comms_human(FILE *f, const Nexar__CtlReply *r);
 void nxc_ops_human(FILE *f, const Nexar__CtlReply *r);

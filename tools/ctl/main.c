@@ -36,6 +36,9 @@ static const struct nxc_command commands[] = {
      "other daemons: state, RTT, window, traffic, losses, cipher", nxc_peers_human},
     {"config", NEXAR__CTL_COMMAND__CTL_CONFIG,
      "the settings in effect, and where each one came from", nxc_config_human},
+    {"reload", NEXAR__CTL_COMMAND__CTL_RELOAD,
+     "reread the TLS files, hand peer connections over (root, nexard's uid)",
+     nxc_reload_human},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -241,6 +244,9 @@ int main(int argc, char **argv)
         bad("--socket and --remote exclude each other", NULL);
     if (!remote.addr && (remote.ca || remote.cert || remote.key))
         bad("--tls-ca, --tls-cert and --tls-key go with --remote", NULL);
+    if (remote.addr && cmd->command == NEXAR__CTL_COMMAND__CTL_RELOAD)
+        bad("reload is asked of the daemon on this machine (its socket), not --remote",
+            NULL);
 
     int timeout_ms = (int)(timeout_s * 1000);
     char err[512];

@@ -1,5 +1,6 @@
 /*
- * status.c - `nexarctl status` (the daemon itself) and `nexarctl stats` (counters).
+ * status.c - `nexarctl status` (the daemon itself), `nexarctl stats` (counters) and
+ * `nexarctl reload` (what the daemon did with the TLS files).
  */
 #include <string.h>
 #include <time.h>
@@ -41,6 +42,11 @@ void nxc_status_human(FILE *f, const Nexar__CtlReply *r)
     }
     nxc_table_print(&t, f, "  ");
     nxc_table_free(&t);
+}
+
+void nxc_reload_human(FILE *f, const Nexar__CtlReply *r)
+{
+    fprintf(f, "reloaded: %s\n", r->result && *r->result ? r->result : "done");
 }
 
 void nxc_stats_human(FILE *f, const Nexar__CtlReply *r)
