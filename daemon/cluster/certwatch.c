@@ -32,13 +32,14 @@ static void check(double now, int at_start)
     cw.last_warn = now;
     if (end <= wall)
         NX_ERROR("cluster", "this node's certificate proof (tls_cert %s) ended at %s: every "
-                 "peer refuses it; install a new certificate and restart nexard "
-                 "(docs/operations.md, Rotation)", nxd.cfg.tls_cert ? nxd.cfg.tls_cert : "?",
+                 "peer refuses it; install a new certificate and reload nexard (systemctl "
+                 "reload nexard; docs/operations.md, Rotation)", nxd.cfg.tls_cert ? nxd.cfg.tls_cert : "?",
                  when);
     else
         NX_WARN("cluster", "this node's certificate proof (tls_cert %s) ends at %s, %s: then "
                 "every peer closes its connections with this node and the jobs across nodes "
-                "fail; rotate it before (docs/operations.md, Rotation)",
+                "fail; install a new one before and reload nexard (systemctl reload nexard; "
+                "docs/operations.md, Rotation)",
                 nxd.cfg.tls_cert ? nxd.cfg.tls_cert : "?", when, in);
 }
 
