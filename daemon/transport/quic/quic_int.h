@@ -189,9 +189,10 @@ int nx_qtls_init(struct nx_qtls *x, const struct nx_quic_conf *conf, uint8_t res
                  char *err, size_t errlen);
 void nx_qtls_fini(struct nx_qtls *x);
 /* Reads the files of conf again into new credentials for the handshakes to come; the old
- * ones stay with the sessions made with them.  0, or -errno with err (nothing changed). */
-int nx_qtls_reload(struct nx_qtls *x, const struct nx_quic_conf *conf, char *err,
-                   size_t errlen);
+ * ones stay with the sessions made with them.  reset_secret gets the one derived from the
+ * key read.  0, or -errno with err (nothing changed). */
+int nx_qtls_reload(struct nx_qtls *x, const struct nx_quic_conf *conf,
+                   uint8_t reset_secret[32], char *err, size_t errlen);
 struct nx_qconn;
 int nx_qtls_session_new(struct nx_qtls *x, struct nx_qconn *c, int server);
 /* ngtcp2 recv_crypto_data: feeds GnuTLS and records why a handshake failed. */

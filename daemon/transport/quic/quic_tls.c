@@ -264,8 +264,8 @@ fail_cred:
     return -EINVAL;
 }
 
-int nx_qtls_reload(struct nx_qtls *x, const struct nx_quic_conf *conf, char *err,
-                   size_t errlen)
+int nx_qtls_reload(struct nx_qtls *x, const struct nx_quic_conf *conf,
+                   uint8_t reset_secret[32], char *err, size_t errlen)
 {
     gnutls_certificate_credentials_t cred;
     int have_cert;
@@ -276,6 +276,11 @@ int nx_qtls_reload(struct nx_qtls *x, const struct nx_quic_conf *conf, char *err
     int rv = load_cred(conf, &cred, &have_cert, err, errlen);
     if (rv != 0)
         return rv;
+    if (reset_secret_from_key(conf->tls_key, reset_secret) != 0) {
+        gnutls_certificate_free_credentials(cred);
+        snprintf(err, errlen, "cannot derive the stateless reset secret");
+        return -EINVAL;
+    }
     /* Sessions of live connections point at the old credentials: kept until the end. */
     x->retired = nx_xrealloc(x->retired, (x->nretired + 1) * sizeof(*x->retired));
     x->retired[x->nretired++] = x->cred;

@@ -258,10 +258,20 @@ static void quic_stats(struct nx_tpeer *tp, struct nx_tpeer_stats *o)
 int nx_quic_reload(struct nx_transport *t, int *rolled, char *err, size_t errlen)
 {
     struct nx_quic *q = (struct nx_quic *)t;
-    int rv = nx_qtls_reload(&q->tls, &q->conf, err, errlen);
+    uint8_t secret[32];
+    int rv = nx_qtls_reload(&q->tls, &q->conf, secret, err, errlen);
     *rolled = 0;
     if (rv != 0)
         return rv;
+    /* A new key (one that may have leaked is replaced) gets its own reset and ID-tag
+     * secrets: the old key no longer forges our resets.  IDs issued before lose their
+     * resets, and their connections are handed over below. */
+    if (memcmp(secret, q->reset_secret, sizeof(secret)) != 0) {
+        memcpy(q->reset_secret, secret, sizeof(secret));
+        if (nx_qcid_init(q) != 0)
+            NX_WARN("quic", "cannot derive the connection ID key of the new node key");
+    }
+    gnutls_memset(secret, 0, sizeof(secret));
     /* The peers still hold the proof we showed them: show them the new one on a
      * successor of each connection (quic_roll.c). */
     for (struct nx_qpeer *p = q->all; p; p = p->next)
