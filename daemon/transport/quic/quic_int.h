@@ -430,8 +430,9 @@ void nx_qpeer_free(struct nx_qpeer *p);
 /* The peer's connection came up: notify, open streams. */
 void nx_qpeer_up(struct nx_qpeer *p);
 void nx_qpeer_notify_unlink(struct nx_qpeer *p);
-/* Closes p's successor and old connections, if any (the peer is going). */
-void nx_qpeer_close_others(struct nx_qpeer *p, uint64_t app_err, const char *why);
+/* Closes every connection of p: the current one, and a successor and an old one during a
+ * handover (the peer is going). */
+void nx_qpeer_close_conns(struct nx_qpeer *p, uint64_t app_err, const char *why);
 /* ---- quic_roll.c: a connection handed over to a successor without losing a message ---- */
 /* Dials a successor of p's connection (after our credentials changed).  0; -EBUSY when a
  * handover or a dial is under way (it is dialed again once that is over); -1. */

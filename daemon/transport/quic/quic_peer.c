@@ -63,8 +63,10 @@ void nx_qpeer_notify_unlink(struct nx_qpeer *p)
     p->in_notify = 0;
 }
 
-void nx_qpeer_close_others(struct nx_qpeer *p, uint64_t app_err, const char *why)
+void nx_qpeer_close_conns(struct nx_qpeer *p, uint64_t app_err, const char *why)
 {
+    if (p->conn)
+        nx_qconn_close(p->conn, app_err, why);
     if (p->succ)
         nx_qconn_close(p->succ, app_err, why);
     if (p->old)
@@ -83,9 +85,7 @@ void nx_qpeer_free(struct nx_qpeer *p)
                 break;
             }
     }
-    if (p->conn)
-        nx_qconn_close(p->conn, NX_QERR_CLOSED, "closed");
-    nx_qpeer_close_others(p, NX_QERR_CLOSED, "closed");
+    nx_qpeer_close_conns(p, NX_QERR_CLOSED, "closed");
     if (p->inspector)
         nx_qinspect_free(p);
     nx_qstream_free_all(p);
@@ -130,9 +130,7 @@ void nx_qpeer_lost(struct nx_qpeer *p, const char *reason)
     snprintf(p->reason, sizeof(p->reason), "%s", reason);
     if (p->visible)
         NX_WARN("quic", "%s: lost: %s", p->base.addr, reason);
-    if (p->conn)
-        nx_qconn_close(p->conn, NX_QERR_REFUSED, reason);
-    nx_qpeer_close_others(p, NX_QERR_REFUSED, reason);
+    nx_qpeer_close_conns(p, NX_QERR_REFUSED, reason);
     if (nx_qpeer_busy(p))
         p->close_req = 1; /* the queue is being walked: free it on the way out */
     else

@@ -200,9 +200,7 @@ static void quic_close_peer(struct nx_tpeer *tp, const char *reason)
     }
     p->lost_posted = 1; /* the caller knows: no on_peer for a local close */
     nx_qpeer_notify_unlink(p);
-    if (p->conn)
-        nx_qconn_close(p->conn, NX_QERR_CLOSED, why);
-    nx_qpeer_close_others(p, NX_QERR_CLOSED, why);
+    nx_qpeer_close_conns(p, NX_QERR_CLOSED, why);
     if (nx_qpeer_busy(p))
         p->close_req = 1;
     else
@@ -325,9 +323,7 @@ static void quic_destroy(struct nx_transport *t)
     q->destroying = 1;
     while (q->all) {
         struct nx_qpeer *p = q->all;
-        if (p->conn)
-            nx_qconn_close(p->conn, NX_QERR_CLOSED, "shutdown");
-        nx_qpeer_close_others(p, NX_QERR_CLOSED, "shutdown");
+        nx_qpeer_close_conns(p, NX_QERR_CLOSED, "shutdown");
         nx_qpeer_free(p);
     }
     q->notify = NULL;
