@@ -209,6 +209,24 @@ static int maybe_reset(struct nx_qconn *c, const uint8_t *data, size_t len)
     return 0;
 }
 
+/* With Retry on, an Initial without a token gets one (0: stop here), and one whose token
+ * does not hold (forged, stale, another address's) is dropped.  1: go on; *retried says
+ * whether the token was the way in. */
+static int retry_gate(struct nx_quic *q, const ngtcp2_pkt_hd *hd, int token_ok,
+                      const union nx_qsa *local, const union nx_qsa *remote,
+                      socklen_t remote_len, int *retried)
+{
+    *retried = 0;
+    if (!q->conf.retry)
+        return 1;
+    if (hd->token.len == 0) {
+        send_retry(q, hd, local, remote, remote_len);
+        return 0;
+    }
+    *retried = token_ok;
+    return token_ok;
+}
+
 /*
  * A successor of a live connection (quic_roll.c): it goes beside the connection, which
  * stays until both ends have moved.  For a peer we have no live connection with (we
@@ -217,12 +235,11 @@ static int maybe_reset(struct nx_qconn *c, const uint8_t *data, size_t len)
  * kept, as in a simultaneous open.
  */
 static void accept_successor(struct nx_quic *q, struct nx_qpeer *p, const ngtcp2_pkt_hd *hd,
-                             uint8_t *data, size_t len, const union nx_qsa *local,
-                             socklen_t local_len, const union nx_qsa *remote,
-                             socklen_t remote_len)
+                             int token_ok, const ngtcp2_cid *odcid, uint8_t *data, size_t len,
+                             const union nx_qsa *local, socklen_t local_len,
+                             const union nx_qsa *remote, socklen_t remote_len)
 {
-    ngtcp2_cid odcid = {0};
-    int retried = 0;
+    int retried;
     if (!p || p->inspector || p->state != NX_TPEER_UP || !p->conn || !p->conn->confirmed ||
         p->old || p->rolling) {
         q->refused++;
@@ -238,21 +255,14 @@ static void accept_successor(struct nx_quic *q, struct nx_qpeer *p, const ngtcp2
         snprintf(p->succ->why, sizeof(p->succ->why), "both ends dialed one: theirs is kept");
         nx_qconn_drop(p->succ);
     }
-    if (q->conf.retry) {
-        if (hd->token.len == 0) {
-            send_retry(q, hd, local, remote, remote_len);
-            return;
-        }
-        if (check_token(q, hd, remote, remote_len, &odcid) != 0)
-            return;
-        retried = 1;
-    }
+    if (!retry_gate(q, hd, token_ok, local, remote, remote_len, &retried))
+        return;
     if (p->succ) /* an earlier successor of theirs that never came up */
         nx_qconn_drop(p->succ);
     ngtcp2_path path = {{(struct sockaddr *)&local->sa, local_len},
                         {(struct sockaddr *)&remote->sa, remote_len},
                         NULL};
-    struct nx_qconn *c = nx_qconn_server_new(p, hd, &path, &odcid, retried);
+    struct nx_qconn *c = nx_qconn_server_new(p, hd, &path, odcid, retried);
     if (!c)
         return;
     p->succ = c;
@@ -267,18 +277,18 @@ static void accept_initial(struct nx_quic *q, uint8_t *data, size_t len,
     ngtcp2_pkt_hd hd;
     ngtcp2_cid odcid = {0};
     struct nx_qconn *abandon;
-    int supersede, retried = 0;
+    int supersede, retried;
     int rv = ngtcp2_accept(&hd, data, len);
     if ((rv != 0 && rv != NGTCP2_ERR_RETRY) || hd.type != NGTCP2_PKT_INITIAL ||
         !q->tls.have_cert || q->destroying)
         return;
     struct nx_qpeer *p = nx_qpeer_find(q, &remote->sa);
-    /* A successor's Initial carries its tag in the destination ID, or after a Retry in
-     * the original one the token holds. */
-    if (nx_qroll_is_tagged(&hd.dcid) ||
-        (hd.token.len && check_token(q, &hd, remote, remote_len, &odcid) == 0 &&
-         nx_qroll_is_tagged(&odcid))) {
-        accept_successor(q, p, &hd, data, len, local, local_len, remote, remote_len);
+    /* Opened once, here: a successor's Initial carries its tag in the destination ID, or
+     * after a Retry in the original one that the token holds. */
+    int token_ok = hd.token.len && check_token(q, &hd, remote, remote_len, &odcid) == 0;
+    if (nx_qroll_is_tagged(&hd.dcid) || (token_ok && nx_qroll_is_tagged(&odcid))) {
+        accept_successor(q, p, &hd, token_ok, &odcid, data, len, local, local_len, remote,
+                         remote_len);
         return;
     }
     if (open_rule(p, local, remote, &abandon, &supersede) == IGNORE) {
@@ -286,15 +296,8 @@ static void accept_initial(struct nx_quic *q, uint8_t *data, size_t len,
         NX_DEBUG("quic", "%s: simultaneous open: keeping our dial", p->base.addr);
         return;
     }
-    if (q->conf.retry) {
-        if (hd.token.len == 0) {
-            send_retry(q, &hd, local, remote, remote_len);
-            return;
-        }
-        if (check_token(q, &hd, remote, remote_len, &odcid) != 0)
-            return; /* forged, stale or for another address */
-        retried = 1;
-    }
+    if (!retry_gate(q, &hd, token_ok, local, remote, remote_len, &retried))
+        return;
     if (abandon) {
         NX_DEBUG("quic", "%s: simultaneous open: accepting theirs, dropping our dial",
                  p->base.addr);
