@@ -214,6 +214,19 @@ static int bulk_is_done(void *arg)
     return d->b->bytes >= d->total && d->a->acked_bytes >= d->total;
 }
 
+/* What pump() sends for a target per channel: whole messages, up to the first past it. */
+static uint64_t bulk_total(uint64_t target)
+{
+    uint64_t total = 0;
+    for (unsigned ch = 0; ch < NCH; ch++)
+        for (uint64_t seq = 0, sent = 0; sent < target; seq++) {
+            size_t len = qh_msg_len(ch, seq, MAXMSG);
+            sent += len;
+            total += len;
+        }
+    return total;
+}
+
 static int test_bulk(const char *host, uint64_t mib)
 {
     char la[64];
@@ -223,13 +236,7 @@ static int test_bulk(const char *host, uint64_t mib)
         return 1;
     a->to = peer_of(a, b);
     a->target = (mib << 20) / NCH;
-    struct bulk_done d = {a, b, 0};
-    for (unsigned ch = 0; ch < NCH; ch++) /* what pump() will send: whole messages */
-        for (uint64_t seq = 0, sent = 0; sent < a->target; seq++) {
-            size_t len = qh_msg_len(ch, seq, MAXMSG);
-            sent += len;
-            d.total += len;
-        }
+    struct bulk_done d = {a, b, bulk_total(a->target)};
     double t0 = qh_now();
     pump(a);
     int ok = qh_run_until(loop, bulk_is_done, &d, 55000);
@@ -293,18 +300,6 @@ static int roll_done(void *arg)
     a->t->ops->stats(a->to, &st);
     return s->step == 3 && bulk_is_done(&s->d[0]) && bulk_is_done(&s->d[1]) &&
            st.handovers == 4;
-}
-
-static uint64_t bulk_total(uint64_t target)
-{
-    uint64_t total = 0;
-    for (unsigned ch = 0; ch < NCH; ch++)
-        for (uint64_t seq = 0, sent = 0; sent < target; seq++) {
-            size_t len = qh_msg_len(ch, seq, MAXMSG);
-            sent += len;
-            total += len;
-        }
-    return total;
 }
 
 static int has_up_or_lost(void *arg);
