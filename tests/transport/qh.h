@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <netinet/in.h>
 #include <uv.h>
 
 #include "transport.h"
@@ -43,6 +44,24 @@ void qh_run_for(uv_loop_t *loop, int ms);
 void qh_destroy(uv_loop_t *loop, struct nx_transport *t);
 
 double qh_now(void);
+
+/* A UDP relay on 127.0.0.1 (qh_relay.c): A dials a_side as B's address; B sees A at
+ * b_side.  drop (may be NULL) is asked about every datagram, from_a saying which way it
+ * goes; nonzero drops it. */
+struct qh_relay {
+    int (*drop)(void *arg, int from_a, const uint8_t *data, size_t len);
+    void *arg;
+    /* zeroed by qh_relay_start from here on */
+    int have_a;
+    uint64_t dropped;
+    char a_side[32], b_side[32];
+    struct sockaddr_in a_addr, b_addr;
+    uv_udp_t ua, ub;
+    uint8_t buf[65536];
+};
+int qh_relay_start(uv_loop_t *loop, struct qh_relay *r, const char *b_addr);
+/* Closes the sockets; run the loop once more before closing it. */
+void qh_relay_stop(struct qh_relay *r);
 
 /* Message i of a stream (channel, seq): its length and its bytes. */
 size_t qh_msg_len(uint64_t channel, uint64_t seq, size_t max);

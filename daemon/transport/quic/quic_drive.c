@@ -365,6 +365,7 @@ static int expire(struct nx_qconn *c, ngtcp2_tstamp now)
     struct close_plan cp = {CLOSE_NONE, 0, 0};
     double quiet = (double)(now - c->last_rx) / NGTCP2_SECONDS;
     double age = (double)(now - c->started) / NGTCP2_SECONDS;
+    c->timed_out = rv == NGTCP2_ERR_IDLE_CLOSE || rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT;
     /* Before the handshake is done, idle and handshake expiry mean the same thing. */
     if ((rv == NGTCP2_ERR_IDLE_CLOSE || rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT) && !c->confirmed &&
         !c->pkts_recv)

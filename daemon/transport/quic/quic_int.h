@@ -183,7 +183,7 @@ struct nx_qtls {
     time_t own_end;        /* when our proof ends (nx_cert_own_end); -1: no certificate */
     char own_subject[160]; /* our leaf's distinguished name */
     gnutls_certificate_credentials_t *retired; /* replaced by a reload, still referenced */
-    size_t nretired;
+    size_t nretired;       /* also the reloads so far: which credentials a session has */
 };
 int nx_qtls_init(struct nx_qtls *x, const struct nx_quic_conf *conf, uint8_t reset_secret[32],
                  char *err, size_t errlen);
@@ -285,6 +285,8 @@ struct nx_qconn {
     int fail;          /* an error was recorded: tear down on leave */
     int close_app;     /* close with an application error code (else transport) */
     int stateless_reset;
+    int timed_out;     /* ended by the handshake or idle timer: worth a new try */
+    size_t cred_gen;   /* made with our credentials of that reload (nx_qtls.nretired) */
     int in_flush_list, in_touched;
     int inspector;     /* ALPN h3: its stream events go to the peer's nx_h3s */
     int roll_mark;     /* an old connection: 1 our end marker is due, 2 it is written */
@@ -356,6 +358,8 @@ struct nx_qpeer {
     struct nx_qconn *old;         /* rolled over: the old one, until both ends are done */
     int rolling;                  /* succ is up: the channels drain off conn */
     int roll_again;               /* credentials changed during a handover or a dial */
+    ngtcp2_tstamp roll_retry_at;  /* roll_again after a dial that timed out: not before */
+    ngtcp2_duration roll_backoff; /* the wait after the next such dial */
     struct nx_qmap chans;         /* channel -> nx_qchan */
     struct nx_qchan *ready;       /* ring of channels with unsent, unblocked data */
     struct nx_qchan *open_head, *open_tail; /* channels waiting for a stream */

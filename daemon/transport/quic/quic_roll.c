@@ -24,7 +24,12 @@
  *      close as the marker.
  *
  * Both ends may reload at once and dial each other: the dial of the smaller address is
- * kept, as in a simultaneous open.  If the old connection fails before a side moved,
+ * kept, as in a simultaneous open.  A successor dial that times out (the peer's old
+ * connection lingered, a loss burst) is made again after 1 s, then 2, 4 ... up to
+ * NX_QROLL_BACKOFF_MAX: until it is up, the peer sees credentials that are no longer
+ * ours, and the connection ends with their proof.  One the peer refused (its CA does not
+ * trust ours) is not: the reason is logged on both nodes, and a reload of either one
+ * tries again.  If the old connection fails before a side moved,
  * that is the peer lost, as always; after, it is only logged: the side that still had
  * data on it loses the peer, and so does this one through the successor.
  */
@@ -33,6 +38,9 @@
 
 #include "log.h"
 #include "quic_int.h"
+
+#define NX_QROLL_BACKOFF_FIRST (1 * NGTCP2_SECONDS)
+#define NX_QROLL_BACKOFF_MAX (60 * NGTCP2_SECONDS)
 
 /* preamble "nxq1" | NX_QCHAN_ROLL, then a record of length 0: static, since ngtcp2 keeps
  * pointers into what it is given until it is acknowledged. */
@@ -79,11 +87,19 @@ void nx_qconn_confirmed(struct nx_qconn *c)
         nx_qpeer_up(c->peer);
 }
 
+static void close_old(struct nx_qpeer *p);
+
 void nx_qroll_confirmed(struct nx_qconn *c)
 {
     struct nx_qpeer *p = c->peer;
     if (!p->conn || p->rolling)
         return;
+    if (p->old && c->server) {
+        /* Our previous handover's old connection, whose close from the peer was lost:
+         * the peer, authenticated now, dials only once its side of it is gone. */
+        p->old->peer_rolled = 1;
+        close_old(p);
+    }
     NX_INFO("quic", "%s: successor connection up (%s); moving the channels to it",
             p->base.addr, c->server ? "inbound" : "outbound");
     p->rolling = 1;
@@ -101,7 +117,8 @@ static void close_old(struct nx_qpeer *p)
 
 void nx_qroll_progress(struct nx_qpeer *p)
 {
-    if (p->roll_again && !p->succ && !p->old && p->state == NX_TPEER_UP) {
+    if (p->roll_again && !p->succ && !p->old && p->state == NX_TPEER_UP &&
+        nx_qnow() >= p->roll_retry_at) {
         nx_qroll_start(p);
         return;
     }
@@ -110,7 +127,9 @@ void nx_qroll_progress(struct nx_qpeer *p)
         return;
     }
     struct nx_qconn *old = p->conn, *c = p->succ;
-    if (!p->rolling || !c || !old || nx_qpeer_busy(p) || old->busy ||
+    /* p->old: the one before, closed at the successor's confirmation, may still be in
+     * ngtcp2's hands; its slot is needed for the connection we leave now. */
+    if (!p->rolling || !c || !old || p->old || nx_qpeer_busy(p) || old->busy ||
         !nx_qstream_roll_drained(p))
         return;
     nx_qstream_roll_rebase(p, old);
@@ -121,6 +140,9 @@ void nx_qroll_progress(struct nx_qpeer *p)
     p->inbound = c->server;
     old->roll_mark = 1;
     p->handovers++;
+    p->roll_backoff = 0;
+    if (c->cred_gen == p->q->tls.nretired)
+        p->roll_again = 0; /* it shows our newest credentials already (the peer dialed it) */
     NX_INFO("quic", "%s: moved to the successor connection", p->base.addr);
     if (old->peer_rolled) {
         close_old(p);
@@ -169,6 +191,20 @@ ngtcp2_ssize nx_qroll_write_pkt(struct nx_qconn *c, uint8_t *dest, size_t destle
                                      NGTCP2_WRITE_STREAM_FLAG_NONE, -1, NULL, 0, ts);
 }
 
+/* Our dial timed out: the peer still sees our previous credentials, and the connection
+ * ends with their proof, so the handover is owed.  nx_qroll_progress makes it once the
+ * wait is over (the connection's keep-alive flushes it at least that often). */
+static void retry_later(struct nx_qpeer *p, const struct nx_qconn *c)
+{
+    ngtcp2_duration wait = p->roll_backoff ? p->roll_backoff : NX_QROLL_BACKOFF_FIRST;
+    p->roll_backoff = wait * 2 < NX_QROLL_BACKOFF_MAX ? wait * 2 : NX_QROLL_BACKOFF_MAX;
+    p->roll_retry_at = nx_qnow() + wait;
+    p->roll_again = 1;
+    NX_WARN("quic", "%s: successor connection failed (%s); the old one goes on, and the "
+            "successor is dialed again in %.0f s",
+            p->base.addr, c->why[0] ? c->why : "timed out", (double)wait / NGTCP2_SECONDS);
+}
+
 void nx_qroll_conn_gone(struct nx_qconn *c)
 {
     struct nx_qpeer *p = c->peer;
@@ -184,6 +220,8 @@ void nx_qroll_conn_gone(struct nx_qconn *c)
         }
         if (p->state == NX_TPEER_LOST)
             ; /* going with the peer: LOST said why */
+        else if (c->fail && c->timed_out && !c->server)
+            retry_later(p, c);
         else if (c->fail)
             NX_WARN("quic", "%s: successor connection failed (%s); the old one goes on",
                     p->base.addr, c->why[0] ? c->why : "closed");
@@ -191,14 +229,19 @@ void nx_qroll_conn_gone(struct nx_qconn *c)
             NX_INFO("quic", "%s: successor connection dropped (%s)", p->base.addr,
                     c->why[0] ? c->why : "superseded");
     }
-    if (p->roll_again && p->conn) /* the handover is over: the next one can begin */
-        nx_quic_schedule_flush(p->conn);
     if (p->old == c) {
         p->old = NULL;
         p->old_pkts_sent += c->pkts_sent; /* nexarctl peers counts the peer's packets */
         p->old_pkts_recv += c->pkts_recv;
-        if (p->state != NX_TPEER_LOST && !c->peer_rolled && c->close_app != NX_QERR_ROLLED)
+        if (p->state == NX_TPEER_LOST || c->peer_rolled || c->close_app == NX_QERR_ROLLED)
+            ;
+        else if (c->stateless_reset) /* it had closed it: the close was what got lost */
+            NX_INFO("quic", "%s: old connection closed: the peer had left it", p->base.addr);
+        else
             NX_WARN("quic", "%s: old connection ended before the peer moved off it: %s",
                     p->base.addr, c->why[0] ? c->why : "closed");
     }
+    /* The handover is over, or a move waited for the old slot: go on from here. */
+    if ((p->roll_again || p->rolling) && p->conn)
+        nx_quic_schedule_flush(p->conn);
 }

@@ -232,7 +232,13 @@ static int retry_gate(struct nx_quic *q, const ngtcp2_pkt_hd *hd, int token_ok,
  * stays until both ends have moved.  For a peer we have no live connection with (we
  * restarted, or it is gone), the dial is dropped: the dialer's old connection fails on
  * its own.  When both ends dial a successor at once, the dial of the smaller address is
- * kept, as in a simultaneous open.
+ * kept, as in a simultaneous open; ours is given up only for an Initial past the Retry
+ * gate, so that a Retry lost on the way cannot leave both ends without a dial.
+ *
+ * A connection we already moved off may still be here: the peer's close of it can be
+ * lost, and then it lingers until a stateless reset or the idle timeout ends it.  The
+ * peer dials a successor only once its own side of that connection is gone, so such a
+ * dial is taken; the lingering one is closed once the successor is up.
  */
 static void accept_successor(struct nx_quic *q, struct nx_qpeer *p, const ngtcp2_pkt_hd *hd,
                              int token_ok, const ngtcp2_cid *odcid, uint8_t *data, size_t len,
@@ -241,23 +247,21 @@ static void accept_successor(struct nx_quic *q, struct nx_qpeer *p, const ngtcp2
 {
     int retried;
     if (!p || p->inspector || p->state != NX_TPEER_UP || !p->conn || !p->conn->confirmed ||
-        p->old || p->rolling) {
+        p->rolling) {
         q->refused++;
         NX_DEBUG("quic", "%s: successor dial with no live connection to succeed: dropped",
                  p ? p->base.addr : "?");
         return;
     }
-    if (p->succ && !p->succ->server) {
-        if (nx_qaddr_cmp(&local->sa, &remote->sa) < 0) {
-            q->refused++;
-            return; /* both dialed: ours is kept */
-        }
-        snprintf(p->succ->why, sizeof(p->succ->why), "both ends dialed one: theirs is kept");
-        nx_qconn_drop(p->succ);
+    if (p->succ && !p->succ->server && nx_qaddr_cmp(&local->sa, &remote->sa) < 0) {
+        q->refused++;
+        return; /* both dialed: ours is kept */
     }
     if (!retry_gate(q, hd, token_ok, local, remote, remote_len, &retried))
         return;
-    if (p->succ) /* an earlier successor of theirs that never came up */
+    if (p->succ && !p->succ->server)
+        snprintf(p->succ->why, sizeof(p->succ->why), "both ends dialed one: theirs is kept");
+    if (p->succ) /* ours given up, or an earlier successor of theirs that never came up */
         nx_qconn_drop(p->succ);
     ngtcp2_path path = {{(struct sockaddr *)&local->sa, local_len},
                         {(struct sockaddr *)&remote->sa, remote_len},
@@ -369,13 +373,17 @@ void nx_qserver_on_datagram(struct nx_quic *q, uint8_t *data, size_t len,
         return;
     }
     /* A Stateless Reset starts with random bytes where a CID would be, so it cannot be
-     * routed: let the connection we have with that address look at it. */
+     * routed: let the connections we have with that address look at it.  The one we
+     * moved off counts too: a peer whose close of it was lost answers it with a reset. */
     struct nx_qpeer *p = nx_qpeer_find(q, &remote->sa);
-    if (p && p->conn && p->conn->confirmed && len >= 21 && maybe_reset(p->conn, data, len)) {
-        struct nx_qconn *pc = p->conn;
-        touch(q, pc);
-        nx_qconn_read(pc, &pc->ps.path, data, len, nx_qnow());
-        return;
+    struct nx_qconn *cand[3] = {p ? p->conn : NULL, p ? p->old : NULL, p ? p->succ : NULL};
+    for (size_t i = 0; i < 3 && len >= 21; i++) {
+        struct nx_qconn *pc = cand[i];
+        if (pc && pc->confirmed && !pc->dead && maybe_reset(pc, data, len)) {
+            touch(q, pc);
+            nx_qconn_read(pc, &pc->ps.path, data, len, nx_qnow());
+            return;
+        }
     }
     send_stateless_reset(q, &vc, len, local, remote, remote_len);
 }

@@ -334,6 +334,7 @@ int nx_qtls_session_new(struct nx_qtls *x, struct nx_qconn *c, int server)
         {(unsigned char *)NX_INSPECT_ALPN, sizeof(NX_INSPECT_ALPN) - 1},
     };
     unsigned nalpn = server && c->q->conf.inspect ? 2 : 1;
+    c->cred_gen = x->nretired;
     unsigned flags = (server ? GNUTLS_SERVER : GNUTLS_CLIENT) | GNUTLS_NO_TICKETS |
                      GNUTLS_NO_END_OF_EARLY_DATA;
     if (server && !x->have_cert)

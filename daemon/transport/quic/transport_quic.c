@@ -235,6 +235,8 @@ static void quic_stats(struct nx_tpeer *tp, struct nx_tpeer_stats *o)
     o->pkts_sent = p->old_pkts_sent;
     o->pkts_recv = p->old_pkts_recv;
     o->handovers = p->handovers;
+    o->conns = (p->conn && !p->conn->dead) + (p->succ && !p->succ->dead) +
+               (p->old && !p->old->dead);
     snprintf(o->reason, sizeof(o->reason), "%s", p->state == NX_TPEER_LOST ? p->reason : "");
     if (!c)
         return;
