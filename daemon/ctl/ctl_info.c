@@ -336,35 +336,48 @@ static void send_reply(void *arg, const Nexar__CtlReply *rep)
         nx_conn_close(c);
 }
 
+/* Commands that act for the node rather than for a job: root and nexard's own uid only.
+ * 0, or the refusal sent (NEXAR_ERR_PERMISSION, naming the uid). */
+static int operator_only(struct nx_conn *c, const char *what)
+{
+    char msg[256];
+    if (c->uid == 0 || c->uid == geteuid())
+        return 0;
+    snprintf(msg, sizeof(msg), "uid %u may not %s (root or uid %u only)", (unsigned)c->uid,
+             what, (unsigned)geteuid());
+    NX_WARN("ctl", "refused for pid %d: %s", (int)c->pid, msg);
+    Nexar__CtlReply rep = NEXAR__CTL_REPLY__INIT;
+    rep.status = NEXAR_ERR_PERMISSION;
+    rep.error = msg;
+    send_reply(c, &rep);
+    return -1;
+}
+
 /* SIGHUP's work, with its outcome for the asker: an operator's `nexarctl reload` learns
- * whether the files were taken.  The credentials are the node's: root and nexard's own
- * uid only. */
+ * whether the files were taken.  The credentials are the node's. */
 static void reload(struct nx_conn *c)
 {
     char msg[512];
     Nexar__CtlReply rep = NEXAR__CTL_REPLY__INIT;
-    if (c->uid != 0 && c->uid != geteuid()) {
-        snprintf(msg, sizeof(msg), "uid %u may not reload nexard (root or uid %u only)",
-                 (unsigned)c->uid, (unsigned)geteuid());
-        NX_WARN("ctl", "reload refused for pid %d: %s", (int)c->pid, msg);
-        rep.status = NEXAR_ERR_PERMISSION;
+    if (operator_only(c, "reload nexard") != 0)
+        return;
+    NX_INFO("ctl", "reload asked by pid %d (uid %u)", (int)c->pid, (unsigned)c->uid);
+    if (nx_cluster_reload_tls(msg, sizeof(msg)) != 0) {
+        rep.status = NEXAR_ERR_INVALID;
         rep.error = msg;
     } else {
-        NX_INFO("ctl", "reload asked by pid %d (uid %u)", (int)c->pid, (unsigned)c->uid);
-        if (nx_cluster_reload_tls(msg, sizeof(msg)) != 0) {
-            rep.status = NEXAR_ERR_INVALID;
-            rep.error = msg;
-        } else {
-            rep.result = msg;
-        }
+        rep.result = msg;
     }
     send_reply(c, &rep);
 }
 
 void nx_ctl_info_reply(struct nx_conn *c, const Nexar__CtlRequest *req)
 {
+    /* A peer test makes this daemon dial an address and send up to NX_PEERTEST_MAX_BYTES:
+     * the node's network, not a job's. */
     if (req->command == NEXAR__CTL_COMMAND__CTL_PEER_TEST) {
-        nx_peertest_start(c, req->peer_test);
+        if (operator_only(c, "run a peer test") == 0)
+            nx_peertest_start(c, req->peer_test);
         return;
     }
     if (req->command == NEXAR__CTL_COMMAND__CTL_RELOAD) {

@@ -91,6 +91,15 @@ if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
     [ "$rc" -eq 9 ] && ok "another uid's reload exits 9 (permission)" ||
         fail "another uid's reload exited $rc"
     has reload2.txt "uid 65534 may not reload nexard \(root or uid 0 only\)" "and says why"
+    # So is a peer test: this daemon would dial where it is told and send up to 1 TiB.
+    rc=0
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$ctl" -s "$tmp/s0" peer-test \
+        "$(nxc_listen 1)" --bytes 1M >ptest.txt 2>&1 || rc=$?
+    [ "$rc" -eq 9 ] && ok "another uid's peer-test exits 9 (permission)" ||
+        fail "another uid's peer-test exited $rc"
+    has ptest.txt "uid 65534 may not run a peer test \(root or uid 0 only\)" "and says why"
+    has log0 "warn ctl: refused for pid [0-9]+: uid 65534 may not run a peer test" \
+        "the log names the pid and the uid"
 fi
 
 # Another CA's certificate: node0 trusts that CA too now, node1 does not.
