@@ -519,7 +519,9 @@ static int test_rollfault(void)
     rule.drop_left = 0;
     dt = rf_roll(&w, a, 1, 3, &ok);
     printf("rollfault: handover 2 beside the lingering one in %.3f s\n", dt);
-    QH_CHECK(ok && dt < 0.5); /* before: B's idle timeout, then a dial that gave up */
+    /* Before: B's idle timeout (2 s), then a dial that had given up: 3.0 s.  Takes 6 ms;
+     * the bound leaves room for a loaded host under ASan. */
+    QH_CHECK(ok && dt < 1.5);
     QH_CHECK(rf_msgs(a, b, &seq, 4));
 
     rule.drop_resets = 0;
@@ -533,7 +535,7 @@ static int test_rollfault(void)
     ok = qh_run_until(loop, rf_reached, &w, 3000);
     dt = qh_now() - t0;
     printf("rollfault: after handover 4, B's lingering connection ended in %.3f s\n", dt);
-    QH_CHECK(ok && dt < 1.2); /* before: 2 s, its idle timeout */
+    QH_CHECK(ok && dt < 1.5); /* 30 ms; before: 3.0 s, its idle timeout */
     rule.drop_left = 0;
 
     rule.drop_initials = 1;
@@ -546,7 +548,7 @@ static int test_rollfault(void)
     ok = qh_run_until(loop, rf_reached, &w, 4000);
     dt = qh_now() - t0;
     printf("rollfault: a dial lost for 1.3 s: handover 5 after %.2f s\n", dt);
-    QH_CHECK(ok && dt > 1.5 && dt < 3.5);
+    QH_CHECK(ok && dt > 1.5 && dt < 4.5); /* the new dial 1 s after the timeout */
     QH_CHECK(rf_msgs(a, b, &seq, 4));
     printf("rollfault: %llu datagrams dropped by the relay; %llu messages exact\n",
            (unsigned long long)relay.dropped, (unsigned long long)b->msgs);
