@@ -183,6 +183,7 @@ static void peers_json(struct nx_json *j, const Nexar__CtlReply *r)
         nx_json_str(j, "cipher", p->cipher);
         time_json(j, "cert_not_after", p->cert_not_after);
         nx_json_u64(j, "handovers", p->handovers);
+        nx_json_u64(j, "connections", p->connections);
         nx_json_str(j, "reason", p->reason);
         nx_json_u64(j, "version", p->version);
         strs_json(j, "jobs", p->jobs, p->n_jobs);

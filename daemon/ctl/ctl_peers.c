@@ -69,6 +69,7 @@ static void one_peer(struct nx_tpeer *p, void *arg)
     pi->cipher = nx_xstrdup(s.cipher);
     pi->cert_not_after = s.cert_end;
     pi->handovers = s.handovers;
+    pi->connections = s.conns;
     pi->reason = nx_xstrdup(s.state == NX_TPEER_LOST && node && node->reason[0] ? node->reason
                                                                                  : s.reason);
     if (node) {

@@ -55,8 +55,8 @@ struct nx_tpeer_stats {
     uint32_t streams_open;
     char cipher[48];                  /* e.g. "TLS_AES_128_GCM_SHA256", "" before UP */
     uint32_t handovers;               /* times the connection moved to a successor */
-    uint32_t conns;                   /* connections to the peer now: 2 or 3 while one is
-                                       * handed over (its successor, the one left) */
+    uint32_t conns;                   /* connections to the peer now (0 or 1); 2 or 3 while
+                                       * one is handed over (its successor, the one left) */
     int64_t cert_end;                 /* Unix time the proof the peer showed ends (the
                                        * earliest expiry in its chain); 0: none shown */
     char reason[128];                 /* why LOST */

@@ -142,7 +142,7 @@ for n in 0 1; do
     hasnt "rest$n" "lost|expired|failed" "node$n lost no peer, and only the refused successor failed"
 done
 "$ctl" -s "$tmp/s1" --json peers >p1.json
-has p1.json "\"addr\":\"$a0\",\"state\":\"up\"[^}]*\"cert_not_after\":$(nxc_not_after new/node.pem),\"handovers\":1," \
-    "node1 sees node0 up with its new certificate's end"
+has p1.json "\"addr\":\"$a0\",\"state\":\"up\"[^}]*\"cert_not_after\":$(nxc_not_after new/node.pem),\"handovers\":1,\"connections\":1," \
+    "node1 sees node0 up with its new certificate's end, on one connection again"
 
 nxc_finish

@@ -81,6 +81,9 @@ void nxc_peers_human(FILE *f, const Nexar__CtlReply *r)
             fprintf(f, "%s certificate proof ends at %s (%s)\n", p->addr,
                     nx_cert_time(end, when, sizeof(when)), nx_cert_left(end, now, in, sizeof(in)));
         }
+        if (p->connections > 1)
+            fprintf(f, "%s handing over to a successor connection (%u connections)\n", p->addr,
+                    p->connections);
         if (p->n_jobs) {
             fprintf(f, "%s carries job%s", p->addr, p->n_jobs > 1 ? "s" : "");
             for (size_t k = 0; k < p->n_jobs; k++)

@@ -433,6 +433,7 @@ static void loop_stats(struct nx_tpeer *tp, struct nx_tpeer_stats *o)
     o->rttvar_ms = p->rttvar;
     o->cwnd = p->ep->net->conf.window_bytes;
     o->streams_open = lstream_count(p);
+    o->conns = p->state == NX_TPEER_UP; /* a loop peer is never handed over */
     snprintf(o->cipher, sizeof(o->cipher), "%s", p->state == NX_TPEER_UP ? "none (loop)" : "");
     snprintf(o->reason, sizeof(o->reason), "%s", p->state == NX_TPEER_LOST ? p->reason : "");
 }
