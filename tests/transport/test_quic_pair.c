@@ -23,6 +23,10 @@
  *             first), then B, then both at once; every message once,
  *             in order, bit-exact, every on_sent, no UP or LOST, each side on a new
  *             connection; a forget during a handover frees everything
+ *   rollfault handovers through a relay that loses what A sends on a connection both
+ *             have left (its close among it), and every Initial of a dial: the peer
+ *             takes the next dial beside the lingering connection, a stateless reset
+ *             ends that one, a dial that timed out is made again
  *   stray     a packet for no connection of ours (another endpoint's stateless reset,
  *             noise) gets no answer: two daemons that both dropped a connection used to
  *             reset each other's resets, a byte shorter each time (the positive side, a
