@@ -31,11 +31,19 @@ static int expire(struct nx_qconn *c, ngtcp2_tstamp now);
  * (nx_qconn_read): far above an ACK delay, far below any idle timeout. */
 #define NX_QSILENCE (100 * NGTCP2_MILLISECONDS)
 
-/* When the connection's next timer is due: ngtcp2's, or the peer certificate's end. */
+/* When the connection's next timer is due: ngtcp2's, the peer certificate's end, or for a
+ * peer's current connection the next try of a successor dial that timed out (quic_roll.c;
+ * only while it is ahead, or a dial that cannot start yet would spin the timer). */
 static ngtcp2_tstamp due_at(const struct nx_qconn *c)
 {
     ngtcp2_tstamp exp = ngtcp2_conn_get_expiry(c->conn);
-    return c->cert_deadline && c->cert_deadline < exp ? c->cert_deadline : exp;
+    if (c->cert_deadline && c->cert_deadline < exp)
+        exp = c->cert_deadline;
+    const struct nx_qpeer *p = c->peer;
+    if (p && p->conn == c && p->roll_again && p->roll_retry_at < exp &&
+        p->roll_retry_at > nx_qnow())
+        exp = p->roll_retry_at;
+    return exp;
 }
 
 static void timer_free_cb(uv_handle_t *h)

@@ -193,13 +193,15 @@ ngtcp2_ssize nx_qroll_write_pkt(struct nx_qconn *c, uint8_t *dest, size_t destle
 
 /* Our dial timed out: the peer still sees our previous credentials, and the connection
  * ends with their proof, so the handover is owed.  nx_qroll_progress makes it once the
- * wait is over (the connection's keep-alive flushes it at least that often). */
+ * wait is over: the current connection's timer is armed for then (due_at). */
 static void retry_later(struct nx_qpeer *p, const struct nx_qconn *c)
 {
     ngtcp2_duration wait = p->roll_backoff ? p->roll_backoff : NX_QROLL_BACKOFF_FIRST;
     p->roll_backoff = wait * 2 < NX_QROLL_BACKOFF_MAX ? wait * 2 : NX_QROLL_BACKOFF_MAX;
     p->roll_retry_at = nx_qnow() + wait;
     p->roll_again = 1;
+    if (p->conn)
+        nx_quic_schedule_flush(p->conn); /* arms its timer for the next try */
     NX_WARN("quic", "%s: successor connection failed (%s); the old one goes on, and the "
             "successor is dialed again in %.0f s",
             p->base.addr, c->why[0] ? c->why : "timed out", (double)wait / NGTCP2_SECONDS);
