@@ -457,8 +457,10 @@ static void conn_destroy(struct nx_qconn *c)
     c->peer = NULL;
     ngtcp2_conn_del(c->conn);
     c->conn = NULL;
-    if (c->tls)
+    if (c->tls) {
         gnutls_deinit(c->tls);
+        nx_qtls_session_done(&q->tls, c);
+    }
     c->tls = NULL;
     uv_timer_stop(&c->timer);
     uv_close((uv_handle_t *)&c->timer, timer_free_cb);

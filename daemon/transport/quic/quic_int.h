@@ -182,8 +182,10 @@ struct nx_qtls {
     int have_cert;
     time_t own_end;        /* when our proof ends (nx_cert_own_end); -1: no certificate */
     char own_subject[160]; /* our leaf's distinguished name */
-    gnutls_certificate_credentials_t *retired; /* replaced by a reload, still referenced */
+    gnutls_certificate_credentials_t *retired; /* replaced by a reload; NULL once freed */
     size_t nretired;       /* also the reloads so far: which credentials a session has */
+    size_t *sessions;      /* live sessions made with retired[i], then with cred */
+    size_t nsessions;      /* entries of sessions */
 };
 int nx_qtls_init(struct nx_qtls *x, const struct nx_quic_conf *conf, uint8_t reset_secret[32],
                  char *err, size_t errlen);
@@ -195,6 +197,10 @@ int nx_qtls_reload(struct nx_qtls *x, const struct nx_quic_conf *conf,
                    uint8_t reset_secret[32], char *err, size_t errlen);
 struct nx_qconn;
 int nx_qtls_session_new(struct nx_qtls *x, struct nx_qconn *c, int server);
+/* c's session is gone: credentials replaced by a reload are freed with their last one. */
+void nx_qtls_session_done(struct nx_qtls *x, struct nx_qconn *c);
+/* Credentials in memory: the current ones, and replaced ones that sessions still use. */
+size_t nx_qtls_creds_held(const struct nx_qtls *x);
 /* ngtcp2 recv_crypto_data: feeds GnuTLS and records why a handshake failed. */
 int nx_qtls_recv_crypto(ngtcp2_conn *conn, ngtcp2_crypto_level level, uint64_t offset,
                         const uint8_t *data, size_t datalen, void *user_data);

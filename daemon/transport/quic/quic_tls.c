@@ -264,6 +264,23 @@ fail_cred:
     return -EINVAL;
 }
 
+/* One count per credentials there are, the current ones included. */
+static void sessions_fit(struct nx_qtls *x)
+{
+    if (x->nsessions > x->nretired)
+        return;
+    x->sessions = nx_xrealloc(x->sessions, (x->nretired + 1) * sizeof(*x->sessions));
+    memset(x->sessions + x->nsessions, 0,
+           (x->nretired + 1 - x->nsessions) * sizeof(*x->sessions));
+    x->nsessions = x->nretired + 1;
+}
+
+static void free_retired(struct nx_qtls *x, size_t gen)
+{
+    gnutls_certificate_free_credentials(x->retired[gen]);
+    x->retired[gen] = NULL;
+}
+
 int nx_qtls_reload(struct nx_qtls *x, const struct nx_quic_conf *conf,
                    uint8_t reset_secret[32], char *err, size_t errlen)
 {
@@ -281,9 +298,14 @@ int nx_qtls_reload(struct nx_qtls *x, const struct nx_quic_conf *conf,
         snprintf(err, errlen, "cannot derive the stateless reset secret");
         return -EINVAL;
     }
-    /* Sessions of live connections point at the old credentials: kept until the end. */
+    /* Sessions of live connections point at the old credentials: kept until the last of
+     * them ends (nx_qtls_session_done). */
+    sessions_fit(x);
+    size_t gen = x->nretired;
     x->retired = nx_xrealloc(x->retired, (x->nretired + 1) * sizeof(*x->retired));
     x->retired[x->nretired++] = x->cred;
+    if (x->sessions[gen] == 0)
+        free_retired(x, gen);
     x->cred = cred;
     x->have_cert = have_cert;
     set_own(x);
@@ -297,9 +319,26 @@ void nx_qtls_fini(struct nx_qtls *x)
     if (x->cred)
         gnutls_certificate_free_credentials(x->cred);
     for (size_t i = 0; i < x->nretired; i++)
-        gnutls_certificate_free_credentials(x->retired[i]);
+        if (x->retired[i])
+            gnutls_certificate_free_credentials(x->retired[i]);
     free(x->retired);
+    free(x->sessions);
     memset(x, 0, sizeof(*x));
+}
+
+void nx_qtls_session_done(struct nx_qtls *x, struct nx_qconn *c)
+{
+    size_t gen = c->cred_gen;
+    if (--x->sessions[gen] == 0 && gen < x->nretired && x->retired[gen])
+        free_retired(x, gen);
+}
+
+size_t nx_qtls_creds_held(const struct nx_qtls *x)
+{
+    size_t n = x->cred ? 1 : 0;
+    for (size_t i = 0; i < x->nretired; i++)
+        n += x->retired[i] != NULL;
+    return n;
 }
 
 /* The ALPN GnuTLS selected (server: from the ClientHello just read). */
@@ -359,6 +398,8 @@ int nx_qtls_session_new(struct nx_qtls *x, struct nx_qconn *c, int server)
     }
     gnutls_session_set_ptr(s, &c->ref);
     c->tls = s;
+    sessions_fit(x);
+    x->sessions[c->cred_gen]++;
     return 0;
 }
 

@@ -255,6 +255,11 @@ static void quic_stats(struct nx_tpeer *tp, struct nx_tpeer_stats *o)
     o->cert_end = c->cert_end;
 }
 
+size_t nx_quic_creds_held(struct nx_transport *t)
+{
+    return nx_qtls_creds_held(&((struct nx_quic *)t)->tls);
+}
+
 int nx_quic_reload(struct nx_transport *t, int *rolled, char *err, size_t errlen)
 {
     struct nx_quic *q = (struct nx_quic *)t;

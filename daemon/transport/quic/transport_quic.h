@@ -114,5 +114,8 @@ time_t nx_quic_own_cert(struct nx_transport *t, char *subject, size_t len);
  * successor made with them, with no message lost (*rolled: how many).  0, or -errno with
  * err and nothing changed. */
 int nx_quic_reload(struct nx_transport *t, int *rolled, char *err, size_t errlen);
+/* How many sets of credentials are in memory: the current ones, and those a reload
+ * replaced that live connections still use (freed with the last of them). */
+size_t nx_quic_creds_held(struct nx_transport *t);
 
 #endif
