@@ -199,9 +199,7 @@ static void retry_later(struct nx_qpeer *p, const struct nx_qconn *c)
     ngtcp2_duration wait = p->roll_backoff ? p->roll_backoff : NX_QROLL_BACKOFF_FIRST;
     p->roll_backoff = wait * 2 < NX_QROLL_BACKOFF_MAX ? wait * 2 : NX_QROLL_BACKOFF_MAX;
     p->roll_retry_at = nx_qnow() + wait;
-    p->roll_again = 1;
-    if (p->conn)
-        nx_quic_schedule_flush(p->conn); /* arms its timer for the next try */
+    p->roll_again = 1; /* and nx_qroll_conn_gone's flush arms the timer for the try */
     NX_WARN("quic", "%s: successor connection failed (%s); the old one goes on, and the "
             "successor is dialed again in %.0f s",
             p->base.addr, c->why[0] ? c->why : "timed out", (double)wait / NGTCP2_SECONDS);
