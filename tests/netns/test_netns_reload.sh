@@ -5,7 +5,7 @@
 # daemon gets SIGHUP twice (the same files: every reload hands the connection over all the
 # same).  Every op must be exact, both daemons must have moved to successors, and no peer
 # may be lost.  NX_NETNS_RELOAD_LOSS (default 1) sets the loss in percent: at 8, before the
-# fixes of quic_rollfault, one run in four ended with a reload the peer never saw.
+# fixes of quic_rollfault, 2 runs of 26 ended with a reload the peer never saw.
 #   NEXARD=... NEXARCTL=... ROLL_RANK=... tests/netns/test_netns_reload.sh
 # Exits 77 (skipped) where namespaces cannot be made (no CAP_NET_ADMIN / CAP_SYS_ADMIN).
 set -euo pipefail
