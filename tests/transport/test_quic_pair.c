@@ -22,7 +22,8 @@
  *             over 4 channels: A reloads twice in a row (the second handover follows the
  *             first), then B, then both at once; every message once,
  *             in order, bit-exact, every on_sent, no UP or LOST, each side on a new
- *             connection; a forget during a handover frees everything
+ *             connection holding only its current credentials; a forget during a
+ *             handover frees everything
  *   rollfault handovers through a relay that loses what A sends on a connection both
  *             have left (its close among it), and every Initial of a dial: the peer
  *             takes the next dial beside the lingering connection, a stateless reset
