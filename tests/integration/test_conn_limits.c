@@ -207,16 +207,22 @@ static void section_flood(struct hx_daemon *d)
 
 /* A connection that holds its place idle: closed with an ERROR naming want within
  * [min_s, max_s] of its last word at t0. */
-static void expect_closed(int fd, double t0, const char *what, const char *want, double min_s,
-                          double max_s)
+/* The daemon's clock for fd starts between t_lo and t_hi (before we sent what starts it,
+ * after we knew it arrived): not closed before t_lo + min_s, closed by t_hi + max_s.
+ * (One t0 taken after all the HELLOs once read 2.99 s for a 3 s deadline that the daemon
+ * had kept, counted from an earlier HELLO.) */
+static void expect_closed(int fd, double t_lo, double t_hi, const char *what, const char *want,
+                          double min_s, double max_s)
 {
     char text[256];
-    int left = (int)((t0 + max_s - tl_now()) * 1000) + 500;
+    int left = (int)((t_hi + max_s - tl_now()) * 1000) + 500;
     int st = error_reply(fd, left > 0 ? left : 1, text, sizeof(text));
-    double dt = tl_now() - t0;
+    double now = tl_now();
     int eof = rc_wait_closed(fd, 2000) == 0;
-    CHECK(st == NEXAR_ERR_TIMEOUT && strstr(text, want) && dt >= min_s && dt <= max_s && eof,
-          "%s: closed after %.1f s with \"%s\" (status %d)", what, dt, text, st);
+    CHECK(st == NEXAR_ERR_TIMEOUT && strstr(text, want) && now - t_lo >= min_s &&
+              now - t_hi <= max_s && eof,
+          "%s: closed after %.2f-%.2f s with \"%s\" (status %d)", what, now - t_hi,
+          now - t_lo, text, st);
     close(fd);
 }
 
@@ -237,13 +243,16 @@ static void section_idle(const struct hx_daemon *d)
 {
     /* Half a frame after HELLO: a header announcing 100 bytes, and 10 of them. */
     int half = hello(d->sock, NEXAR__CLIENT_KIND__CLIENT_CTL);
+    double t_norank = tl_now();
     int norank = hello(d->sock, NEXAR__CLIENT_KIND__CLIENT_RANK);
+    double t_idle = tl_now();
     int idle = hello(d->sock, NEXAR__CLIENT_KIND__CLIENT_CTL);
     int busy = hello(d->sock, NEXAR__CLIENT_KIND__CLIENT_CTL);
     if (half < 0 || norank < 0 || idle < 0 || busy < 0)
         return;
     uint8_t frame[NX_FRAME_HDR_BYTES + 10] = {0};
     rc_hdr(frame, NX_FRAME_MAGIC, 1, NX_MSG_CTL, 100, 0);
+    double t_half = tl_now();
     rc_send_raw(half, frame, sizeof(frame));
     double t0 = tl_now();
     /* The busy one asks for status every second, past ctl_idle_s. */
@@ -265,10 +274,11 @@ static void section_idle(const struct hx_daemon *d)
         }
         _exit(answers == 6 ? 0 : 1);
     }
-    expect_closed(half, t0, "half a frame after HELLO", "a frame begun", 2.0, 4.0);
-    expect_closed(norank, t0, "a rank's HELLO without JOIN", "without JOIN for 2 s", 2.0, 4.0);
-    expect_closed(idle, t0, "a nexarctl connection that asks nothing", "idle for 3 s", 3.0,
-                  5.0);
+    expect_closed(half, t_half, t0, "half a frame after HELLO", "a frame begun", 2.0, 4.0);
+    expect_closed(norank, t_norank, t0, "a rank's HELLO without JOIN", "without JOIN for 2 s",
+                  2.0, 4.0);
+    expect_closed(idle, t_idle, t0, "a nexarctl connection that asks nothing", "idle for 3 s",
+                  3.0, 5.0);
     int ws = 0;
     CHECK(hx_wait_pid(p, 20, &ws) == 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
           "a nexarctl connection asking every second got 6 answers over 6 s (ctl_idle_s 3)");
