@@ -116,7 +116,9 @@ struct nx_device_ops {
      * are then UNSUPPORTED).  host_alloc: host memory that copy() moves fastest (pinned),
      * NULL when there is none.  copy: moves every range of v in direction dir, after the
      * device work queued before it for comm_id and each range's wait_event (a range of
-     * no bytes only waits), and calls done once all are through or one failed.  The
+     * no bytes only waits), and calls done once all are through or one failed.  n may be
+     * 0, with v NULL (a part with nothing to move here): done then comes from the loop at
+     * once, never from within the call.  The
      * backend holds the registrations until then; the host memory must stay until done
      * is called.  what names the op for messages.
      */

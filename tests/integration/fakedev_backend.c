@@ -278,7 +278,8 @@ static void fk_copy(uint32_t comm_id, const struct nx_dev_copy *v, size_t n, int
     x->done = done;
     x->arg = arg;
     x->work.data = x;
-    memcpy(x->v, v, n * sizeof(*v));
+    if (n) /* nexard asks with v NULL when a part has nothing to move */
+        memcpy(x->v, v, n * sizeof(*v));
     for (size_t i = 0; i < n && !x->text[0]; i++) {
         struct nx_reg *r = hold(&x->regs, v[i].client_id, v[i].mem, NX_DEV_MEMORY);
         if (!r || !r->handle) {
