@@ -10,7 +10,9 @@
 #   asan    gcc, -Db_sanitize=address,undefined: the same suites but for suite
 #           wide (the cross-node matrix on 3 x 1, 4 x 1, 4 x 2 and interleaved
 #           placement: more of the paths that 2 x 1, 2 x 2 and 3 x 2 take), halting
-#           on the first ASan/UBSan/LSan report
+#           on the first ASan/UBSan/LSan report; with -Dcuda=enabled where nvcc is, so
+#           that nexard's device logic (the CUDA adapter against its stand-ins, the
+#           staging across nodes) runs under the sanitizers too
 #   tsan    gcc, -Db_sanitize=thread: suite threads (ranks using communicators from
 #           several threads, and a big op across nexard's worker threads), halting on
 #           the first data race
@@ -187,7 +189,8 @@ if want asan; then
   say "asan: gcc, -Db_sanitize=address,undefined; suites ${all_suites//--suite /}"
   t=$(now)
   if CC=gcc setup_build "$base/asan" --buildtype=debugoptimized -Dwarning_level=2 \
-      -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled \
+      -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false \
+      -Dcuda=$(command -v nvcc >/dev/null 2>&1 && echo enabled || echo disabled) \
       -Dfuzz=false -Dlong_tests=false; then
     run_suites asan "$base/asan" $all_suites --no-suite wide --timeout-multiplier 3
   else
