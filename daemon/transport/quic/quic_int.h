@@ -184,8 +184,7 @@ struct nx_qtls {
     char own_subject[160]; /* our leaf's distinguished name */
     gnutls_certificate_credentials_t *retired; /* replaced by a reload; NULL once freed */
     size_t nretired;       /* also the reloads so far: which credentials a session has */
-    size_t *sessions;      /* live sessions made with retired[i], then with cred */
-    size_t nsessions;      /* entries of sessions */
+    size_t *sessions;      /* nretired + 1: live sessions made with retired[i], then cred */
 };
 int nx_qtls_init(struct nx_qtls *x, const struct nx_quic_conf *conf, uint8_t reset_secret[32],
                  char *err, size_t errlen);

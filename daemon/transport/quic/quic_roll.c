@@ -87,32 +87,28 @@ void nx_qconn_confirmed(struct nx_qconn *c)
         nx_qpeer_up(c->peer);
 }
 
-static void close_old(struct nx_qpeer *p);
-
-void nx_qroll_confirmed(struct nx_qconn *c)
-{
-    struct nx_qpeer *p = c->peer;
-    if (!p->conn || p->rolling)
-        return;
-    if (p->old && c->server) {
-        /* Our previous handover's old connection, whose close from the peer was lost:
-         * the peer, authenticated now, dials only once its side of it is gone. */
-        p->old->peer_rolled = 1;
-        close_old(p);
-    }
-    NX_INFO("quic", "%s: successor connection up (%s); moving the channels to it",
-            p->base.addr, c->server ? "inbound" : "outbound");
-    p->rolling = 1;
-    nx_qstream_roll_begin(p);
-    nx_quic_schedule_flush(c); /* where the progress is looked at */
-}
-
 static void close_old(struct nx_qpeer *p)
 {
     struct nx_qconn *old = p->old;
     NX_INFO("quic", "%s: old connection closed: both ends moved to the successor",
             p->base.addr);
     nx_qconn_close(old, NX_QERR_ROLLED, "moved to a successor connection");
+}
+
+void nx_qroll_confirmed(struct nx_qconn *c)
+{
+    struct nx_qpeer *p = c->peer;
+    if (!p->conn || p->rolling)
+        return;
+    /* Our previous handover's old connection, whose close from the peer was lost: the
+     * peer, authenticated now, dials only once its side of it is gone. */
+    if (p->old && c->server)
+        close_old(p);
+    NX_INFO("quic", "%s: successor connection up (%s); moving the channels to it",
+            p->base.addr, c->server ? "inbound" : "outbound");
+    p->rolling = 1;
+    nx_qstream_roll_begin(p);
+    nx_quic_schedule_flush(c); /* where the progress is looked at */
 }
 
 void nx_qroll_progress(struct nx_qpeer *p)

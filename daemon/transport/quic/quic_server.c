@@ -253,13 +253,14 @@ static void accept_successor(struct nx_quic *q, struct nx_qpeer *p, const ngtcp2
                  p ? p->base.addr : "?");
         return;
     }
-    if (p->succ && !p->succ->server && nx_qaddr_cmp(&local->sa, &remote->sa) < 0) {
+    int ours = p->succ && !p->succ->server; /* we dialed one too */
+    if (ours && nx_qaddr_cmp(&local->sa, &remote->sa) < 0) {
         q->refused++;
-        return; /* both dialed: ours is kept */
+        return; /* ours is kept */
     }
     if (!retry_gate(q, hd, token_ok, local, remote, remote_len, &retried))
         return;
-    if (p->succ && !p->succ->server)
+    if (ours)
         snprintf(p->succ->why, sizeof(p->succ->why), "both ends dialed one: theirs is kept");
     if (p->succ) /* ours given up, or an earlier successor of theirs that never came up */
         nx_qconn_drop(p->succ);

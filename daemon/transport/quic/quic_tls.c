@@ -255,6 +255,7 @@ int nx_qtls_init(struct nx_qtls *x, const struct nx_quic_conf *conf, uint8_t res
         snprintf(err, errlen, "cannot derive the stateless reset secret");
         goto fail_prio;
     }
+    x->sessions = nx_xcalloc(1, sizeof(*x->sessions));
     return 0;
 fail_prio:
     gnutls_priority_deinit(x->prio);
@@ -262,17 +263,6 @@ fail_cred:
     gnutls_certificate_free_credentials(x->cred);
     memset(x, 0, sizeof(*x));
     return -EINVAL;
-}
-
-/* One count per credentials there are, the current ones included. */
-static void sessions_fit(struct nx_qtls *x)
-{
-    if (x->nsessions > x->nretired)
-        return;
-    x->sessions = nx_xrealloc(x->sessions, (x->nretired + 1) * sizeof(*x->sessions));
-    memset(x->sessions + x->nsessions, 0,
-           (x->nretired + 1 - x->nsessions) * sizeof(*x->sessions));
-    x->nsessions = x->nretired + 1;
 }
 
 static void free_retired(struct nx_qtls *x, size_t gen)
@@ -300,10 +290,11 @@ int nx_qtls_reload(struct nx_qtls *x, const struct nx_quic_conf *conf,
     }
     /* Sessions of live connections point at the old credentials: kept until the last of
      * them ends (nx_qtls_session_done). */
-    sessions_fit(x);
     size_t gen = x->nretired;
     x->retired = nx_xrealloc(x->retired, (x->nretired + 1) * sizeof(*x->retired));
     x->retired[x->nretired++] = x->cred;
+    x->sessions = nx_xrealloc(x->sessions, (x->nretired + 1) * sizeof(*x->sessions));
+    x->sessions[x->nretired] = 0;
     if (x->sessions[gen] == 0)
         free_retired(x, gen);
     x->cred = cred;
@@ -398,7 +389,6 @@ int nx_qtls_session_new(struct nx_qtls *x, struct nx_qconn *c, int server)
     }
     gnutls_session_set_ptr(s, &c->ref);
     c->tls = s;
-    sessions_fit(x);
     x->sessions[c->cred_gen]++;
     return 0;
 }
