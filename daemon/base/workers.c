@@ -1,9 +1,10 @@
 /* workers.c - see workers.h.  One job at a time, posted under a mutex with a generation
- * number; the work items are large (hundreds of microseconds at least), so a condition
- * variable's wake-up cost does not matter. */
+ * number; the callers split only work that takes longer than a condition variable's
+ * wake-up (coll_local: 512 KiB touched or more, 4 MiB when the CPUs are crowded). */
 #include "workers.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,8 @@ static struct {
     uint32_t parts, pending;
     int result;
     int stop;
+    uint32_t ncpu, ranks;
+    uint64_t splits;
 } W = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .go = PTHREAD_COND_INITIALIZER,
@@ -57,6 +60,8 @@ static void *worker(void *p)
 
 int nx_workers_init(uint32_t n)
 {
+    cpu_set_t set;
+    W.ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? (uint32_t)CPU_COUNT(&set) : 1;
     if (n <= 1)
         return 0;
     W.threads = nx_xcalloc(n - 1, sizeof(*W.threads));
@@ -92,12 +97,28 @@ uint32_t nx_workers_parts(void)
     return W.n;
 }
 
+void nx_workers_set_ranks(uint32_t n)
+{
+    W.ranks = n;
+}
+
+bool nx_workers_crowded(void)
+{
+    return W.ranks + 1 >= W.ncpu;
+}
+
+uint64_t nx_workers_splits(void)
+{
+    return W.splits;
+}
+
 int nx_workers_run(int (*fn)(void *arg, uint32_t part), void *arg, uint32_t parts)
 {
     if (parts > W.n)
         parts = W.n;
     if (parts <= 1)
         return fn(arg, 0);
+    W.splits++;
     pthread_mutex_lock(&W.mu);
     W.fn = fn;
     W.arg = arg;

@@ -10,6 +10,7 @@
 #ifndef NX_WORKERS_H
 #define NX_WORKERS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Starts n - 1 helper threads (n = parts the work may be split into; 1: none). */
@@ -18,6 +19,17 @@ void nx_workers_fini(void);
 
 /* How many parts nx_workers_run() can run at once (1 without workers). */
 uint32_t nx_workers_parts(void);
+
+/* The node's ranks, each of which may hold a CPU while it waits (it spins first). */
+void nx_workers_set_ranks(uint32_t n);
+
+/* True when those ranks and the loop thread already have one of the daemon's CPUs each:
+ * a worker woken then has to take a CPU from someone, which costs more than a small
+ * piece of work saves. */
+bool nx_workers_crowded(void);
+
+/* How many runs were split over more than one thread since the start. */
+uint64_t nx_workers_splits(void);
 
 /* Runs fn(arg, i) for i in [0, parts), parts <= nx_workers_parts(); returns when all
  * returned.  The result is the first non-zero one, or 0. */

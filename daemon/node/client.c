@@ -24,6 +24,7 @@
 #include "mem.h"
 #include "procwatch.h"
 #include "ring.h"
+#include "workers.h"
 
 struct nx_client_list nx_clients = LIST_HEAD_INITIALIZER(nx_clients);
 uint32_t nx_client_count;
@@ -103,6 +104,7 @@ struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid, char
         cl->exit_watch = nx_procwatch_start(nxd.loop, pid, on_process_exit, cl);
     LIST_INSERT_HEAD(&nx_clients, cl, link);
     nx_client_count++;
+    nx_workers_set_ranks(nx_client_count);
     nxd.stats.clients_accepted++;
     return cl;
 
@@ -212,6 +214,7 @@ static void teardown(struct nx_client *cl)
     cl->exit_watch = NULL;
     LIST_REMOVE(cl, link);
     nx_client_count--;
+    nx_workers_set_ranks(nx_client_count);
     if (cl->conn) {
         struct nx_conn *c = cl->conn;
         cl->conn = NULL;
