@@ -231,6 +231,7 @@ static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
         nfds = 0;
         j->client_id = r->client_id;
         j->world_comm = r->world_comm;
+        j->local_plan = r->local_plan;
         j->rank = r->rank;
         j->size = r->size;
         j->segment_bytes = r->segment_bytes;

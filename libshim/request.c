@@ -293,8 +293,8 @@ nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_call *op,
         r->tmpl.flags = NX_SQE_DIRECT | NX_SQE_DEVICE;
         r->tmpl.in_off = nx_dev_rec_off(op->dev);
     } else if (r->shape.has_data) {
-        r->chunk_elems = nx_chunk_elems(op->kind, (uint32_t)c->size, r->esize,
-                                        nx_S.hdr.slot_bytes);
+        r->chunk_elems = nx_op_chunk_elems(op->kind, (uint32_t)c->size, r->esize,
+                                           nx_S.hdr.slot_bytes, op->count, c->local);
         if (r->chunk_elems == 0) {
             free(r);
             return nx_fail(NEXAR_ERR_UNSUPPORTED,
@@ -600,6 +600,7 @@ void nx_req_on_cqe(const struct nx_cqe *e)
         r->res_comm = e->res_comm;
         r->res_rank = e->res_rank;
         r->res_size = e->res_size;
+        r->res_local = e->res_local == 1;
         r->done_units = r->nunits;
     }
     if (sl)

@@ -116,6 +116,7 @@ struct nexar_comm {
     uint32_t id;
     int rank, size;
     bool world;
+    bool local; /* nexard said it lives on this node alone: its chunk plan is local */
     uint64_t next_seq;                /* collective sequence number */
     struct nexar_request *coll_tail;  /* newest collective still submitting */
     uint32_t coll_held;               /* staging slots held by its collectives */
@@ -212,6 +213,7 @@ struct nexar_request {
     nexar_status_t status;
     char *text; /* malloc'd detailed text of a failure, or NULL */
     uint32_t res_comm, res_rank, res_size;
+    bool res_local;
     uint64_t last_event_ns; /* last submission or completion while in flight */
 };
 
@@ -291,6 +293,7 @@ NX_HIDDEN void nx_ring_err_text(const struct nx_cqe *e, char *buf, size_t len);
 struct nx_join {
     int sock, memfd, sq_efd, cq_efd;
     uint32_t client_id, world_comm, rank, size;
+    bool local_plan; /* JoinReply.local_plan */
     uint32_t features;
     char device_note[256];
     uint64_t segment_bytes;

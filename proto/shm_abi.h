@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #define NX_SHM_MAGIC 0x534d584eu /* "NXMS" */
-#define NX_SHM_VERSION 2u
+#define NX_SHM_VERSION 3u
 #define NX_SHM_ALIGN 64u
 #define NX_ERR_TEXT_BYTES 512u
 
@@ -96,11 +96,16 @@ struct nx_cqe {
     uint32_t status;  /* nexar_status_t */
     uint32_t err_seq; /* when status != 0: err[err_seq % err_entries] holds the text
                          if its seq matches; NX_NO_ERR_TEXT when there is none */
-    uint32_t res_comm; /* split: the new communicator id, 0 for NEXAR_UNDEFINED */
-    uint32_t res_rank; /* split: rank in the new communicator */
-    uint32_t res_size; /* split: size of the new communicator */
-    uint32_t algo;     /* collectives: the algorithm that ran across nodes (a code of
-                          nx_algo_code_name), 0 when the op stayed on one node */
+    uint32_t res_comm; /* split, shrink, grow: the new communicator id (split: 0 for
+                          NEXAR_UNDEFINED) */
+    uint32_t res_rank; /* split, shrink, grow: rank in the new communicator */
+    uint32_t res_size; /* split, shrink, grow: size of the new communicator */
+    union {
+        uint32_t algo;      /* collectives: the algorithm that ran across nodes (a code of
+                               nx_algo_code_name), 0 when the op stayed on one node */
+        uint32_t res_local; /* split, shrink, grow: 1 when the new communicator lives on
+                               this node alone; its plan (nx_op_chunk_elems) is then local */
+    };
 };
 #define NX_NO_ERR_TEXT UINT32_MAX
 
@@ -233,11 +238,27 @@ struct nx_shape {
 bool nx_kind_shape(uint8_t kind, uint32_t size, uint32_t rank, uint32_t root,
                    struct nx_shape *out);
 
-/* Elements per chunk for a staged op: the largest n whose input and output regions
- * fit one slot on every rank (the root's shape is the largest).  Both sides compute
- * it; it depends only on (kind, size, esize, slot_bytes), so every rank of an op has
- * the same plan.  Returns 0 when not even one element fits. */
+/* The most elements one chunk of a staged op can have: the largest n whose input and
+ * output regions fit one slot on every rank (the root's shape is the largest).  It
+ * depends only on (kind, size, esize, slot_bytes).  Returns 0 when not even one element
+ * fits, UINT64_MAX for a kind without data. */
 uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes);
+
+/* The chunk plan of a collective with `count` elements per block on a communicator
+ * whose ranks were told it lives on one node (`local`: JoinReply.nodes == 1, or
+ * nx_cqe.res_local): what nx_chunk_elems allows, except that a local broadcast or
+ * all_gather that fits in NX_PIPE_SLOTS slots is cut into NX_PIPE_CHUNKS chunks (a
+ * multiple of NX_PIPE_ALIGN elements, at least NX_PIPE_MIN_BYTES of slot each), so that
+ * the root's or owner's copy into its slot, nexard's copy and the other ranks' copies out
+ * overlap instead of following one another.  Reductions and ops across nodes measured no
+ * gain from smaller chunks, or a loss (docs/performance.md), and keep nx_chunk_elems.
+ * Every rank and the daemon compute the same plan from the op's signature. */
+#define NX_PIPE_SLOTS 4u
+#define NX_PIPE_CHUNKS 16u
+#define NX_PIPE_MIN_BYTES (512u << 10)
+#define NX_PIPE_ALIGN 64u
+uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes,
+                           uint64_t count, bool local);
 
 /* Number of chunks of an op: at least 1 (a count-0 op still has one empty chunk). */
 uint64_t nx_chunk_count(uint64_t count, uint64_t chunk_elems);
@@ -312,6 +333,7 @@ struct nx_sqe_limits {
     uint64_t slot_bytes;
     uint32_t comm_size; /* size of the communicator the sqe names */
     uint32_t comm_rank; /* this client's rank in it */
+    bool comm_local;    /* its plan is local (nx_op_chunk_elems) */
 };
 int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
                     const char **why);

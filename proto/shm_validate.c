@@ -24,7 +24,8 @@ static bool extent_for(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
     if (e->flags & NX_SQE_DIRECT) {
         elems = e->count;
     } else {
-        uint64_t per = nx_chunk_elems(e->kind, lim->comm_size, es, lim->slot_bytes);
+        uint64_t per = nx_op_chunk_elems(e->kind, lim->comm_size, es, lim->slot_bytes,
+                                         e->count, lim->comm_local);
         uint64_t first;
         if (per == 0 || !mul_ok(per, e->chunk, &first))
             return false;
@@ -158,7 +159,8 @@ int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
         REJECT("count overflows");
     if (e->flags & NX_SQE_DEVICE)
         return device_desc(e, lim, why);
-    uint64_t per = nx_chunk_elems(e->kind, lim->comm_size, es, lim->slot_bytes);
+    uint64_t per = nx_op_chunk_elems(e->kind, lim->comm_size, es, lim->slot_bytes, e->count,
+                                     lim->comm_local);
     if (per == 0)
         REJECT("staging slot too small for one element of this op");
     if (e->flags & NX_SQE_DIRECT) {

@@ -4,9 +4,9 @@
  *
  * The matcher collects this node's ranks for op seq k as for any op.  An op is cut into
  * parts, one per chunk of the ranks' plan (elements [k*C, k*C + C) of every block, C =
- * nx_chunk_elems of the communicator's size and the staging slot, the same on every
- * node).  A part starts when every local rank supplied its chunk: the ranks' inputs are
- * combined into node-level buffers the daemon owns (xlocal.h), an xop runs among the
+ * nx_op_chunk_elems of the communicator's size, the staging slot and the count, the same
+ * on every node).  A part starts when every local rank supplied its chunk: the ranks'
+ * inputs are combined into node-level buffers the daemon owns (xlocal.h), an xop runs among the
  * communicator's nodes on them, and when it ends the result goes back into each rank's
  * output and their descriptors complete.  Up to XC_PARTS_PER_OP parts of an op, and the
  * parts of the oldest XC_OPS_PER_COMM ops of a communicator, run at once; parts of

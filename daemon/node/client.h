@@ -32,7 +32,8 @@ struct nx_done {
     uint64_t user_data;
     uint32_t status;
     uint32_t res_comm, res_rank, res_size;
-    uint32_t algo; /* nx_cqe.algo */
+    bool res_local; /* nx_cqe.res_local, with res_comm */
+    uint32_t algo;  /* nx_cqe.algo, without res_comm */
 };
 
 struct nx_client {
@@ -95,7 +96,8 @@ void nx_client_complete(struct nx_client *cl, const struct nx_done *d, const cha
 /* Completes an unmatched descriptor that was counted in cl->pending (shrink, grow): its
  * result names a communicator (0 on failure) with this rank and size. */
 void nx_client_finish(struct nx_client *cl, uint64_t user_data, uint32_t status,
-                      const char *text, uint32_t comm, uint32_t rank, uint32_t size);
+                      const char *text, uint32_t comm, uint32_t rank, uint32_t size,
+                      bool local);
 
 /* The live client with this id, or NULL (device completions outlive their op). */
 struct nx_client *nx_client_by_id(uint32_t id);

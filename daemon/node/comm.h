@@ -50,6 +50,10 @@ struct nx_comm {
      * ranks: ranks[i] is rank span_rank[i] of span_size as the ranks see it.  On one
      * node nodes is 1, span_size is size and span_rank NULL (the identity). */
     uint32_t nodes;
+    /* Its ranks were told it lives on this node alone (JoinReply.local_plan, res_local):
+     * the chunk plan of its ops is local (nx_op_chunk_elems).  Set where the ranks are
+     * told, never changed, so that they and this daemon always cut an op alike. */
+    bool plan_local;
     uint32_t span_size;
     uint32_t *span_rank;
     struct nx_xcomm *x; /* spanning: its network identity (xcomm.h); NULL on one node */

@@ -56,7 +56,7 @@ static void fail_all(struct nx_grow *g, uint32_t status, const char *text)
     NX_INFO("comm", "%s", text);
     for (uint32_t r = 0; r < c->size; r++)
         if (c->ranks[r].client && g->in[r])
-            nx_client_finish(c->ranks[r].client, g->ud[r], status, text, 0, 0, 0);
+            nx_client_finish(c->ranks[r].client, g->ud[r], status, text, 0, 0, 0, false);
     grow_free(g);
 }
 
@@ -108,6 +108,7 @@ static void check(struct nx_grow *g)
     }
     struct nx_comm *nc = nx_comm_new(j, n, cls, wr, c->timeout_ms);
     nc->grown_from = c->id;
+    nc->plan_local = c->plan_local;
     c->grows++;
     NX_INFO("comm", "communicator %u of job \"%s\" grew to communicator %u: %u members and %u "
             "joiner(s) in %.3f s", c->id, j->name, nc->id, members, add,
@@ -115,7 +116,8 @@ static void check(struct nx_grow *g)
     nxd.stats.recoveries++;
     for (uint32_t r = 0, m = 0; r < c->size; r++)
         if (c->ranks[r].client)
-            nx_client_finish(c->ranks[r].client, g->ud[r], NEXAR_OK, NULL, nc->id, m++, n);
+            nx_client_finish(c->ranks[r].client, g->ud[r], NEXAR_OK, NULL, nc->id, m++, n,
+                             nc->plan_local);
     grow_free(g);
     uint32_t base = j->nranks;
     for (uint32_t i = 0; i < add; i++)
@@ -133,7 +135,7 @@ void nx_grow_submit(struct nx_comm *c, uint32_t r, struct nx_client *cl, uint64_
     if (add == 0 || add > nxd.cfg.max_world_size) {
         snprintf(text, sizeof(text), "nexar_comm_grow: add %u out of range 1..%u", add,
                  nxd.cfg.max_world_size);
-        nx_client_finish(cl, user_data, NEXAR_ERR_INVALID, text, 0, 0, 0);
+        nx_client_finish(cl, user_data, NEXAR_ERR_INVALID, text, 0, 0, 0, false);
         return;
     }
     struct nx_grow *g = find(c);
@@ -149,7 +151,8 @@ void nx_grow_submit(struct nx_comm *c, uint32_t r, struct nx_client *cl, uint64_
     }
     if (g->in[r]) {
         nx_client_finish(cl, user_data, NEXAR_ERR_INVALID,
-                 "nexar_comm_grow: this rank is already growing this communicator", 0, 0, 0);
+                 "nexar_comm_grow: this rank is already growing this communicator", 0, 0, 0,
+                 false);
         return;
     }
     g->in[r] = true;
@@ -246,7 +249,7 @@ void nx_grow_decide(struct nx_comm *c, uint64_t key, uint32_t first_rank,
     for (uint32_t r = 0; r < c->size; r++)
         if (c->ranks[r].client && g->in[r])
             nx_client_finish(c->ranks[r].client, g->ud[r], NEXAR_OK, NULL, nc->id,
-                             nx_comm_span_rank(c, r), n);
+                             nx_comm_span_rank(c, r), n, nc->plan_local);
     grow_release(g);
 }
 

@@ -132,14 +132,15 @@ static void list_ranks(const struct nx_job *j, bool want, char *buf, size_t len)
 
 /* The successful JoinReply with the segment's fds, and the rank's rings start.  False when
  * that failed (the client is dropped). */
-static bool hand_over(struct nx_client *cl, const struct nx_job *j, uint32_t comm,
+static bool hand_over(struct nx_client *cl, const struct nx_job *j, const struct nx_comm *c,
                       uint32_t rank, uint32_t size, uint32_t nodes, uint32_t local_size,
                       uint32_t local_rank)
 {
     Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
     rep.status = NEXAR_OK;
     rep.client_id = cl->id;
-    rep.world_comm = comm;
+    rep.world_comm = c->id;
+    rep.local_plan = c->plan_local;
     rep.rank = rank;
     rep.size = size;
     rep.segment_bytes = cl->seg.bytes;
@@ -179,12 +180,13 @@ void nx_job_form(struct nx_job *j)
     j->npending = 0;
     j->world = nx_comm_new(j, n, cls, wr, j->timeout_ms);
     uint32_t nodes = nx_cluster_ops->world_formed(j, wr);
+    j->world->plan_local = nodes == 1; /* what hand_over tells the ranks */
     j->state = NX_JOB_RUNNING;
     NX_INFO("job", "job \"%s\" formed: %u ranks (%u here, %u node%s), world comm %u", j->name,
             j->world_size, n, nodes, nodes == 1 ? "" : "s", j->world->id);
 
     for (uint32_t i = 0; i < n; i++)
-        hand_over(cls[i], j, j->world->id, wr[i], j->world_size, nodes, n, i);
+        hand_over(cls[i], j, j->world, wr[i], j->world_size, nodes, n, i);
     free(cls);
     free(wr);
 }
@@ -325,7 +327,7 @@ void nx_job_take_joiner(struct nx_job *j, struct nx_client *cl, struct nx_comm *
     cl->world_rank = world_rank;
     set_rank(j, world_rank, cl);
     j->joined++;
-    hand_over(cl, j, c->id, rank, nx_comm_span_size(c), nodes, local_size, local_rank);
+    hand_over(cl, j, c, rank, nx_comm_span_size(c), nodes, local_size, local_rank);
 }
 
 void nx_job_refuse_joiner(struct nx_client *cl, uint32_t status, const char *msg)

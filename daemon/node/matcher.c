@@ -138,8 +138,10 @@ static struct nx_op *op_new(struct nx_comm *c, const struct nx_sqe *e, uint32_t 
     /* On one node the backend runs a device op at once; across nodes its parts stage
      * through host memory (node/devstage.h), cut the same way on every node. */
     bool dev = (e->flags & NX_SQE_DEVICE) != 0;
-    op->chunk_elems = nx_chunk_elems(e->kind, nx_comm_span_size(c), nx_dtype_size(e->dtype),
-                                     dev ? NX_DEV_XCHUNK_BYTES : nxd.cfg.slot_bytes);
+    uint32_t span = nx_comm_span_size(c), es = nx_dtype_size(e->dtype);
+    op->chunk_elems = dev ? nx_chunk_elems(e->kind, span, es, NX_DEV_XCHUNK_BYTES)
+                          : nx_op_chunk_elems(e->kind, span, es, nxd.cfg.slot_bytes, e->count,
+                                              c->plan_local);
     op->nchunks = dev && c->nodes == 1 ? 1 : nx_chunk_count(e->count, op->chunk_elems);
     op->started = nx_now();
     /* Keep the list in seq order: ops open in order on each rank, but ranks differ. */
@@ -273,9 +275,10 @@ static void finish_split(struct nx_op *op)
                 wr[g] = c->ranks[order[k]].world_rank;
             }
             struct nx_comm *nc = nx_comm_new(c->job, g, cls, wr, c->timeout_ms);
+            nc->plan_local = c->plan_local;
             for (uint32_t k = i; k < j; k++)
-                res[order[k]] = (struct nx_done){
-                    .res_comm = nc->id, .res_rank = k - i, .res_size = g};
+                res[order[k]] = (struct nx_done){.res_comm = nc->id, .res_rank = k - i,
+                                                 .res_size = g, .res_local = nc->plan_local};
         }
         i = j;
     }
@@ -487,6 +490,7 @@ void nx_match_submit(struct nx_client *cl, const struct nx_sqe *e)
         .slot_bytes = cl->seg.hdr.slot_bytes,
         .comm_size = nx_comm_span_size(c),
         .comm_rank = nx_comm_span_rank(c, rank),
+        .comm_local = c->plan_local,
     };
     const char *reason = NULL;
     if (nx_sqe_validate(e, &lim, &reason) < 0) {

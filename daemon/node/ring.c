@@ -91,8 +91,11 @@ void nx_client_complete(struct nx_client *cl, const struct nx_done *d, const cha
         .res_comm = d->res_comm,
         .res_rank = d->res_rank,
         .res_size = d->res_size,
-        .algo = d->algo,
     };
+    if (d->res_comm)
+        c.res_local = d->res_local;
+    else
+        c.algo = d->algo;
     if (cl->dead)
         return;
     cl->ops_completed++;
@@ -116,10 +119,11 @@ void nx_client_complete(struct nx_client *cl, const struct nx_done *d, const cha
 }
 
 void nx_client_finish(struct nx_client *cl, uint64_t user_data, uint32_t status,
-                      const char *text, uint32_t comm, uint32_t rank, uint32_t size)
+                      const char *text, uint32_t comm, uint32_t rank, uint32_t size,
+                      bool local)
 {
     struct nx_done d = {.user_data = user_data, .status = status, .res_comm = comm,
-                        .res_rank = rank, .res_size = size};
+                        .res_rank = rank, .res_size = size, .res_local = local};
     nx_client_complete(cl, &d, text);
     cl->pending--;
 }

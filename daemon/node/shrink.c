@@ -56,6 +56,7 @@ static void finish(struct nx_shrink *s)
         }
     struct nx_comm *nc = nx_comm_new(c->job, n, cls, wr, c->timeout_ms);
     nc->shrunk_from = c->id;
+    nc->plan_local = c->plan_local;
     c->shrinks++;
     NX_INFO("comm", "communicator %u of job \"%s\" shrunk to communicator %u: %u of %u "
             "ranks (%u failed) in %.3f s", c->id, c->job->name, nc->id, n, c->size,
@@ -63,7 +64,8 @@ static void finish(struct nx_shrink *s)
     nxd.stats.recoveries++;
     for (uint32_t r = 0, k = 0; r < c->size; r++)
         if (c->ranks[r].client && s->in[r])
-            nx_client_finish(c->ranks[r].client, s->ud[r], NEXAR_OK, NULL, nc->id, k++, n);
+            nx_client_finish(c->ranks[r].client, s->ud[r], NEXAR_OK, NULL, nc->id, k++, n,
+                             nc->plan_local);
     free(cls);
     free(wr);
     shrink_free(s);
@@ -126,7 +128,8 @@ void nx_shrink_decide(struct nx_comm *c, const uint32_t *failed, size_t nfailed,
             /* Counted failed by the others (a lost connection, not a dead process): it
              * cannot join what they made without it. */
             nx_client_finish(c->ranks[r].client, s->ud[r], NEXAR_ERR_PEER_LOST,
-                     "nexar_comm_shrink: the other nodes count this rank as failed", 0, 0, 0);
+                     "nexar_comm_shrink: the other nodes count this rank as failed", 0, 0, 0,
+                     false);
             continue;
         }
         cls[g] = c->ranks[r].client;
@@ -147,7 +150,8 @@ void nx_shrink_decide(struct nx_comm *c, const uint32_t *failed, size_t nfailed,
                 c->job->name, nc->id, n, S, nfailed, g, nx_now() - s->started);
         nxd.stats.recoveries++;
         for (uint32_t k = 0; k < g; k++)
-            nx_client_finish(cls[k], s->ud[of[k]], NEXAR_OK, NULL, nc->id, span[k], n);
+            nx_client_finish(cls[k], s->ud[of[k]], NEXAR_OK, NULL, nc->id, span[k], n,
+                             nc->plan_local);
         /* A survivor of the agreement that this node knows failed since: the new
          * communicator fails at once, and says so to its other nodes. */
         for (uint32_t k = 0; k < n && !late_failed; k++)
@@ -186,7 +190,7 @@ void nx_shrink_submit(struct nx_comm *c, uint32_t r, struct nx_client *cl, uint6
     if (s->in[r]) {
         nx_client_finish(cl, user_data, NEXAR_ERR_INVALID,
                  "nexar_comm_shrink: this rank is already shrinking this communicator", 0, 0,
-                 0);
+                 0, false);
         return;
     }
     s->in[r] = true;
@@ -230,7 +234,8 @@ void nx_shrink_tick(double now)
         NX_INFO("comm", "%s", text);
         for (uint32_t r = 0; r < c->size; r++)
             if (c->ranks[r].client && s->in[r])
-                nx_client_finish(c->ranks[r].client, s->ud[r], NEXAR_ERR_TIMEOUT, text, 0, 0, 0);
+                nx_client_finish(c->ranks[r].client, s->ud[r], NEXAR_ERR_TIMEOUT, text, 0, 0, 0,
+                                 false);
         shrink_free(s);
     }
 }

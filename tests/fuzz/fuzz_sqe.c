@@ -51,12 +51,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(&r, buf + sizeof e, sizeof r);
 
     struct nx_sqe_limits lim;
-    lim.slot_bytes = 64ull << (r.slot % 20);
+    lim.slot_bytes = 64ull << ((r.slot & 0xffffffffu) % 20);
     uint64_t slots = 1 + (r.arena & 0xff) % 8;
     uint64_t heap = (r.arena >> 8) % (1ull << 30) & ~(uint64_t)63;
     lim.arena_bytes = slots * lim.slot_bytes + heap;
     lim.comm_size = 1 + r.size % 1024;
     lim.comm_rank = r.rank % lim.comm_size;
+    lim.comm_local = (r.slot >> 32) & 1;
 
     const struct nx_sqe before = e;
     const char *why = NULL;
@@ -83,7 +84,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         e.kind != NX_K_COMM_FREE && e.kind != NX_K_COMM_ABORT) {
         uint32_t esize = nx_dtype_size(e.dtype);
         CHECK(esize != 0);
-        uint64_t per = nx_chunk_elems(e.kind, lim.comm_size, esize, lim.slot_bytes);
+        uint64_t per = nx_op_chunk_elems(e.kind, lim.comm_size, esize, lim.slot_bytes, e.count,
+                                         lim.comm_local);
         CHECK(per != 0);
         CHECK(e.chunk < nx_chunk_count(e.count, per));
         /* A staged chunk fits one slot: input and output side by side, or one

@@ -192,16 +192,19 @@ def sqe(kind, dtype=0, redop=0, flags=0, seq=0, count=0, peer=0, tag=0, in_off=0
                        count, peer, tag, in_off, out_off, chunk, 0)
 
 
-def limits(slot_shift, slots, heap, size, rank):
+def limits(slot_shift, slots, heap, size, rank, local=False):
     """Raw limit bytes as fuzz_sqe.c decodes them: slot_bytes = 64 << slot_shift,
-    slots staging slots, heap bytes of heap, comm_size = size, comm_rank = rank."""
-    return struct.pack("<QQII", (heap << 8) | (slots - 1), slot_shift, size - 1, rank)
+    slots staging slots, heap bytes of heap, comm_size = size, comm_rank = rank, and
+    whether the communicator's chunk plan is local (bit 32 of the slot word)."""
+    return struct.pack("<QQII", (heap << 8) | (slots - 1), slot_shift | (int(local) << 32),
+                       size - 1, rank)
 
 
 MIB = 1 << 20
 L4 = limits(16, 4, 256 * MIB, 4, 0)       # 4 MiB slots, 4 ranks, rank 0
 L4R2 = limits(16, 4, 256 * MIB, 4, 2)     # the same as rank 2
 SMALL = limits(6, 2, 0, 8, 7)             # 4 KiB slots, no heap, 8 ranks, rank 7
+L2LOCAL = limits(16, 4, 256 * MIB, 2, 1, local=True)  # 2 ranks on one node, rank 1
 
 SQE_SEEDS = {
     "all_reduce_staged": sqe("all_reduce", count=1000, redop=0) + L4,
@@ -212,6 +215,11 @@ SQE_SEEDS = {
     "reduce_nonroot": sqe("reduce", dtype=6, redop=3, count=4096, peer=0, in_off=4 * MIB,
                           out_off=4 * MIB) + L4R2,
     "all_gather": sqe("all_gather", dtype=5, count=100, out_off=1024) + L4,
+    # A local plan: 2 MiB of f32 broadcast in 4 chunks of 512 KiB (the last one), and
+    # an all_gather of 1 MiB a block in 6 chunks (the last one, short).
+    "broadcast_local_chunk3": sqe("broadcast", count=1 << 19, peer=0, chunk=3) + L2LOCAL,
+    "all_gather_local_chunk5": sqe("all_gather", count=1 << 18, chunk=5,
+                                   out_off=4 * MIB) + L2LOCAL,
     "reduce_scatter": sqe("reduce_scatter", dtype=3, redop=1, count=10) + L4,
     "all_to_all_direct": sqe("all_to_all", dtype=8, flags=DIRECT, count=512,
                              in_off=16 * MIB, out_off=32 * MIB) + L4,

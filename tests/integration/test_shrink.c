@@ -262,6 +262,16 @@ static int grown(nexar_comm_t *g, int me_slot)
             RFAIL(me_slot, "broadcast from the joiner: element %d is %lld", i, (long long)b[i]);
     if (s != NEXAR_OK)
         RFAIL(me_slot, "broadcast on the grown communicator: %s", nexar_last_error());
+    /* Cut by the local chunk plan, which members learn from the grow's completion and
+     * joiners from their JoinReply: they must cut alike. */
+    struct tl_case big[] = {{.coll = TL_BROADCAST, .dtype = NEXAR_I32, .count = (1u << 20) + 5,
+                             .root = 4, .seed = 41},
+                            {.coll = TL_ALL_GATHER, .dtype = NEXAR_U8, .count = (1u << 20) + 1,
+                             .seed = 42}};
+    for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++)
+        if (tl_run_case(g, &big[i]) != TL_CASE_OK)
+            RFAIL(me_slot, "%s of %zu elements on the grown communicator",
+                  tl_coll_name(big[i].coll), big[i].count);
     if (rank == 4)
         raise(SIGKILL);
     int64_t v = rank;
@@ -274,6 +284,11 @@ static int grown(nexar_comm_t *g, int me_slot)
         RFAIL(me_slot, "shrink of the grown communicator: %s", nexar_last_error());
     if (reduces(sc, 20, 6, me_slot, "grown, then shrunk"))
         return 1;
+    big[0].root = 3;
+    for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++)
+        if (tl_run_case(sc, &big[i]) != TL_CASE_OK)
+            RFAIL(me_slot, "%s of %zu elements on the shrunk communicator",
+                  tl_coll_name(big[i].coll), big[i].count);
     nexar_comm_free(sc);
     return 0;
 }

@@ -3,7 +3,7 @@
  * NEXAR_UNDEFINED, collectives on the sub-communicators (interleaved with the
  * world), nested splits, free, and many split/free cycles.
  *
- *   itest_split --world N   (N >= 2; default 4)
+ *   itest_split --world N [--slot-bytes B]   (N >= 2; default 4; B default 65536)
  */
 #include <stdlib.h>
 
@@ -40,6 +40,10 @@ static void exercise(nexar_comm_t *c, int *fails, uint64_t seed)
         {TL_ALL_REDUCE, NEXAR_F32, NEXAR_SUM, 1001}, {TL_BROADCAST, NEXAR_I64, 0, 13},
         {TL_ALL_TO_ALL, NEXAR_U8, 0, 7},             {TL_SCAN, NEXAR_BF16, NEXAR_SUM, 13},
         {TL_REDUCE_SCATTER, NEXAR_I32, NEXAR_MAX, 5}, {TL_ALL_REDUCE, NEXAR_F64, NEXAR_SUM, 70000},
+        /* With 4 MiB slots, cut by the local chunk plan (shm-protocol.md): 4 MiB in 9
+         * chunks, 1.5 MiB a block in 9 (2 ranks) or 12 (3); the ranks and nexard must cut
+         * alike. */
+        {TL_BROADCAST, NEXAR_F32, 0, (1u << 20) + 3}, {TL_ALL_GATHER, NEXAR_U8, 0, (3u << 19) + 5},
     };
     for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
         struct tl_case k = {.coll = cs[i].coll, .dtype = cs[i].dtype, .op = cs[i].op,
@@ -186,10 +190,13 @@ static int rank_main(struct hx_rank *r)
 int main(int argc, char **argv)
 {
     int world = argc > 2 && !strcmp(argv[1], "--world") ? atoi(argv[2]) : 4;
+    /* Small slots by default (many chunks an op); --slot-bytes 4194304 gives the large
+     * broadcast and all_gather of exercise() the local chunk plan (shm-protocol.md). */
+    const char *slot = argc > 4 && !strcmp(argv[3], "--slot-bytes") ? argv[4] : "65536";
     hx_require_nexard();
-    tl_log("split test, world %d", world);
+    tl_log("split test, world %d, --slot-bytes %s", world, slot);
     struct hx_daemon d;
-    const char *args[] = {"--slot-bytes", "65536", "--slots", "2", NULL};
+    const char *args[] = {"--slot-bytes", slot, "--slots", "2", NULL};
     if (hx_daemon_start(&d, args))
         return 1;
     int rv = itest_run(&d, world, rank_main, NULL, 60, 240.0);

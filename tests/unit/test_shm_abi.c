@@ -352,6 +352,62 @@ static void test_chunk_elems(void)
     EXPECT_EQ(nx_chunk_elems(NX_K_ALL_GATHER, 4, 4, 4 * MIB), 4 * MIB / 20);
 }
 
+/* The plan by count: the slot's capacity, but for a local broadcast or all_gather of at
+ * most NX_PIPE_SLOTS slots, NX_PIPE_CHUNKS chunks of NX_PIPE_ALIGN elements each at least
+ * NX_PIPE_MIN_BYTES of slot. */
+static void test_op_chunk_elems(void)
+{
+    static const uint64_t counts[] = {0, 1, 1000, 65536, 131073, 1u << 20, 3u << 20,
+                                      (8u << 20) + 5, 1ull << 30};
+    static const uint64_t slots[] = {4096, 65536, 4 * MIB, 3 * MIB + 192};
+    for (size_t i = 0; i < N_KINDS; i++) {
+        uint8_t kind = shape_table[i].kind;
+        bool piped = kind == NX_K_BROADCAST || kind == NX_K_ALL_GATHER;
+        for (uint8_t dt = 0; dt < NEXAR_DTYPE_COUNT; dt++) {
+            uint32_t es = nx_dtype_size(dt);
+            for (uint32_t size = 1; size <= 9; size += 4) {
+                for (size_t k = 0; k < sizeof slots / sizeof slots[0]; k++) {
+                    uint64_t cap = nx_chunk_elems(kind, size, es, slots[k]);
+                    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+                        uint64_t cnt = counts[c];
+                        EXPECT_EQ(nx_op_chunk_elems(kind, size, es, slots[k], cnt, false), cap);
+                        uint64_t n = nx_op_chunk_elems(kind, size, es, slots[k], cnt, true);
+                        if (!piped || cap == 0 || cap == UINT64_MAX ||
+                            cnt > (uint64_t)NX_PIPE_SLOTS * cap) {
+                            EXPECT_EQ(n, cap);
+                            continue;
+                        }
+                        EXPECT(n >= 1 && n <= cap);
+                        if (n == cap)
+                            continue;
+                        EXPECT_EQ(n % NX_PIPE_ALIGN, 0);
+                        /* slots[k] / cap >= the slot bytes of one element */
+                        EXPECT(n * (slots[k] / cap) + NX_PIPE_ALIGN * (slots[k] / cap) >
+                               NX_PIPE_MIN_BYTES || n == NX_PIPE_ALIGN);
+                        EXPECT(nx_chunk_count(cnt, n) <= NX_PIPE_CHUNKS);
+                    }
+                }
+            }
+        }
+    }
+    /* broadcast of f32 on 2 ranks of one node, 4 MiB slots (one region: 1 Mi elements a
+     * chunk at most): a small op in one chunk, 2 MiB in 4 chunks of 512 KiB, 8 MiB in 16
+     * of 512 KiB, 16 MiB in 16 of 1 MiB, 32 MiB (beyond 4 slots) in 8 of 4 MiB; across
+     * nodes always 4 MiB. */
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 1000, true), 128 * 1024);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 512 * 1024, true), 128 * 1024);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 2 * MIB, true), 128 * 1024);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 4 * MIB, true), 256 * 1024);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 8 * MIB, true), MIB);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 2 * MIB, false), MIB);
+    /* all_gather of u8 on 2 ranks (3 regions of a chunk in the slot). */
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 1, 4 * MIB, MIB, true), 174784);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_REDUCE, 2, 4, 4 * MIB, 2 * MIB, true), MIB);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_SEND, 1, 4, 4 * MIB, 1000, true), MIB);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_BARRIER, 4, 4, 4 * MIB, 0, true), UINT64_MAX);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_TO_ALL, 9, 8, 64, 100, true), 0);
+}
+
 static void test_chunk_count(void)
 {
     EXPECT_EQ(nx_chunk_count(0, 100), 1);
@@ -720,6 +776,7 @@ int main(void)
     test_hdr_check();
     test_shapes();
     test_chunk_elems();
+    test_op_chunk_elems();
     test_chunk_count();
     test_tables();
     test_validate_accepts();
