@@ -151,7 +151,8 @@ static uint64_t shape_units(const struct nx_shape *s)
     return (uint64_t)s->in_mul + s->out_mul;
 }
 
-/* Slot bytes per element of kind's largest shape, 0 for an unknown kind or no data. */
+/* The slot elements one element of a chunk takes in kind's largest shape (one per input
+ * and output block), 0 for an unknown kind or one without data. */
 static uint64_t slot_units(uint8_t kind, uint32_t size)
 {
     struct nx_shape as_root, as_other;
