@@ -147,6 +147,7 @@ static void finish(struct xs *x)
             span[g++] = k - i;
         }
         struct nx_comm *nc = nx_comm_new(c->job, g, cls, wr, c->timeout_ms);
+        nc->plan_local = all_here; /* a group on this node alone runs as one node's */
         if (!all_here) {
             /* A group across nodes: every node makes its part of the same communicator. */
             for (uint32_t k = i; k < j; k++)
@@ -156,8 +157,10 @@ static void finish(struct xs *x)
         }
         for (uint32_t k = i; k < j; k++)
             if (local_of[kv[k].rank] != NONE)
-                res[local_of[kv[k].rank]] = (struct nx_done){
-                    .res_comm = nc->id, .res_rank = k - i, .res_size = j - i};
+                res[local_of[kv[k].rank]] = (struct nx_done){.res_comm = nc->id,
+                                                             .res_rank = k - i,
+                                                             .res_size = j - i,
+                                                             .res_local = nc->plan_local};
         i = j;
     }
     complete_all(x, res, NULL);

@@ -5,6 +5,7 @@
  *
  *   itest_test_xcoll --nodes K --per-node R [--interleaved | --direct]
  *                    [--level small|rep|full] [--long] [--parts LIST] [--limit S]
+ *                    [--slot-bytes B]
  *
  * Placement in blocks (the default): nexar-run --nodes K -n K*R starts the daemons and
  * the ranks (rank r on node r*K/N), passing each daemon small staging slots
@@ -32,8 +33,12 @@
 
 #define MAXK 4 /* gen-certs.sh makes node0..node3 */
 
-static const char *const daemon_args[] = {"--slot-bytes", "65536", "--slots", "2",
-                                          "--heap-bytes", "16777216", NULL};
+/* Small slots by default, so that a ~1 MiB case is cut into many chunks; --slot-bytes
+ * sets them (4194304: the local chunk plan of node-local groups, shm-protocol.md). */
+static const char *slot_bytes = "65536";
+static char slot_arg[64] = "--slot-bytes=65536";
+static const char *daemon_args[] = {"--slot-bytes", "65536", "--slots", "2",
+                                    "--heap-bytes", "16777216", NULL};
 
 /* nexar-run --nodes K: its exit status (0 when every rank exited 0), -1 past limit. */
 static int via_nexar_run(int K, int N, const char *const *rank_args, double limit)
@@ -47,7 +52,7 @@ static int via_nexar_run(int K, int N, const char *const *rank_args, double limi
     snprintf(sock, sizeof(sock), "%s/nobody.sock", cu_out());
     const char *argv[40] = {getenv("NEXAR_RUN"), "--nodes", k, "-n", n, "--timeout", "60",
                             "--grace", "10",
-                            "--daemon-arg", "--slot-bytes=65536", "--daemon-arg", "--slots=2",
+                            "--daemon-arg", slot_arg, "--daemon-arg", "--slots=2",
                             "--daemon-arg", "--heap-bytes=16777216"};
     int a = 15;
     if (K == 1) {
@@ -145,6 +150,7 @@ int main(int argc, char **argv)
                                        {"long", no_argument, NULL, 'l'},
                                        {"parts", required_argument, NULL, 'p'},
                                        {"limit", required_argument, NULL, 't'},
+                                       {"slot-bytes", required_argument, NULL, 's'},
                                        {NULL, 0, NULL, 0}};
     for (int ch; (ch = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         switch (ch) {
@@ -156,9 +162,12 @@ int main(int argc, char **argv)
         case 'l': lng = 1; break;
         case 'p': parts = optarg; break;
         case 't': limit = atof(optarg); break;
+        case 's': slot_bytes = optarg; break;
         default: return 2;
         }
     }
+    daemon_args[1] = slot_bytes;
+    snprintf(slot_arg, sizeof(slot_arg), "--slot-bytes=%s", slot_bytes);
     lng |= hx_env_flag("NEXAR_LONG_TESTS");
     int N = K * R;
     if (K < 1 || K > MAXK || R < 1 || N > HX_MAX_RANKS) {

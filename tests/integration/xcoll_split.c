@@ -6,8 +6,9 @@
  *     node per group, in reverse rank order; across nodes whenever K >= 2;
  *  3. color = node, key = size - rank: node-local communicators (hierarchical schemes).
  * On each new communicator: its rank and size are the ones MPI_Comm_split semantics
- * give, then allreduce (f32 sum 1001 and ~1 MiB, i64 max 13) and broadcast (i32 13 at
- * every root, f32 ~1 MiB at the last), exact (tl_run_case).  Then the world still works.
+ * give, then allreduce (f32 sum 1001 and ~1 MiB, i64 max 13), broadcast (i32 13 at
+ * every root, f32 ~1 MiB at the last) and all_gather (u8 ~1 MiB a block), exact
+ * (tl_run_case).  Then the world still works.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,9 @@ static int run_on(nexar_comm_t *c, const char *label, int *fails)
                                    .count = 13};
     cs[n++] = (struct tl_case){.coll = TL_BROADCAST, .dtype = NEXAR_F32, .root = size - 1,
                                .count = 262147};
+    /* On a node-local group these two run in the local chunk plan (shm-protocol.md), which
+     * the ranks learn from the split's completion: they and nexard must cut alike. */
+    cs[n++] = (struct tl_case){.coll = TL_ALL_GATHER, .dtype = NEXAR_U8, .count = 1048577};
     for (int i = 0; i < n; i++) {
         cs[i].mode = TL_HEAP;
         cs[i].seed = tl_mix64(0x5917u + (uint64_t)i);
