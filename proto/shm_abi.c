@@ -151,40 +151,42 @@ static uint64_t shape_units(const struct nx_shape *s)
     return (uint64_t)s->in_mul + s->out_mul;
 }
 
-/* The slot elements one element of a chunk takes in kind's largest shape (one per input
- * and output block), 0 for an unknown kind or one without data. */
-static uint64_t slot_units(uint8_t kind, uint32_t size)
+/* The slot bytes one element of a chunk takes in kind's largest shape (one element per
+ * input and output block): 0 for a bad esize, size or kind, UINT64_MAX for a kind
+ * without data. */
+static uint64_t slot_elem_bytes(uint8_t kind, uint32_t size, uint32_t esize)
 {
     struct nx_shape as_root, as_other;
+    if (esize == 0 || size == 0)
+        return 0;
     /* rank 0 with root 0 is a root; rank 1 with root 0 is not (size 1 has no other:
      * reusing the root shape is harmless). */
     if (!nx_kind_shape(kind, size, 0, 0, &as_root) ||
-        !nx_kind_shape(kind, size, size > 1 ? 1 : 0, 0, &as_other) || !as_root.has_data)
+        !nx_kind_shape(kind, size, size > 1 ? 1 : 0, 0, &as_other))
         return 0;
+    if (!as_root.has_data)
+        return UINT64_MAX;
     uint64_t units = shape_units(&as_root);
     uint64_t other = shape_units(&as_other);
-    return other > units ? other : units;
+    return (uint64_t)esize * (other > units ? other : units);
 }
 
 uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes)
 {
-    struct nx_shape s;
-    if (esize == 0 || size == 0 || !nx_kind_shape(kind, size, 0, 0, &s))
-        return 0;
-    if (!s.has_data)
-        return UINT64_MAX;
-    uint64_t units = slot_units(kind, size);
-    return units ? slot_bytes / ((uint64_t)esize * units) : 0;
+    uint64_t per_elem = slot_elem_bytes(kind, size, esize);
+    return per_elem == 0 || per_elem == UINT64_MAX ? per_elem : slot_bytes / per_elem;
 }
 
 uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes,
                            uint64_t count, bool local)
 {
-    uint64_t cap = nx_chunk_elems(kind, size, esize, slot_bytes);
+    uint64_t per_elem = slot_elem_bytes(kind, size, esize);
+    if (per_elem == 0 || per_elem == UINT64_MAX)
+        return per_elem;
+    uint64_t cap = slot_bytes / per_elem;
     if (!local || (kind != NX_K_BROADCAST && kind != NX_K_ALL_GATHER) || cap == 0 ||
-        cap == UINT64_MAX || count > NX_PIPE_SLOTS * cap)
+        count > NX_PIPE_SLOTS * cap)
         return cap;
-    uint64_t per_elem = (uint64_t)esize * slot_units(kind, size);
     uint64_t want = count / NX_PIPE_CHUNKS + (count % NX_PIPE_CHUNKS != 0);
     uint64_t least = NX_PIPE_MIN_BYTES / per_elem + (NX_PIPE_MIN_BYTES % per_elem != 0);
     if (want < least)
