@@ -25,11 +25,12 @@ const struct nx_device_host *nx_cuda_host;
 
 static void close_reg(struct nx_reg *r)
 {
+    if (r->kind == NX_DEV_MEMORY) {
+        nx_cuda_exec_close_mem(r->device, r->handle); /* it would wait for the device */
+        return;
+    }
     cudaSetDevice(r->device);
-    if (r->kind == NX_DEV_MEMORY)
-        cudaIpcCloseMemHandle(r->handle);
-    else
-        cudaEventDestroy((cudaEvent_t)r->handle);
+    cudaEventDestroy((cudaEvent_t)r->handle);
     cudaGetLastError();
 }
 
@@ -65,7 +66,7 @@ static uint32_t cu_reg(struct nx_dev_client *dc, int kind, const uint8_t *handle
         size_t sz = 0;
         if (addr_range(&b, &sz, (CUdeviceptr)(uintptr_t)h) != CUDA_SUCCESS ||
             b != (CUdeviceptr)(uintptr_t)h) {
-            cudaIpcCloseMemHandle(h);
+            nx_cuda_exec_close_mem(dev, h);
             snprintf(err, errlen, "the mapping of the allocation at 0x%llx has no size",
                      (unsigned long long)base);
             return NEXAR_ERR_INTERNAL;

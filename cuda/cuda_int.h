@@ -46,6 +46,11 @@ void nx_cuda_exec_run(const struct nx_dev_job *job);
 void nx_cuda_exec_copy(uint32_t comm_id, const struct nx_dev_copy *v, size_t n, int dir,
                        const char *what, nx_dev_copy_done done, void *arg);
 void nx_cuda_exec_comm_gone(uint32_t comm_id);
+/* Closes a mapping of a rank's memory (cudaIpcCloseMemHandle, which waits for the
+ * device's work): now when nexard has nothing queued on dev, else once that work ended. */
+void nx_cuda_exec_close_mem(int dev, void *mapped);
+/* Whether nexard has no work queued on any device (cudaFreeHost would wait for it). */
+bool nx_cuda_exec_idle(void);
 
 /* ---- pinned host memory for staging across nodes (hostmem.c) ------------------------ */
 

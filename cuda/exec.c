@@ -18,6 +18,23 @@
  * Where not even a host function can be queued, an event recorded on the stream is
  * polled from a timer of the loop.
  *
+ * The same holds for CUDA calls that wait for the device by themselves: on a GPU,
+ * cudaIpcCloseMemHandle waits for the work queued on this process's streams (test
+ * gpu_nowait measures it), and that work may wait for a rank's ready event that the
+ * rank's stream records only after a done word the loop thread writes.  So a mapping is
+ * closed only while nexard has no work queued on its device, and else kept on a list
+ * until the last ticket of the device ends (nx_cuda_exec_close_mem).  Every piece of
+ * work queued here has a ticket behind it, so "no ticket" means "nothing queued".
+ *
+ * Deadline.  A stream-ordered op waits on the GPU for its ranks' ready events, and a rank
+ * records one only after the work queued before the op on its stream.  When that work
+ * waits for this op (every rank of a ring receives before it sends, each receive
+ * waiting for a send queued behind its sender's receive), nothing ever moves.  So an op
+ * whose work has not ended within its communicator's timeout fails with
+ * NEXAR_ERR_TIMEOUT: its ranks' done words are written, their streams go on, and the work
+ * queued here then runs out (into buffers whose contents are unspecified); the ticket
+ * and its mappings stay until it has.
+ *
  * Streams: the collectives of a communicator run on its own stream per device, in
  * sequence order.  That order adds no wait a correct program lacks: every rank issues
  * op k before op k+1, so nothing op k waits for can wait for op k+1.  A send/recv pair
@@ -73,7 +90,7 @@ struct ticket {
     struct nx_reg **regs;      /* references held while the GPU uses them */
     size_t nregs, regs_cap;
     uint32_t status;           /* what every part completes with */
-    char text[320];            /* its reason, when status is not NEXAR_OK */
+    char text[768];            /* its reason, when status is not NEXAR_OK */
     cudaEvent_t ev;            /* parked: recorded behind the op's work, polled */
     nx_dev_copy_done done;     /* a staging copy (nx_cuda_exec_copy): told instead */
     void *done_arg;
@@ -81,8 +98,12 @@ struct ticket {
      * watch needs to tell a broken GPU's ops (below). */
     struct ticket *wnext, **wprev;
     int dev;
-    char what[160];
-    bool abandoned;            /* told already (the GPU broke); only freed when it ends */
+    char what[256];
+    uint64_t deadline;         /* uv_now() at which it fails with TIMEOUT; 0: never */
+    bool queued;               /* counted in dev_tickets[dev] */
+    uint32_t timeout_ms;
+    bool abandoned;            /* told already (the GPU broke, or the deadline passed);
+                                * only freed when its work ends */
 };
 
 unsigned nx_cuda_stop_grace_ms = 5000;
@@ -99,6 +120,17 @@ static cudaStream_t probes[MAX_DEVICES]; /* the watch's idle stream per device *
 static bool timers_open, stopping;
 static void (*stop_idle)(void); /* told once nothing is in flight after a stop */
 static uint64_t inflight;
+
+/* Tickets whose work is queued on each device and has not ended (abandoned ones too). */
+static uint64_t dev_tickets[MAX_DEVICES];
+
+/* Mappings to close once their device has no ticket. */
+struct pending_close {
+    int dev;
+    void *mapped;
+};
+static struct pending_close *closes;
+static size_t ncloses, closes_cap;
 
 /* ---- streams ------------------------------------------------------------------------- */
 
@@ -186,12 +218,54 @@ static void ticket_tell(struct ticket *t)
     inflight--;
 }
 
+static void close_now(int dev, void *mapped)
+{
+    cudaSetDevice(dev);
+    cudaIpcCloseMemHandle(mapped);
+    cudaGetLastError();
+}
+
+/* The device's last ticket ended: the closes it held back wait for nothing now. */
+static void close_pending(int dev)
+{
+    for (size_t i = 0; i < ncloses;) {
+        if (closes[i].dev != dev) {
+            i++;
+            continue;
+        }
+        close_now(dev, closes[i].mapped);
+        closes[i] = closes[--ncloses];
+    }
+}
+
 static void ticket_complete(struct ticket *t)
 {
     unwatch(t);
     if (!t->abandoned)
         ticket_tell(t);
-    ticket_free(t);
+    bool last = t->queued && --dev_tickets[t->dev] == 0;
+    int dev = t->dev;
+    ticket_free(t); /* its own mappings close at once when it was the last */
+    if (last)
+        close_pending(dev);
+}
+
+void nx_cuda_exec_close_mem(int dev, void *mapped)
+{
+    if (dev < 0 || dev >= MAX_DEVICES || dev_tickets[dev] == 0) {
+        close_now(dev, mapped);
+        return;
+    }
+    nx_grow((void **)&closes, &closes_cap, ncloses + 1, sizeof(*closes));
+    closes[ncloses++] = (struct pending_close){.dev = dev, .mapped = mapped};
+}
+
+bool nx_cuda_exec_idle(void)
+{
+    for (int d = 0; d < MAX_DEVICES; d++)
+        if (dev_tickets[d])
+            return false;
+    return true;
 }
 
 /* Runs on a CUDA driver thread: no CUDA calls, only hand-over to the loop.  After
@@ -273,9 +347,14 @@ static void on_done(uv_async_t *h)
 static void on_park(uv_timer_t *h)
 {
     (void)h;
+    uint64_t now = uv_now(nx_cuda_host->loop);
     for (struct ticket **pp = &parked; *pp;) {
         struct ticket *t = *pp;
         if (cudaEventQuery(t->ev) == cudaErrorNotReady) {
+            if (!t->abandoned && t->deadline && now >= t->deadline) {
+                t->abandoned = true; /* told with its failure; freed when the event fires */
+                ticket_tell(t);
+            }
             pp = &t->next;
             continue;
         }
@@ -345,12 +424,22 @@ static bool sticky(cudaError_t e)
     }
 }
 
+/* Tells t's parts now, with the status and text already set; its work still runs. */
+static void abandon(struct ticket *t)
+{
+    unwatch(t);
+    list_push(&abandoned, t);
+    t->abandoned = true;
+    ticket_tell(t);
+}
+
 static void on_watch(uv_timer_t *h)
 {
     (void)h;
     bool told = false;
     cudaError_t state[MAX_DEVICES];
     bool asked[MAX_DEVICES] = {false};
+    uint64_t now = uv_now(nx_cuda_host->loop);
     for (struct ticket *t = watched, *next; t; t = next) {
         next = t->wnext;
         if (!asked[t->dev]) {
@@ -358,18 +447,27 @@ static void on_watch(uv_timer_t *h)
             state[t->dev] = probes[t->dev] ? cudaStreamQuery(probes[t->dev]) : cudaSuccess;
         }
         cudaError_t e = state[t->dev];
-        if (!sticky(e))
+        if (sticky(e)) {
+            t->nregs = 0; /* the mappings stay: nothing can say the GPU is done with them */
+            t->status = NEXAR_ERR_INTERNAL;
+            snprintf(t->text, sizeof(t->text),
+                     "%s on device %d: the GPU failed with the op queued (%s); nexard cannot "
+                     "use the device until it restarts", t->what, t->dev,
+                     cudaGetErrorString(e));
+            NX_ERROR("cuda", "%s", t->text);
+        } else if (t->deadline && now >= t->deadline) {
+            t->status = NEXAR_ERR_TIMEOUT;
+            snprintf(t->text, sizeof(t->text),
+                     "%s on device %d: its GPU work did not end within %.0f s. It waits on "
+                     "the GPU for its ranks' ready events, and a rank's stream records one "
+                     "only after the work queued there before the op: does an earlier "
+                     "stream-ordered op there wait for this one (a receive queued before the "
+                     "send on every rank of a ring)?", t->what, t->dev, t->timeout_ms / 1000.0);
+            NX_WARN("cuda", "%s", t->text);
+        } else {
             continue;
-        unwatch(t);
-        list_push(&abandoned, t);
-        t->abandoned = true;
-        t->nregs = 0; /* the mappings stay: nothing can say the GPU is done with them */
-        t->status = NEXAR_ERR_INTERNAL;
-        snprintf(t->text, sizeof(t->text),
-                 "%s on device %d: the GPU failed with the op queued (%s); nexard cannot use "
-                 "the device until it restarts", t->what, t->dev, cudaGetErrorString(e));
-        NX_ERROR("cuda", "%s", t->text);
-        ticket_tell(t);
+        }
+        abandon(t);
         told = true;
     }
     if (!watched && timers_open)
@@ -419,6 +517,7 @@ struct exec {
     uint32_t es;
     void **scratch;
     size_t nscratch, scratch_cap;
+    uint32_t timeout_ms; /* the op's deadline (0: none) */
     uint32_t status; /* on failure: the status and text for every rank */
     char why[200];
 };
@@ -624,6 +723,11 @@ static void finish(struct exec *x)
             ticket_complete(t);
         return;
     }
+    t->dev = x->dev;
+    t->queued = true;
+    dev_tickets[x->dev]++;
+    t->timeout_ms = x->timeout_ms;
+    t->deadline = x->timeout_ms ? uv_now(nx_cuda_host->loop) + x->timeout_ms : 0;
     for (size_t i = 0; i < x->nscratch; i++)
         if (cudaFreeAsync(x->scratch[i], x->s) != cudaSuccess)
             NX_WARN("cuda", "%s: scratch memory leaked: cudaFreeAsync failed",
@@ -637,7 +741,6 @@ static void finish(struct exec *x)
             probes[x->dev] = NULL; /* unwatched: the op ends when its host function runs */
             return;
         }
-        t->dev = x->dev;
         snprintf(t->what, sizeof(t->what), "%s", x->what);
         list_push(&watched, t);
         if (timers_open && !uv_is_active((uv_handle_t *)&watch_timer))
@@ -657,7 +760,8 @@ static void finish(struct exec *x)
 void nx_cuda_exec_run(const struct nx_dev_job *job)
 {
     struct ticket *t = nx_xcalloc(1, sizeof(*t));
-    struct exec x = {.job = job, .what = job->what, .t = t, .es = nx_dtype_size(job->dtype)};
+    struct exec x = {.job = job, .what = job->what, .t = t, .es = nx_dtype_size(job->dtype),
+                     .timeout_ms = job->timeout_ms};
     t->nparts = job->size;
     t->parts = nx_xcalloc(job->size, sizeof(*t->parts));
     for (uint32_t r = 0; r < job->size; r++) {
@@ -789,9 +893,13 @@ void nx_cuda_exec_fini(void)
         unwatch(t);
         if (!t->abandoned)
             inflight--;
+        if (t->queued)
+            dev_tickets[t->dev]--;
         ticket_free(t);
     }
-    /* The GPU broke under these: no host function will come for them now. */
+    /* The GPU broke under these, or they passed their deadline and their work still
+     * waits: no host function will come for them now.  Their mappings join the closes
+     * held back (below). */
     while (abandoned) {
         struct ticket *t = abandoned;
         unwatch(t);
@@ -802,9 +910,12 @@ void nx_cuda_exec_fini(void)
         parked = t->next;
         if (cudaEventQuery(t->ev) == cudaErrorNotReady)
             t->nregs = 0; /* the GPU may still use the mappings: they go with the process */
+        else if (t->queued)
+            dev_tickets[t->dev]--;
         cudaGetLastError();
         cudaEventDestroy(t->ev);
-        inflight--;
+        if (!t->abandoned)
+            inflight--;
         ticket_free(t);
     }
     for (int d = 0; d < MAX_DEVICES; d++) {
@@ -825,6 +936,15 @@ void nx_cuda_exec_fini(void)
     free(cstreams);
     cstreams = NULL;
     ncstreams = cstreams_cap = 0;
+    for (int d = 0; d < MAX_DEVICES; d++)
+        if (dev_tickets[d] == 0)
+            close_pending(d);
+    if (ncloses)
+        NX_WARN("cuda", "%zu mappings of the ranks' memory stay open until exit: work "
+                "queued on their device never ended", ncloses);
+    free(closes);
+    closes = NULL;
+    ncloses = closes_cap = 0;
     if (inflight)
         NX_WARN("cuda", "%llu device ops were still in flight at exit",
                 (unsigned long long)inflight);

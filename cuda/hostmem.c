@@ -61,8 +61,11 @@ void nx_cuda_host_free(void *p)
 
 void nx_cuda_hostmem_fini(void)
 {
-    for (size_t i = 0; i < nblks; i++)
-        if (!blks[i].used) /* a block a copy still uses goes with the process */
+    /* cudaFreeHost waits for the device: with work still queued the blocks go with the
+     * process, as does a block a copy still uses. */
+    bool idle = nx_cuda_exec_idle();
+    for (size_t i = 0; idle && i < nblks; i++)
+        if (!blks[i].used)
             cudaFreeHost(blks[i].p);
     free(blks);
     blks = NULL;

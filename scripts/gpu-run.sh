@@ -5,9 +5,11 @@
 # Runs, in this order, each under `timeout` and within GX_BUDGET_S seconds in all
 # (default 480, so that one device call of 10 minutes holds the machine's start, the
 # transfers and this): the fake-runtime logic test (a check of the bundle), the kernels,
-# the collectives and stream ordering on 2 ranks, the same across 2 simulated nodes x 2
-# ranks, the staging benchmark, the event functions, then 3 and 4 ranks.  What the
-# budget leaves out is listed as such.
+# which CUDA calls block the CPU while a stream waits (gpu_nowait), the collectives and
+# stream ordering on 2 ranks, the same across 2 simulated nodes x 2 ranks, a
+# stream-ordered ring that waits for itself (it must end at NEXAR_TIMEOUT), the staging
+# benchmark, the event functions, then 3 and 4 ranks.  What the budget leaves out is
+# listed as such.
 #
 # Writes everything the programs print to $OUT/gpu-run.txt (or the bundle's out/), after
 # the machine's facts (nvidia-smi, the libraries nexard resolves), and one line per
@@ -58,14 +60,17 @@ run() {
 cd "$b/bin" || exit 1
 run exec_logic 60 ./test_exec_logic
 run gpu_kernels 120 ./test_gpu_kernels
+run gpu_nowait 60 ./test_gpu_nowait
 run gpu_collectives_w2 150 ./test_gpu_coll --world 2
 run gpu_stream_order_w2 60 ./test_gpu_stream --world 2
 run gpu_collectives_n2_r2 180 ./test_gpu_coll --world 4 --nodes 2
 run gpu_stream_order_n2_r2 90 ./test_gpu_stream --world 4 --nodes 2
+run gpu_deadlock_w2 60 ./test_gpu_deadlock --world 2 --nexar-timeout 5
 run gpu_staging_bench 150 ./bench_staging
 run gpu_events_w2 60 ./test_gpu_events --world 2
 run gpu_collectives_w4 150 ./test_gpu_coll --world 4
 run gpu_stream_order_w4 60 ./test_gpu_stream --world 4
 run gpu_collectives_w3 150 ./test_gpu_coll --world 3
+run gpu_deadlock_w3 60 ./test_gpu_deadlock --world 3 --nexar-timeout 5
 echo "== done in $(($(date +%s) - t_start)) s" >>"$log"
 exit $bad

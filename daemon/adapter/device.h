@@ -54,6 +54,7 @@ struct nx_dev_job {
     uint64_t count;
     struct nx_dev_part *parts;
     const char *what; /* "all_reduce seq 3 on comm 2 (job \"j\")", for messages */
+    uint32_t timeout_ms; /* the communicator's: work not ended by then fails the op (0: never) */
 };
 
 /* What the backend may ask of the daemon: given at start-up, valid until it stops.

@@ -315,6 +315,7 @@ static void run_device(struct nx_op *op)
         .count = op->sig.count,
         .parts = parts,
         .what = what,
+        .timeout_ms = c->timeout_ms,
     };
     nx_device->run(&job);
     free(parts);

@@ -351,6 +351,7 @@ static void run_device(struct nx_comm *c, struct nx_msg *m)
         .count = m->s.first.count,
         .parts = parts,
         .what = what,
+        .timeout_ms = c->timeout_ms,
     };
     m->s.completed = m->r.completed = true;
     nx_device->run(&job);

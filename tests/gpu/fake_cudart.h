@@ -73,6 +73,9 @@ void fk_wait_value(cudaStream_t s, const uint64_t *word, uint64_t value);
 void fk_call(cudaStream_t s, void (*fn)(void *), void *arg);
 /* Whether every record of ev queued so far has happened. */
 bool fk_event_done(cudaEvent_t ev);
+/* cudaIpcCloseMemHandle calls that returned so far (each waits for every stream to run
+ * dry, as on a GPU). */
+int fk_ipc_closes(void);
 /* Streams created so far (user streams and exec.c's). */
 int fk_streams_created(void);
 /* Lets every stream run dry, stops their threads and frees everything. */

@@ -13,12 +13,15 @@
 #define AS_RANK_ENV "GX_AS_RANK"
 
 /* One node: a private nexard of this program's own and ranks forked from here. */
+static int nexar_timeout_s = 120;
+
 static int one_node(int world, int (*fn)(struct hx_rank *r), double limit_s)
 {
     struct hx_daemon d;
     if (hx_daemon_start(&d, NULL) < 0)
         return 1;
-    struct hx_job_opts o = {.sock = d.sock, .size = world, .fn = fn, .nexar_timeout_s = 120};
+    struct hx_job_opts o = {.sock = d.sock, .size = world, .fn = fn,
+                            .nexar_timeout_s = nexar_timeout_s};
     int rv = hx_run(&o, limit_s);
     if (hx_daemon_stop(&d) < 0)
         rv = -1;
@@ -37,7 +40,7 @@ static int nodes(int K, int world, double limit_s)
         tl_log("FAIL: --nodes needs NEXAR_RUN (nexar-run's path)");
         return 1;
     }
-    char exe[4096], k[16], n[16];
+    char exe[4096], k[16], n[16], t[16];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (len <= 0) {
         tl_log("FAIL: readlink /proc/self/exe");
@@ -46,7 +49,8 @@ static int nodes(int K, int world, double limit_s)
     exe[len] = '\0';
     snprintf(k, sizeof(k), "%d", K);
     snprintf(n, sizeof(n), "%d", world);
-    const char *argv[] = {run, "--nodes", k, "-n", n, "--bind", "none", "--timeout", "120",
+    snprintf(t, sizeof(t), "%d", nexar_timeout_s);
+    const char *argv[] = {run, "--nodes", k, "-n", n, "--bind", "none", "--timeout", t,
                           "--grace", "10", "--", exe, NULL};
     const char *env[] = {AS_RANK_ENV "=1", NULL};
     tl_log("%d ranks on %d simulated nodes (nexar-run --nodes %d), one GPU", world, K, K);
@@ -86,18 +90,21 @@ int gx_job_main(int argc, char **argv, const char *test, const char *tag,
     int world = 2, k = 1;
     static const struct option lo[] = {{"world", required_argument, NULL, 'w'},
                                        {"nodes", required_argument, NULL, 'k'},
+                                       {"nexar-timeout", required_argument, NULL, 't'},
                                        {0, 0, 0, 0}};
     for (int ch; (ch = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         if (ch == 'w')
             world = atoi(optarg);
         else if (ch == 'k')
             k = atoi(optarg);
+        else if (ch == 't')
+            nexar_timeout_s = atoi(optarg);
         else
             return 64;
     }
-    if (world < 1 || world > HX_MAX_RANKS || k < 1 || k > world) {
-        tl_log("FAIL: usage: %s [--world N] [--nodes K], 1 <= K <= N <= %d", test,
-               HX_MAX_RANKS);
+    if (world < 1 || world > HX_MAX_RANKS || k < 1 || k > world || nexar_timeout_s < 1) {
+        tl_log("FAIL: usage: %s [--world N] [--nodes K] [--nexar-timeout S], 1 <= K <= N <= %d",
+               test, HX_MAX_RANKS);
         return 64;
     }
     gx_require_gpu(test);

@@ -26,6 +26,7 @@ void gx_require_gpu(const char *test);
  * against a private nexard (NEXAR_TIMEOUT 120), stopped after limit_s.  --nodes K: the
  * ranks in blocks on K simulated nodes instead, started by $NEXAR_RUN --nodes K as this
  * program once more (each runs fn and exits), so that device buffers cross nodes.
+ * --nexar-timeout S: NEXAR_TIMEOUT for the ranks instead of 120.
  * Skips (exits GX_SKIP) without a GPU, as gx_require_gpu(test) does; tag prefixes the
  * log.  0 when every rank returned 0, else 1.
  */

@@ -436,6 +436,144 @@ static void case_host_fn(void)
         printf("host_fn: ok (%s)\n", d->text);
 }
 
+/* ---- deadline -------------------------------------------------------------------------------- */
+
+/* A send whose rank's stream records the ready event only after a word nobody writes
+ * (an earlier stream-ordered op there that waits for this one): it must fail with
+ * TIMEOUT at its deadline, with the done words written so that the rank's stream goes
+ * on, and keep its mappings until its work, released then, has run. */
+static uint8_t d_src[512], d_dst[512];
+static struct nx_dev_job job_d;
+static struct nx_dev_part parts_d[2];
+static double d_t0;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void deadline_start(void)
+{
+    d_t0 = now_s();
+    nx_cuda_exec_run(&job_d);
+}
+
+static void case_deadline(void)
+{
+    fk_reset();
+    cudaStream_t user;
+    cudaEvent_t ev;
+    cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    for (size_t i = 0; i < sizeof(d_src); i++)
+        d_src[i] = (uint8_t)(i * 13 + 1);
+    uint32_t src = reg(1, NX_DEV_MEMORY, d_src, sizeof(d_src));
+    uint32_t dst = reg(2, NX_DEV_MEMORY, d_dst, sizeof(d_dst));
+    uint32_t e = reg(1, NX_DEV_EVENT, ev, 0);
+    fk_wait_value(user, &words[25], 1); /* the earlier op's done word: only the test sets it */
+    shim_call(user, ev, 26, 1);
+    parts_d[0] = part(1, 101, src, 0, e, 26, 1);
+    parts_d[1] = part(2, 102, 0, dst, 0, 27, 1);
+    job_d = (struct nx_dev_job){.comm_id = 1, .seq = 4, .kind = NX_K_SEND, .dtype = NEXAR_U8,
+                                .size = 2, .count = sizeof(d_src), .parts = parts_d,
+                                .what = "send seq 4 on comm 1", .timeout_ms = 1000};
+    int before = ndone;
+    start(deadline_start);
+    run_loop(before + 2, "deadline");
+    double took = now_s() - d_t0;
+    const struct done *a = done_of(101), *b = done_of(102);
+    FK_EXPECT(a && b && a->status == NEXAR_ERR_TIMEOUT && b->status == NEXAR_ERR_TIMEOUT,
+              "statuses %u %u, expected TIMEOUT", a ? a->status : 0, b ? b->status : 0);
+    FK_EXPECT(a && strstr(a->text, "send seq 4 on comm 1 on device 0: its GPU work did not "
+                                   "end within 1 s") && strstr(a->text, "ready events"),
+              "text \"%s\"", a ? a->text : "");
+    FK_EXPECT(took >= 0.95 && took < 3.0, "told after %.2f s, deadline 1 s", took);
+    FK_EXPECT(words[26] == 1 && words[27] == 1, "done words %llu %llu, expected 1 1",
+              (unsigned long long)words[26], (unsigned long long)words[27]);
+    FK_EXPECT(!nx_cuda_exec_idle(), "the timed-out op's work is still queued");
+
+    /* The earlier op ends: the ready event fires, the copy runs, the ticket goes. */
+    __atomic_store_n(&words[25], 1, __ATOMIC_RELEASE);
+    struct nx_reg *r = nx_cuda_reg_mem(1, src);
+    for (double t = now_s(); r && r->refs && now_s() - t < 5;) {
+        uv_run(loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+    FK_EXPECT(r && r->refs == 0, "the timed-out op still holds its mapping after its work ran");
+    FK_EXPECT(memcmp(d_src, d_dst, sizeof(d_src)) == 0, "the released work did not run");
+    FK_EXPECT(nx_cuda_exec_idle(), "work still counted after the op's end");
+    FK_EXPECT(ndone == before + 2, "parts told again when the work ended (%d)", ndone - before);
+    if (a)
+        printf("deadline: ok (told after %.2f s: %s)\n", took, a->text);
+}
+
+/* ---- close_busy ------------------------------------------------------------------------------ */
+
+/* Closing a mapping waits for the device's work on a GPU, and that work may wait for a
+ * done word only the loop writes: nx_cuda_exec_close_mem must return at once, close
+ * after the work ended, and close at once when nothing is queued. */
+static uint8_t c_src[256], c_dst[256], c_map[2];
+static struct nx_dev_job job_c;
+static struct nx_dev_part parts_c[2];
+static uv_timer_t release_c;
+static int c_closes0, c_closes_after_call;
+static double c_call_s;
+
+static void on_release_c(uv_timer_t *t)
+{
+    (void)t;
+    g_progress++;
+    __atomic_store_n(&words[28], 1, __ATOMIC_RELEASE);
+}
+
+static void close_busy_start(void)
+{
+    nx_cuda_exec_run(&job_c);
+    c_closes0 = fk_ipc_closes();
+    double t0 = now_s();
+    nx_cuda_exec_close_mem(0, &c_map[0]);
+    c_call_s = now_s() - t0;
+    c_closes_after_call = fk_ipc_closes();
+    uv_timer_start(&release_c, on_release_c, 100, 0);
+}
+
+static void case_close_busy(void)
+{
+    fk_reset();
+    cudaStream_t user;
+    cudaEvent_t ev;
+    cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    uint32_t src = reg(1, NX_DEV_MEMORY, c_src, sizeof(c_src));
+    uint32_t dst = reg(2, NX_DEV_MEMORY, c_dst, sizeof(c_dst));
+    uint32_t e = reg(1, NX_DEV_EVENT, ev, 0);
+    fk_wait_value(user, &words[28], 1); /* the loop's timer sets it */
+    shim_call(user, ev, 29, 1);
+    parts_c[0] = part(1, 111, src, 0, e, 29, 1);
+    parts_c[1] = part(2, 112, 0, dst, 0, 0, 0);
+    job_c = (struct nx_dev_job){.comm_id = 1, .seq = 5, .kind = NX_K_SEND, .dtype = NEXAR_U8,
+                                .size = 2, .count = sizeof(c_src), .parts = parts_c,
+                                .what = "send seq 5 on comm 1"};
+    uv_timer_init(loop, &release_c);
+    int before = ndone;
+    start(close_busy_start);
+    run_loop(before + 2, "close_busy");
+    const struct done *a = done_of(111);
+    FK_EXPECT(a && a->status == NEXAR_OK, "the send: %s", a ? a->text : "not completed");
+    FK_EXPECT(c_call_s < 0.1 && c_closes_after_call == c_closes0,
+              "the close ran (%d) or waited (%.3f s) with work queued", c_closes_after_call -
+              c_closes0, c_call_s);
+    FK_EXPECT(fk_ipc_closes() == c_closes0 + 1, "%d closes after the work ended, expected 1",
+              fk_ipc_closes() - c_closes0);
+    nx_cuda_exec_close_mem(0, &c_map[1]);
+    FK_EXPECT(fk_ipc_closes() == c_closes0 + 2, "a close with nothing queued was held back");
+    uv_close((uv_handle_t *)&release_c, NULL);
+    printf("close_busy: ok (returned in %.1f ms with work queued; closed once it ended)\n",
+           c_call_s * 1e3);
+}
+
 /* ---- copy ----------------------------------------------------------------------------------- */
 
 struct copied {
@@ -854,6 +992,10 @@ int main(int argc, char **argv)
         case_host_fn();
     if (fk_want_case("no_device"))
         case_no_device();
+    if (fk_want_case("deadline"))
+        case_deadline();
+    if (fk_want_case("close_busy"))
+        case_close_busy();
     if (fk_want_case("copy"))
         case_copy();
     if (fk_want_case("copy_lanes"))

@@ -20,6 +20,7 @@
  * (NEXAR_ERR_MISMATCH, on a split communicator).
  */
 #include <cuda_runtime_api.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,7 +118,7 @@ static int run_case(nexar_comm_t *w, const struct gcase *c, cudaStream_t stream)
     size_t ib = in_elems(c, size) * es, ob = out_elems(c, size) * es;
     void *h_in = malloc(ib + 1), *h_out = malloc(ob + 1), *want = malloc(ob + 1);
     void *d_in = NULL, *d_out = NULL, *d_part[3] = {0};
-    nexar_request_t *reqs[2];
+    nexar_request_t *reqs[2] = {NULL, NULL};
     int nreq = 0, rv = -1;
     nexar_status_t st = NEXAR_OK;
     char ctx[160];
@@ -177,13 +178,22 @@ static int run_case(nexar_comm_t *w, const struct gcase *c, cudaStream_t stream)
         break;
     }
     case C_SENDRECV: {
-        /* A ring: nonblocking both ways, since a device send waits for its receive. */
+        /* A ring: nonblocking both ways, since a device send waits for its receive.
+         * Stream-ordered, the second op waits on the GPU for the first, so the ranks
+         * cannot all receive first (each receive would wait for a send queued behind its
+         * sender's own receive): even ranks send first, odd ranks receive first. */
         int right = (me + 1) % size, left = (me + size - 1) % size;
-        st = nexar_irecv(w, d_out, c->count, dt, left, 7, &reqs[0]);
-        if (st == NEXAR_OK && (st = nexar_isend(w, d_in, c->count, dt, right, 7, &reqs[1])) == NEXAR_OK)
+        bool send_first = c->ordered && me % 2 == 0;
+        int a = send_first ? 1 : 0, b = 1 - a;
+        st = send_first ? nexar_isend(w, d_in, c->count, dt, right, 7, &reqs[a])
+                        : nexar_irecv(w, d_out, c->count, dt, left, 7, &reqs[a]);
+        if (st == NEXAR_OK)
+            st = send_first ? nexar_irecv(w, d_out, c->count, dt, left, 7, &reqs[b])
+                            : nexar_isend(w, d_in, c->count, dt, right, 7, &reqs[b]);
+        if (st == NEXAR_OK)
             nreq = 2;
-        else if (st != NEXAR_OK && reqs[0])
-            nreq = 1;
+        else if (reqs[a] && reqs[b] == NULL)
+            nreq = 1, reqs[0] = reqs[a];
         break;
     }
     }

@@ -1,0 +1,128 @@
+/*
+ * test_gpu_deadlock.c - a stream-ordered program that waits for itself on the GPU ends
+ * with an error at NEXAR_TIMEOUT, and nexard goes on.
+ *
+ *   test_gpu_deadlock --world N --nexar-timeout S
+ *
+ * Every rank queues, stream-ordered on one stream, a receive from its left and then a
+ * send to its right.  A stream runs its ops one after another, so each send's ready
+ * event waits on the GPU for its rank's receive, which waits for the left rank's send:
+ * a cycle no rank can break (NCCL's programs need a group call here; nexar has none, and
+ * the program must alternate the order, as test_gpu_coll does).  nexard's work for each
+ * message waits on the GPU for ever, and its loop thread must neither block (a close of a
+ * mapping waits for the device) nor forget the op: at NEXAR_TIMEOUT both requests of
+ * every rank end with NEXAR_ERR_TIMEOUT and a text that names the message, its ranks and
+ * the likely cause, the ranks' streams go on, and the communicator still reduces exactly.
+ * The harness then checks that nexard exits on SIGTERM.
+ */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_util.h"
+#include "harness.h"
+
+#define N ((1u << 16) + 3)
+
+#define CU(call) GX_CU(call, 1)
+
+static int expect_timeout(const char *what, nexar_status_t st, double took, double limit)
+{
+    const char *text = nexar_last_error();
+    if (st != NEXAR_ERR_TIMEOUT) {
+        tl_log("FAIL %s: %s (%d), expected NEXAR_ERR_TIMEOUT; last error \"%s\"", what,
+               nexar_strerror(st), (int)st, text);
+        return 1;
+    }
+    if (!strstr(text, "did not end within") || !strstr(text, "from rank") ||
+        !strstr(text, "ready events")) {
+        tl_log("FAIL %s: the text does not say which message waits and why: \"%s\"", what,
+               text);
+        return 1;
+    }
+    if (took < limit - 0.5 || took > limit + 10) {
+        tl_log("FAIL %s: ended after %.1f s, NEXAR_TIMEOUT is %.0f s", what, took, limit);
+        return 1;
+    }
+    return 0;
+}
+
+static int rank_main(struct hx_rank *hr)
+{
+    (void)hr;
+    CU(cudaSetDevice(0));
+    CU(cudaFree(0));
+    nexar_comm_t *w = NULL;
+    if (hx_init(&w) != NEXAR_OK)
+        return 1;
+    int me = nexar_comm_rank(w), size = nexar_comm_size(w), bad = 0;
+    const char *tv = getenv("NEXAR_TIMEOUT");
+    double limit = tv ? atof(tv) : 120;
+    float *h = malloc(N * sizeof(float)), *d_in, *d_out, *d_sum;
+    for (size_t i = 0; i < N; i++)
+        h[i] = (float)(me * 1000 + (int)(i % 997));
+    CU(cudaMalloc((void **)&d_in, N * sizeof(float)));
+    CU(cudaMalloc((void **)&d_out, N * sizeof(float)));
+    CU(cudaMalloc((void **)&d_sum, N * sizeof(float)));
+    CU(cudaMemcpy(d_in, h, N * sizeof(float), cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(d_sum, h, N * sizeof(float), cudaMemcpyHostToDevice));
+    cudaStream_t s;
+    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    if (tl_check_status("nexar_comm_set_stream", NEXAR_OK, nexar_comm_set_stream(w, s)))
+        return 1;
+
+    int right = (me + 1) % size, left = (me + size - 1) % size;
+    nexar_request_t *rq[2] = {NULL, NULL};
+    double t0 = tl_now();
+    nexar_status_t st = nexar_irecv(w, d_out, N, NEXAR_F32, left, 3, &rq[0]);
+    if (st == NEXAR_OK)
+        st = nexar_isend(w, d_in, N, NEXAR_F32, right, 3, &rq[1]);
+    if (tl_check_status("queueing the receive and the send", NEXAR_OK, st))
+        return 1;
+    bad |= expect_timeout("the receive", nexar_wait(rq[0]), tl_now() - t0, limit);
+    bad |= expect_timeout("the send", nexar_wait(rq[1]), tl_now() - t0, limit);
+    if (me == 0 && !bad)
+        tl_log("the ring that waits for itself ended after %.1f s (NEXAR_TIMEOUT %.0f s): %s",
+               tl_now() - t0, limit, nexar_last_error());
+
+    /* The streams go on once nexard wrote the done words. */
+    double t1 = tl_now();
+    CU(cudaStreamSynchronize(s));
+    if (tl_now() - t1 > 10) {
+        tl_log("FAIL: the stream was held %.1f s after the ops ended", tl_now() - t1);
+        bad = 1;
+    }
+    nexar_comm_set_stream(w, NULL);
+
+    /* nexard and the communicator still work: a device all_reduce, exact. */
+    st = nexar_all_reduce(w, d_sum, N, NEXAR_F32, NEXAR_SUM);
+    if (tl_check_status("all_reduce after the timeout", NEXAR_OK, st))
+        return 1;
+    CU(cudaMemcpy(h, d_sum, N * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < N; i++) {
+        float want = 0;
+        for (int r = 0; r < size; r++)
+            want += (float)(r * 1000 + (int)(i % 997));
+        if (h[i] != want) {
+            tl_log("FAIL all_reduce after the timeout: element %zu is %g, expected %g", i, h[i],
+                   want);
+            bad = 1;
+            break;
+        }
+    }
+    if (me == 0 && !bad)
+        tl_log("then an all_reduce on the same communicator: exact over %d ranks", size);
+    cudaStreamDestroy(s);
+    cudaFree(d_in);
+    cudaFree(d_out);
+    cudaFree(d_sum);
+    free(h);
+    nexar_finalize();
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    return gx_job_main(argc, argv, "test_gpu_deadlock", "gpu-deadlock", rank_main, 120);
+}
