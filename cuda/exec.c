@@ -31,7 +31,8 @@
  * waits for this op (every rank of a ring receives before it sends, each receive
  * waiting for a send queued behind its sender's receive), nothing ever moves.  So an op
  * whose work has not ended within its communicator's timeout fails with
- * NEXAR_ERR_TIMEOUT: its ranks' done words are written, their streams go on, and the work
+ * NEXAR_ERR_TIMEOUT, and its communicator with it, as a host op's timeout fails it: its
+ * ranks' done words are written, their streams go on, and the work
  * queued here then runs out (into buffers whose contents are unspecified); the ticket
  * and its mappings stay until it has.
  *
@@ -100,6 +101,7 @@ struct ticket {
     int dev;
     char what[256];
     uint64_t deadline;         /* uv_now() at which it fails with TIMEOUT; 0: never */
+    uint32_t comm_id;
     bool queued;               /* counted in dev_tickets[dev] */
     uint32_t timeout_ms;
     bool abandoned;            /* told already (the GPU broke, or the deadline passed);
@@ -468,6 +470,8 @@ static void on_watch(uv_timer_t *h)
             continue;
         }
         abandon(t);
+        if (t->status == NEXAR_ERR_TIMEOUT && nx_cuda_host->comm_fail)
+            nx_cuda_host->comm_fail(t->comm_id, t->status, t->text); /* as a host op's */
         told = true;
     }
     if (!watched && timers_open)
@@ -727,6 +731,7 @@ static void finish(struct exec *x)
     t->queued = true;
     dev_tickets[x->dev]++;
     t->timeout_ms = x->timeout_ms;
+    t->comm_id = x->job ? x->job->comm_id : 0;
     t->deadline = x->timeout_ms ? uv_now(nx_cuda_host->loop) + x->timeout_ms : 0;
     for (size_t i = 0; i < x->nscratch; i++)
         if (cudaFreeAsync(x->scratch[i], x->s) != cudaSuccess)

@@ -67,6 +67,9 @@ struct nx_device_host {
     void (*part_done)(const struct nx_dev_part *p, uint32_t status, const char *text);
     /* Rings the completion doorbells of the ranks posted to since the last call. */
     void (*flush)(void);
+    /* An op of communicator comm_id ended in a way that fails the communicator, as a host
+     * op's does (its GPU work passed the deadline): its parts were told first. */
+    void (*comm_fail)(uint32_t comm_id, uint32_t status, const char *text);
     /* The live rank with this client id, or NULL when it is gone. */
     struct nx_dev_client *(*client)(uint32_t client_id);
 };

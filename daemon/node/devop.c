@@ -9,9 +9,11 @@
 #include <string.h>
 
 #include "client.h"
+#include "comm.h"
 #include "context.h"
 #include "frame.h"
 #include "mem.h"
+#include "nexar.h"
 
 const struct nx_device_ops *nx_device;
 char nx_device_note[256] = "this nexard was built without CUDA (-Dcuda=disabled)";
@@ -130,6 +132,19 @@ static void host_part_done(const struct nx_dev_part *p, uint32_t status, const c
         cl->pending--;
 }
 
+static void host_comm_fail(uint32_t comm_id, uint32_t status, const char *text)
+{
+    struct nx_comm *c;
+    LIST_FOREACH(c, &nx_comms, link) {
+        if (c->id == comm_id) {
+            if (status == NEXAR_ERR_TIMEOUT)
+                nxd.stats.timeouts++;
+            nx_comm_fail(c, status, "%s", text);
+            return;
+        }
+    }
+}
+
 static struct nx_dev_client *host_client(uint32_t client_id)
 {
     struct nx_client *cl = nx_client_by_id(client_id);
@@ -140,6 +155,7 @@ const struct nx_device_host *nx_device_host(void)
 {
     static struct nx_device_host host = {
         .part_done = host_part_done,
+        .comm_fail = host_comm_fail,
         .flush = nx_clients_flush,
         .client = host_client,
     };

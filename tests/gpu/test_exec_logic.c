@@ -151,8 +151,19 @@ static void flush(void)
     g_progress++;
 }
 
+static int comm_fails;
+static uint32_t comm_failed_id, comm_failed_status;
+
+static void comm_fail(uint32_t comm_id, uint32_t status, const char *text)
+{
+    (void)text;
+    comm_fails++;
+    comm_failed_id = comm_id;
+    comm_failed_status = status;
+}
+
 static const struct nx_device_host host = {
-    .part_done = part_done, .flush = flush, .client = host_client};
+    .part_done = part_done, .comm_fail = comm_fail, .flush = flush, .client = host_client};
 
 static const struct done *done_of(uint64_t user_data)
 {
@@ -490,6 +501,9 @@ static void case_deadline(void)
                                    "end within 1 s") && strstr(a->text, "ready events"),
               "text \"%s\"", a ? a->text : "");
     FK_EXPECT(took >= 0.95 && took < 3.0, "told after %.2f s, deadline 1 s", took);
+    FK_EXPECT(comm_fails == 1 && comm_failed_id == 1 && comm_failed_status == NEXAR_ERR_TIMEOUT,
+              "the communicator was failed %d times (comm %u, status %u), expected once: comm 1, "
+              "TIMEOUT", comm_fails, comm_failed_id, comm_failed_status);
     FK_EXPECT(words[26] == 1 && words[27] == 1, "done words %llu %llu, expected 1 1",
               (unsigned long long)words[26], (unsigned long long)words[27]);
     FK_EXPECT(!nx_cuda_exec_idle(), "the timed-out op's work is still queued");

@@ -12,7 +12,8 @@
  * message waits on the GPU for ever, and its loop thread must neither block (a close of a
  * mapping waits for the device) nor forget the op: at NEXAR_TIMEOUT both requests of
  * every rank end with NEXAR_ERR_TIMEOUT and a text that names the message, its ranks and
- * the likely cause, the ranks' streams go on, and the communicator still reduces exactly.
+ * the likely cause, the ranks' streams go on, the communicator has failed (as with a host
+ * op's timeout), and its shrink reduces exactly.
  * The harness then checks that nexard exits on SIGTERM.
  */
 #include <cuda_runtime_api.h>
@@ -80,8 +81,10 @@ static int rank_main(struct hx_rank *hr)
         st = nexar_isend(w, d_in, N, NEXAR_F32, right, 3, &rq[1]);
     if (tl_check_status("queueing the receive and the send", NEXAR_OK, st))
         return 1;
-    bad |= expect_timeout("the receive", nexar_wait(rq[0]), tl_now() - t0, limit);
-    bad |= expect_timeout("the send", nexar_wait(rq[1]), tl_now() - t0, limit);
+    st = nexar_wait(rq[0]); /* before the clock is read: arguments have no order */
+    bad |= expect_timeout("the receive", st, tl_now() - t0, limit);
+    st = nexar_wait(rq[1]);
+    bad |= expect_timeout("the send", st, tl_now() - t0, limit);
     if (me == 0 && !bad)
         tl_log("the ring that waits for itself ended after %.1f s (NEXAR_TIMEOUT %.0f s): %s",
                tl_now() - t0, limit, nexar_last_error());
@@ -95,9 +98,23 @@ static int rank_main(struct hx_rank *hr)
     }
     nexar_comm_set_stream(w, NULL);
 
-    /* nexard and the communicator still work: a device all_reduce, exact. */
+    /* A timeout fails the communicator, as a host op's does; a shrink, where nothing
+     * failed, gives a copy of it, and nexard still reduces there exactly. */
     st = nexar_all_reduce(w, d_sum, N, NEXAR_F32, NEXAR_SUM);
-    if (tl_check_status("all_reduce after the timeout", NEXAR_OK, st))
+    if (tl_check_status("all_reduce on the communicator that timed out",
+                        NEXAR_ERR_TIMEOUT, st) ||
+        tl_check_contains("its text", nexar_last_error(), "failed earlier"))
+        return 1;
+    nexar_comm_t *w2 = NULL;
+    st = nexar_comm_shrink(w, &w2);
+    if (tl_check_status("nexar_comm_shrink", NEXAR_OK, st))
+        return 1;
+    if (nexar_comm_size(w2) != size) {
+        tl_log("FAIL: the shrink left %d of %d ranks", nexar_comm_size(w2), size);
+        return 1;
+    }
+    st = nexar_all_reduce(w2, d_sum, N, NEXAR_F32, NEXAR_SUM);
+    if (tl_check_status("all_reduce after the shrink", NEXAR_OK, st))
         return 1;
     CU(cudaMemcpy(h, d_sum, N * sizeof(float), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < N; i++) {
@@ -105,14 +122,15 @@ static int rank_main(struct hx_rank *hr)
         for (int r = 0; r < size; r++)
             want += (float)(r * 1000 + (int)(i % 997));
         if (h[i] != want) {
-            tl_log("FAIL all_reduce after the timeout: element %zu is %g, expected %g", i, h[i],
+            tl_log("FAIL all_reduce after the shrink: element %zu is %g, expected %g", i, h[i],
                    want);
             bad = 1;
             break;
         }
     }
     if (me == 0 && !bad)
-        tl_log("then an all_reduce on the same communicator: exact over %d ranks", size);
+        tl_log("the communicator failed; its shrink reduces exactly over %d ranks", size);
+    nexar_comm_free(w2);
     cudaStreamDestroy(s);
     cudaFree(d_in);
     cudaFree(d_out);
