@@ -103,7 +103,7 @@ static int rank_main(struct hx_rank *hr)
     st = nexar_all_reduce(w, d_sum, N, NEXAR_F32, NEXAR_SUM);
     if (tl_check_status("all_reduce on the communicator that timed out",
                         NEXAR_ERR_TIMEOUT, st) ||
-        tl_check_contains("its text", nexar_last_error(), "failed earlier"))
+        tl_check_contains("its text", nexar_last_error(), "did not end within"))
         return 1;
     nexar_comm_t *w2 = NULL;
     st = nexar_comm_shrink(w, &w2);
