@@ -19,6 +19,13 @@
  *   host_fn      cudaLaunchHostFunc fails (twice) for an op whose ready event fires only
  *                after a timer of the loop: the op still completes, with the error
  *   no_device    an op whose buffers are not registered: fails at once
+ *   deadline     a send whose ready event waits on a word nobody writes (an earlier op on
+ *                its rank's stream that waits for it): TIMEOUT at its 1 s deadline, done
+ *                words written, the communicator failed once; once released, its work
+ *                runs and its mapping goes
+ *   close_busy   a mapping closed while a send's work is queued (cudaIpcCloseMemHandle
+ *                waits for the device, here as on a GPU): held back until the work ended,
+ *                closed at once with nothing queued
  *   stop         nx_cuda_exec_stop with op k done on the GPU but not yet taken by the
  *                loop and op k+1 waiting behind it: the loop runs on and both complete,
  *                and only then is the daemon told (idle) that it may close the ranks
