@@ -142,12 +142,20 @@ static void publish(struct rdv *r)
     memcpy(nodes, r->nodes, nn * sizeof(*nodes));
     uint32_t *map = nx_xcalloc(nn, sizeof(*map));
     char **addrs = nx_xcalloc(nn, sizeof(*addrs));
+    /* Job order: the nodes by their lowest rank, not by which registered first, so that
+     * every order derived from it (a grow's joiner ranks, a shrink's leader) follows the
+     * ranks and not a race between the nodes. */
     uint32_t n = 0;
-    for (size_t i = 0; i < nn; i++)
-        if (nodes[i].nranks) {
+    bool *placed = nx_xcalloc(nn, sizeof(*placed));
+    for (uint32_t k = 0; k < world; k++) {
+        uint32_t i = r->rank_node[k];
+        if (!placed[i]) {
+            placed[i] = true;
             map[i] = n;
             addrs[n++] = nodes[i].addr;
         }
+    }
+    free(placed);
     uint32_t *rn = nx_xcalloc(world, sizeof(*rn));
     for (uint32_t k = 0; k < world; k++)
         rn[k] = map[r->rank_node[k]];

@@ -4,7 +4,8 @@
  * keepalive_ms=500), ranks of xshrink_rank.c looping all_reduces.
  *
  *  0. grow across nodes: 3 ranks (0, 1 at A; 2 at B) grow by 2 joiners (NEXAR_JOIN=1), one
- *     started at A and one at B: A's becomes rank 3, B's rank 4 (node order); the 5 run
+ *     started at A and one at B: A's becomes rank 3, B's rank 4 (node order: by lowest rank,
+ *     though B's member registers first); the 5 run
  *     exact all_reduces and a broadcast from rank 4, rank 4 dies, the 4 shrink, exact.
  *  7. splits across nodes: 2 x 2 split by parity, rank 3 (B) dies: {1, 3} fails for rank 1,
  *     {0, 2} (across A and B) goes on with 50 exact all_reduces: only communicators with
@@ -164,9 +165,15 @@ static void grow_across(void)
     const char *argv[] = {getenv("XSHRINK_RANK"), NULL};
     const char *members[] = {"XS_MODE=grow", NULL};
     const char *joiners[] = {"XS_MODE=joiner", "NEXAR_JOIN=1", NULL};
-    for (int r = 0; r < 3; r++)
+    /* B's member first, so that B registers with the coordinator before A: the node
+     * order the joiners are ranked in follows the ranks (A holds rank 0), not arrival. */
+    for (int i = 0; i < 3; i++) {
+        int r = (i + 2) % 3;
         pid[r] = cu_rank_exec(nd[node[r]].d.sock, nd[0].addr, job, r, 3, 20, argv, members,
                               NULL);
+        if (i == 0)
+            usleep(300 * 1000);
+    }
     for (int r = 0; r < 3; r++)
         if (read_time("formed", r, 20) < 0)
             EXPECT_TRUE(fails, 0, "member %d never formed", r);
