@@ -18,7 +18,8 @@
  *
  * The loop-thread calls must return while busy: a call that waits fails the test.  The
  * deferred calls (cudaIpcCloseMemHandle, cudaFreeHost, cudaFree) are only reported:
- * nexard makes them only once its streams on the device are idle.  CUDA IPC cannot open
+ * nexard makes the first two only while it has no work queued on the device
+ * (cuda/exec.c), and never the third.  CUDA IPC cannot open
  * handles of its own process, so the buffers and the event to open come from an exporter
  * child, forked before this process touches CUDA (a process that did cannot fork children
  * that use it); the child holds them until this process closes a pipe.
