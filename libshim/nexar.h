@@ -191,10 +191,10 @@ NEXAR_API nexar_status_t nexar_comm_shrink(nexar_comm_t *c, nexar_comm_t **out);
  * the same job, started with NEXAR_JOIN=1 (and the job's NEXAR_JOB / NEXAR_COORD), get the
  * same new communicator from nexar_init().  Members keep their ranks; joiners are ranked
  * after them in the order they joined (across nodes: node by node, in the communicator's
- * node order - the order of each node's lowest rank - then the job's other nodes).  A joiner starts at a node of the job, or with
- * NEXAR_COORD at any other (a replacement machine).  add = 0 is
- * NEXAR_ERR_INVALID; different adds are NEXAR_ERR_MISMATCH; too few joiners within c's
- * deadline NEXAR_ERR_TIMEOUT.
+ * node order - the order of each node's lowest rank - then the job's other nodes).  A
+ * joiner starts at a node of the job, or with NEXAR_COORD at any other (a replacement
+ * machine).  add = 0 is NEXAR_ERR_INVALID; different adds are NEXAR_ERR_MISMATCH; too
+ * few joiners within c's deadline NEXAR_ERR_TIMEOUT.
  */
 NEXAR_API nexar_status_t nexar_comm_grow(nexar_comm_t *c, uint32_t add, nexar_comm_t **out);
 

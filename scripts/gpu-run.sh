@@ -8,8 +8,8 @@
 # which CUDA calls block the CPU while a stream waits (gpu_nowait), the collectives and
 # stream ordering on 2 ranks, the same across 2 simulated nodes x 2 ranks, a
 # stream-ordered ring that waits for itself (it must end at NEXAR_TIMEOUT), the staging
-# benchmark, the event functions, then 3 and 4 ranks.  What the budget leaves out is
-# listed as such.
+# benchmark, the event functions, then 4 and 3 ranks and the ring on 3.  What the
+# budget leaves out is listed as such.
 #
 # Writes everything the programs print to $OUT/gpu-run.txt (or the bundle's out/), after
 # the machine's facts (nvidia-smi, the libraries nexard resolves), and one line per

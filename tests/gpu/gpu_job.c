@@ -12,9 +12,10 @@
 /* Set in the ranks that nexar-run starts (--nodes): they run fn and exit. */
 #define AS_RANK_ENV "GX_AS_RANK"
 
-/* One node: a private nexard of this program's own and ranks forked from here. */
+/* NEXAR_TIMEOUT for the ranks (--nexar-timeout). */
 static int nexar_timeout_s = 120;
 
+/* One node: a private nexard of this program's own and ranks forked from here. */
 static int one_node(int world, int (*fn)(struct hx_rank *r), double limit_s)
 {
     struct hx_daemon d;

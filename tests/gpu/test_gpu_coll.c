@@ -20,7 +20,6 @@
  * (NEXAR_ERR_MISMATCH, on a split communicator).
  */
 #include <cuda_runtime_api.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,17 +182,18 @@ static int run_case(nexar_comm_t *w, const struct gcase *c, cudaStream_t stream)
          * cannot all receive first (each receive would wait for a send queued behind its
          * sender's own receive): even ranks send first, odd ranks receive first. */
         int right = (me + 1) % size, left = (me + size - 1) % size;
-        bool send_first = c->ordered && me % 2 == 0;
-        int a = send_first ? 1 : 0, b = 1 - a;
-        st = send_first ? nexar_isend(w, d_in, c->count, dt, right, 7, &reqs[a])
-                        : nexar_irecv(w, d_out, c->count, dt, left, 7, &reqs[a]);
-        if (st == NEXAR_OK)
-            st = send_first ? nexar_irecv(w, d_out, c->count, dt, left, 7, &reqs[b])
-                            : nexar_isend(w, d_in, c->count, dt, right, 7, &reqs[b]);
-        if (st == NEXAR_OK)
-            nreq = 2;
-        else if (reqs[a] && reqs[b] == NULL)
-            nreq = 1, reqs[0] = reqs[a];
+        if (c->ordered && me % 2 == 0) {
+            st = nexar_isend(w, d_in, c->count, dt, right, 7, &reqs[1]);
+            if (st == NEXAR_OK)
+                st = nexar_irecv(w, d_out, c->count, dt, left, 7, &reqs[0]);
+        } else {
+            st = nexar_irecv(w, d_out, c->count, dt, left, 7, &reqs[0]);
+            if (st == NEXAR_OK)
+                st = nexar_isend(w, d_in, c->count, dt, right, 7, &reqs[1]);
+        }
+        for (int i = 0; i < 2; i++) /* what was started is waited for */
+            if (reqs[i])
+                reqs[nreq++] = reqs[i];
         break;
     }
     }
