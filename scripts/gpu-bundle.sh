@@ -31,7 +31,8 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 progs=(daemon/nexard tools/nexar-run tests/gpu/test_exec_logic tests/gpu/test_gpu_kernels
        tests/gpu/test_gpu_nowait tests/gpu/test_gpu_coll tests/gpu/test_gpu_stream
-       tests/gpu/test_gpu_events tests/gpu/test_gpu_deadlock tests/gpu/bench_staging)
+       tests/gpu/test_gpu_events tests/gpu/test_gpu_deadlock tests/gpu/bench_staging
+       tools/nexar-bench tests/bench/limits_bench)
 for p in "${progs[@]}"; do
   if [ ! -x "$bdir/$p" ]; then
     echo "gpu-bundle: $bdir/$p was not built (is -Dcuda enabled there?)" >&2

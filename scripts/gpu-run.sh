@@ -8,8 +8,11 @@
 # which CUDA calls block the CPU while a stream waits (gpu_nowait), the collectives and
 # stream ordering on 2 ranks, the same across 2 simulated nodes x 2 ranks, a
 # stream-ordered ring that waits for itself (it must end at NEXAR_TIMEOUT), the staging
-# benchmark, the event functions, then 4 and 3 ranks and the ring on 3.  What the
-# budget leaves out is listed as such.
+# benchmark, the event functions, then 4 and 3 ranks and the ring on 3.  Then, since
+# the machine has cores to spare, host buffers across 2 simulated nodes x 1 rank
+# (nexar-bench, each node on half the CPUs) beside this machine's memcpy and AES-128-GCM
+# a core (limits_bench): what one daemon's loop thread moves when no rank shares its
+# core.  What the budget leaves out is listed as such.
 #
 # Writes everything the programs print to $OUT/gpu-run.txt (or the bundle's out/), after
 # the machine's facts (nvidia-smi, the libraries nexard resolves), and one line per
@@ -72,5 +75,11 @@ run gpu_collectives_w4 150 ./test_gpu_coll --world 4
 run gpu_stream_order_w4 60 ./test_gpu_stream --world 4
 run gpu_collectives_w3 150 ./test_gpu_coll --world 3
 run gpu_deadlock_w3 60 ./test_gpu_deadlock --world 3 --nexar-timeout 5
+echo "== cpus: $(nproc)" >>"$log"
+run host_limits 30 ./limits_bench 5
+run host_2x1_small 60 ./nexar-run --nodes 2 -n 2 ./nexar-bench -b 8 -e 8 -n 200 -w 20 \
+  -t all_reduce,broadcast
+run host_2x1_large 120 ./nexar-run --nodes 2 -n 2 ./nexar-bench -b 8M -e 64M -f 8 -n 8 -w 2 \
+  -t all_reduce,broadcast,all_gather,reduce_scatter
 echo "== done in $(($(date +%s) - t_start)) s" >>"$log"
 exit $bad
