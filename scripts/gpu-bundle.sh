@@ -32,7 +32,7 @@ mkdir -p "$out/bin" "$out/lib"
 progs=(daemon/nexard tools/nexar-run tests/gpu/test_exec_logic tests/gpu/test_gpu_kernels
        tests/gpu/test_gpu_nowait tests/gpu/test_gpu_coll tests/gpu/test_gpu_stream
        tests/gpu/test_gpu_events tests/gpu/test_gpu_deadlock tests/gpu/bench_staging
-       tools/nexar-bench tests/bench/limits_bench)
+       tools/nexar-bench tools/nexarctl tests/bench/limits_bench)
 for p in "${progs[@]}"; do
   if [ ! -x "$bdir/$p" ]; then
     echo "gpu-bundle: $bdir/$p was not built (is -Dcuda enabled there?)" >&2
@@ -55,6 +55,13 @@ done | sort -u | while read -r soname path; do
   cp -L "$path" "$out/lib/$soname"
 done
 cp scripts/gpu-run.sh "$out/run.sh"
+# tools/bench-transport --pairs, in the layout it expects: the script under tools/, its
+# helpers under tests/netns/, the binaries under a build directory.
+mkdir -p "$out/tools" "$out/tests/netns" "$out/build/daemon" "$out/build/tools"
+cp tools/bench-transport "$out/tools/"
+cp tests/netns/lib.sh "$out/tests/netns/"
+cp "$bdir/daemon/nexard" "$out/build/daemon/"
+cp "$bdir/tools/nexarctl" "$out/build/tools/"
 git rev-parse --short HEAD > "$out/COMMIT" 2>/dev/null || true
 echo "gpu-bundle: $(du -sh "$out" | cut -f1) in $out/ ($(ls "$out/lib" | wc -l) libraries);" \
   "on the GPU machine: bash $out/run.sh"

@@ -12,7 +12,9 @@
 # the machine has cores to spare, host buffers across 2 simulated nodes x 1 rank
 # (nexar-bench, each node on half the CPUs) beside this machine's memcpy and AES-128-GCM
 # a core (limits_bench): what one daemon's loop thread moves when no rank shares its
-# core.  What the budget leaves out is listed as such.
+# core; and how QUIC throughput grows with connections each on a core of its own
+# (bench-transport --pairs 1,2,4,8).  GX_ONLY=host runs only these host measurements.
+# What the budget leaves out is listed as such.
 #
 # Writes everything the programs print to $OUT/gpu-run.txt (or the bundle's out/), after
 # the machine's facts (nvidia-smi, the libraries nexard resolves), and one line per
@@ -61,6 +63,7 @@ run() {
 }
 
 cd "$b/bin" || exit 1
+if [ "${GX_ONLY:-}" != host ]; then
 run exec_logic 60 ./test_exec_logic
 run gpu_kernels 120 ./test_gpu_kernels
 run gpu_nowait 60 ./test_gpu_nowait
@@ -75,11 +78,14 @@ run gpu_collectives_w4 150 ./test_gpu_coll --world 4
 run gpu_stream_order_w4 60 ./test_gpu_stream --world 4
 run gpu_collectives_w3 150 ./test_gpu_coll --world 3
 run gpu_deadlock_w3 60 ./test_gpu_deadlock --world 3 --nexar-timeout 5
+fi
 echo "== cpus: $(nproc)" >>"$log"
 run host_limits 30 ./limits_bench 5
 run host_2x1_small 60 ./nexar-run --nodes 2 -n 2 ./nexar-bench -b 8 -e 8 -n 200 -w 20 \
   -t all_reduce,broadcast
 run host_2x1_large 120 ./nexar-run --nodes 2 -n 2 ./nexar-bench -b 8M -e 64M -f 8 -n 8 -w 2 \
   -t all_reduce,broadcast,all_gather,reduce_scatter
+run host_pairs 150 "$b/tools/bench-transport" --build "$b/build" --pairs 1,2,4,8 --bytes 1G \
+  --repeat 2
 echo "== done in $(($(date +%s) - t_start)) s" >>"$log"
 exit $bad
