@@ -8,7 +8,7 @@
 # which CUDA calls block the CPU while a stream waits (gpu_nowait), the collectives and
 # stream ordering on 2 ranks, the same across 2 simulated nodes x 2 ranks, a
 # stream-ordered ring that waits for itself (it must end at NEXAR_TIMEOUT), the staging
-# benchmark, the event functions, then 4 and 3 ranks and the ring on 3.  Then, since
+# benchmark, the event functions, then 4 and 3 ranks, the ring on 3 and across 2 nodes.  Then, since
 # the machine has cores to spare, host buffers across 2 simulated nodes x 1 rank
 # (nexar-bench, each node on half the CPUs) beside this machine's memcpy and AES-128-GCM
 # a core (limits_bench): what one daemon's loop thread moves when no rank shares its
@@ -78,6 +78,8 @@ run gpu_collectives_w4 150 ./test_gpu_coll --world 4
 run gpu_stream_order_w4 60 ./test_gpu_stream --world 4
 run gpu_collectives_w3 150 ./test_gpu_coll --world 3
 run gpu_deadlock_w3 60 ./test_gpu_deadlock --world 3 --nexar-timeout 5
+run gpu_deadlock_n2 90 ./test_gpu_deadlock --world 2 --nodes 2 --nexar-timeout 5
+run gpu_deadlock_n2_r2 90 ./test_gpu_deadlock --world 4 --nodes 2 --nexar-timeout 5
 fi
 echo "== cpus: $(nproc)" >>"$log"
 run host_limits 30 ./limits_bench 5

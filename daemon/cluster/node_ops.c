@@ -76,6 +76,7 @@ static const struct nx_cluster_ops ops = {
     .p2p_ack = nx_xp2p_ack,
     .p2p_fail_all = nx_xp2p_fail_all,
     .p2p_tick = nx_xp2p_tick,
+    .rank_node = nx_xcomm_rank_node,
     .progress = nx_cluster_progress,
     .shrink_ready = nx_xshrink_ready,
     .shrink_attach = nx_xshrink_attach,

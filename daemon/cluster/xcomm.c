@@ -364,6 +364,14 @@ void nx_xcomm_node_name(const struct nx_comm *c, uint32_t node, char *buf, size_
     snprintf(buf, len, "node %u (%s)", node, where);
 }
 
+bool nx_xcomm_rank_node(const struct nx_comm *c, uint32_t rank, char *buf, size_t len)
+{
+    if (!c->x || rank >= nx_comm_span_size(c) || c->x->rank_node[rank] == c->x->me)
+        return false;
+    nx_xcomm_node_name(c, c->x->rank_node[rank], buf, len);
+    return true;
+}
+
 void nx_xcomm_failed(struct nx_comm *c)
 {
     struct nx_job *j = c->job;

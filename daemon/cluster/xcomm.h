@@ -109,6 +109,9 @@ void nx_xcomm_send_ctl(struct nx_comm *c, Nexar__PeerMsg *m);
 
 /* "node 1 (127.0.0.1:7001, ranks 2-3)" */
 void nx_xcomm_node_name(const struct nx_comm *c, uint32_t node, char *buf, size_t len);
+/* Whether rank (of c's span) is on another node; if so "node 1 (127.0.0.1:7001, ranks
+ * 2-3)" into buf. */
+bool nx_xcomm_rank_node(const struct nx_comm *c, uint32_t rank, char *buf, size_t len);
 /* "127.0.0.1:7001, ranks 2-3" */
 void nx_xcomm_node_where(const struct nx_comm *c, uint32_t node, char *buf, size_t len);
 

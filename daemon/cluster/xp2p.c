@@ -352,11 +352,27 @@ void nx_xp2p_tick(struct nx_comm *c, double now)
     double limit = c->timeout_ms / 1000.0;
     struct nx_xsend *xs;
     TAILQ_FOREACH(xs, &c->x->sends, link) {
-        if (xs->sent == xs->acked || now - xs->since < limit)
+        /* A device send whose next piece is still being copied off the GPU has sent
+         * nothing the receiver could acknowledge: that copy is what waits. */
+        bool copying = xs->dev && xs->sent < xs->staging &&
+                       !xs->dp[xs->sent % XP_WINDOW].ready;
+        if ((xs->sent == xs->acked && !copying) || now - xs->since < limit)
             continue;
         char what[320];
         msg_name(c, xs, what, sizeof(what));
         nxd.stats.timeouts++;
+        if (copying) {
+            char node[256];
+            nx_xcomm_node_name(c, c->x->me, node, sizeof(node));
+            nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
+                         "send of %s: its device buffer was not copied off the GPU on %s "
+                         "within %.0f s. The copy waits for rank %u's ready event, which its "
+                         "stream records only after the work queued there before the send: "
+                         "does an earlier stream-ordered op there wait for this one (a receive "
+                         "queued before the send on every rank of a ring)?", what, node, limit,
+                         xs->src);
+            return;
+        }
         nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
                      "send of %s found no matching recv within %.0f s (the receiving node "
                      "holds it without a recv and has no room for more)", what, limit);

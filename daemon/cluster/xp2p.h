@@ -13,7 +13,8 @@
  * The k-th send from a to b with tag t still matches the k-th receive at b from a with
  * tag t; a size that differs fails the communicator with NEXAR_ERR_MISMATCH on every
  * node; a piece left unacknowledged past the communicator's deadline fails it with
- * NEXAR_ERR_TIMEOUT ("no matching recv").
+ * NEXAR_ERR_TIMEOUT ("no matching recv"), as does a device send whose next piece is still
+ * being copied off the GPU by then (the copy waits for the rank's ready event).
  */
 #ifndef NX_XP2P_H
 #define NX_XP2P_H

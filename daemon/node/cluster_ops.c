@@ -99,6 +99,12 @@ static void local_p2p_tick(struct nx_comm *c, double now)
     (void)c, (void)now;
 }
 
+static bool local_rank_node(const struct nx_comm *c, uint32_t rank, char *buf, size_t len)
+{
+    (void)c, (void)rank, (void)buf, (void)len;
+    return false;
+}
+
 static void local_progress(void)
 {
 }
@@ -146,6 +152,7 @@ const struct nx_cluster_ops nx_cluster_ops_local = {
     .p2p_ack = local_p2p_ack,
     .p2p_fail_all = local_comm,
     .p2p_tick = local_p2p_tick,
+    .rank_node = local_rank_node,
     .progress = local_progress,
     .shrink_ready = local_comm,
     .shrink_attach = local_shrink_attach,

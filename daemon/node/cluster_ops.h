@@ -93,6 +93,9 @@ struct nx_cluster_ops {
     void (*p2p_fail_all)(struct nx_comm *c);
     /* Deadlines of sends to other nodes. */
     void (*p2p_tick)(struct nx_comm *c, double now);
+    /* Whether rank (of c's span) is on another node; if so its name into buf ("node 1
+     * (127.0.0.1:7001, ranks 2-3)"), for texts. */
+    bool (*rank_node)(const struct nx_comm *c, uint32_t rank, char *buf, size_t len);
 
     /* Sends now what the ops just served queued (after a batch of submissions). */
     void (*progress)(void);

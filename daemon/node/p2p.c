@@ -516,6 +516,23 @@ void nx_p2p_tick(struct nx_comm *c, double now)
         if ((!recv_waits && !send_waits) || now - m->since < limit)
             continue;
         nxd.stats.timeouts++;
+        char node[256];
+        if (recv_waits && !m->s.have && nx_cluster_ops->rank_node(c, m->src, node,
+                                                                  sizeof(node))) {
+            /* The sender's node says nothing until a piece is ready: "no matching send"
+             * would be a guess, and a wrong one when a device send cannot leave. */
+            nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
+                         "recv of message %" PRIu64 " from rank %u to rank %u with tag %u on "
+                         "comm %u (job \"%s\") received none of it within %.0f s from %s, "
+                         "where rank %u is: it has not sent it%s", m->k, m->src, m->dst,
+                         m->tag, c->id, c->job->name, limit, node, m->src,
+                         m->r.dev ? ", or its node could not copy it off the GPU yet: that "
+                         "copy waits for the rank's ready event, which its stream records "
+                         "only after the work queued there before the send (does an earlier "
+                         "stream-ordered op there wait for this one, as a receive queued "
+                         "before the send on every rank of a ring does?)" : "");
+            return;
+        }
         nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
                      "%s of message %" PRIu64 " from rank %u to rank %u with tag %u on comm %u "
                      "(job \"%s\") found no matching %s within %.0f s",

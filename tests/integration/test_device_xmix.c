@@ -46,6 +46,13 @@
  *     that nexard went away, a rank could reuse a buffer under a copy.  Before the fix
  *     A's ranks lost their connection at 0.4 s.
  *
+ * 10. sendstall (run before 8): rank 0 sends 16 floats of device memory to rank 2, which
+ *     posts no receive, with node A's copies taking 3 s and NEXAR_TIMEOUT 2 s.  The send's
+ *     copy off the device is what waits, and only node A knows it: rank 0 gets
+ *     NEXAR_ERR_TIMEOUT whose text names the message, node A and the copy off the GPU
+ *     (once the copy ended, at 3 s: until then it reads the rank's buffer).  Before the
+ *     fix node A gave a send without a piece out no deadline, and it ended OK once the
+ *     copy did (the receiver holds early sends).
  *  9. pipeline (run before 8): a device all_reduce of 9 parts and a bit (36 MiB a rank),
  *     every copy taking 20 ms.  The sum is exact; each node's fake backend logged its
  *     copies in (one per part) in the parts' order, with 3 to 8 outstanding at once: the
@@ -58,6 +65,7 @@
  *
  *   itest_test_device_xmix            the test (starts the daemons and the ranks)
  *   itest_test_device_xmix rank       one rank (XM_DEV=0|1, XM_DELAY_MS, XM_OP, XM_COUNT)
+ *                                     (XM_OP: all_reduce, bcast, p2p, p2pstall)
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -142,7 +150,8 @@ static int rank_main(void)
         usleep((useconds_t)atoi(delay) * 1000);
     double t0 = tl_now();
     const char *op = getenv("XM_OP") ? getenv("XM_OP") : "all_reduce";
-    bool bcast = !strcmp(op, "bcast"), p2p = !strcmp(op, "p2p");
+    bool bcast = !strcmp(op, "bcast"), stall = !strcmp(op, "p2pstall");
+    bool p2p = stall || !strcmp(op, "p2p");
     if (bcast || p2p)
         for (int i = 0; i < 64; i++)
             a[i] = me == 0 ? (float)NR : -1.0f; /* the check below wants NR everywhere */
@@ -151,7 +160,7 @@ static int rank_main(void)
         st = nexar_broadcast(w, a, 16, NEXAR_F32, 0);
     else if (p2p && me == 0)
         st = nexar_send(w, a, 16, NEXAR_F32, 2, 5);
-    else if (p2p && me == 2)
+    else if (p2p && me == 2 && !stall)
         st = nexar_recv(w, a, 16, NEXAR_F32, 0, 5);
     else if (!p2p)
         st = nexar_all_reduce(w, a, count, NEXAR_F32, NEXAR_SUM);
@@ -161,7 +170,10 @@ static int rank_main(void)
         exact += a[i] == (float)NR;
     char text1[1024];
     snprintf(text1, sizeof(text1), "%s", st ? nexar_last_error() : "");
-    /* The communicator after it: failed for good, or usable. */
+    /* The communicator after it: failed for good, or usable.  (p2pstall: the others wait
+     * until rank 0's send has had its deadline, which their all_reduce would have too.) */
+    if (stall && me != 0)
+        usleep(2500 * 1000);
     int32_t v = 1;
     nexar_status_t st2 = nexar_all_reduce(w, &v, 1, NEXAR_I32, NEXAR_SUM);
     char out[3072];
@@ -208,6 +220,7 @@ static int read_end(int r, pid_t pid, struct end *e)
 
 /* Called by run_job once the ranks are started (NULL: nothing). */
 static void (*g_mid)(void);
+static int g_timeout_s = 30; /* the ranks' NEXAR_TIMEOUT */
 
 /* Runs one job: dev[r] says whether rank r passes device memory, delay_ms[r] when it
  * calls.  Fills e[] (status -1: the rank reported nothing). */
@@ -225,7 +238,8 @@ static void run_job(const char *tag, const int *dev, const int *delay_ms, char *
         snprintf(e_dev, sizeof(e_dev), "XM_DEV=%d", dev[r]);
         snprintf(e_delay, sizeof(e_delay), "XM_DELAY_MS=%d", delay_ms[r]);
         const char *env[] = {e_dev, e_delay, NULL};
-        pid[r] = cu_rank_exec(nd[node[r]].d.sock, nd[0].addr, job, r, NR, 30, argv, env, NULL);
+        pid[r] = cu_rank_exec(nd[node[r]].d.sock, nd[0].addr, job, r, NR, g_timeout_s, argv,
+                              env, NULL);
     }
     if (g_mid)
         g_mid();
@@ -516,6 +530,22 @@ int main(int argc, char **argv)
                     tl_status_name(e[r].st), e[r].text, e[r].exact, PIPE_COUNT, NR);
     for (int i = 0; i < 2; i++)
         check_pipeline(plogs[i], 'A' + i);
+
+    tl_log("10. sendstall: a device send to a rank that posts no receive, node A's copies "
+           "taking 3 s, NEXAR_TIMEOUT 2 s");
+    if (restart(0, "NX_FAKEDEV_DELAY_MS", "3000") < 0 || restart(1, NULL, NULL) < 0)
+        return 1;
+    setenv("XM_OP", "p2pstall", 1);
+    g_timeout_s = 2;
+    run_job("xm-sendstall", dev3, none, job, sizeof(job), e);
+    g_timeout_s = 30;
+    unsetenv("XM_OP");
+    EXPECT_TRUE(fails, e[0].st == NEXAR_ERR_TIMEOUT && e[0].dt >= 1.5 &&
+                strstr(e[0].text, "message 0 from rank 0 to rank 2") &&
+                strstr(e[0].text, "not copied off the GPU") && strstr(e[0].text, nd[0].addr),
+                "sendstall: rank 0 got %s after %.2f s: \"%s\"; expected NEXAR_ERR_TIMEOUT "
+                "after 2 s that names the message, the copy off the GPU and node A (%s)",
+                tl_status_name(e[0].st), e[0].dt, e[0].text, nd[0].addr);
 
     tl_log("8. shutdown: node A's nexard stopped while its 1.5 s copies are in flight");
     if (restart(0, "NX_FAKEDEV_DELAY_MS", "1500") < 0 || restart(1, NULL, NULL) < 0)

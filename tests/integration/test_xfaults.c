@@ -12,7 +12,9 @@
  *     (both counts, both ops, both roots), as on one node.
  *  2. timeout (2 x 2, NEXAR_TIMEOUT=3): after a barrier, rank 3 (on B) never calls the
  *     all_reduce.  Every other rank gets NEXAR_ERR_TIMEOUT 2-6 s after its call; on B
- *     (where rank 3 lives) the text names rank 3, on A it names rank 3 or node B.
+ *     (where rank 3 lives) the text names rank 3, on A it names rank 3 or node B.  Then
+ *     ranks 0 and 1 (on A) each receive from rank 3, which never sends: TIMEOUT 2-6 s
+ *     after the call, and the text says that none of the message came from rank 3 at B.
  *  3. a rank killed with SIGKILL mid-allreduce (2 x 2 looping 1 MiB allreduces): rank 1,
  *     on A.  Every survivor, on A and on B, gets NEXAR_ERR_PEER_LOST naming rank 1
  *     within 2 s + the idle timeout of the kill.
@@ -36,6 +38,7 @@
  * 4 and 5: the same checks on one node, to check the test itself.
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -149,35 +152,46 @@ static void mismatch(const char *variant, const char *const *needles)
 
 /* ---- 2. timeout -------------------------------------------------------------------- */
 
-static void timeout(void)
+/* op "all_reduce": rank 3 (on B) never calls it.  op "recv": ranks 0 and 1 (on A) each
+ * receive from rank 3, which never sends: A's daemon hears nothing of that message, and
+ * its text must say so and where the sender is, not that no send matched. */
+static void timeout(const char *op)
 {
     static const int node[NR] = {0, 0, 1, 1};
+    bool recv = !strcmp(op, "recv");
     struct job j;
     clear_out();
-    tl_log("2. timeout across nodes: rank 3 on node B never calls the all_reduce, "
-           "NEXAR_TIMEOUT=3");
-    job_start(&j, "xf-timeout", node, "timeout", 3, "XF_MISSING=3");
-    for (int r = 0; r < NR - 1; r++) {
+    tl_log("2. timeout across nodes: rank 3 on node B never calls the %s%s, NEXAR_TIMEOUT=3",
+           op, recv ? " ranks 0 and 1 wait for" : "");
+    job_start(&j, "xf-timeout", node, recv ? "timeout-recv" : "timeout", 3, "XF_MISSING=3");
+    for (int r = 0; r < (recv ? 2 : NR - 1); r++) {
         struct end e;
         if (read_end(r, 40, &e)) {
-            EXPECT_TRUE(fails, 0, "timeout: rank %d reported nothing", r);
+            EXPECT_TRUE(fails, 0, "timeout %s: rank %d reported nothing", op, r);
             continue;
         }
         tl_log("   rank %d (node %c) %s: %s after %.2f s: \"%s\"", r, 'A' + node[r], e.op,
                tl_status_name(e.status), e.elapsed, e.text);
-        EXPECT_TRUE(fails, e.status == NEXAR_ERR_TIMEOUT && !strcmp(e.op, "all_reduce"),
-                    "timeout: rank %d: %s on %s, expected NEXAR_ERR_TIMEOUT on the all_reduce",
-                    r, tl_status_name(e.status), e.op);
+        EXPECT_TRUE(fails, e.status == NEXAR_ERR_TIMEOUT && !strcmp(e.op, op),
+                    "timeout: rank %d: %s on %s, expected NEXAR_ERR_TIMEOUT on the %s", r,
+                    tl_status_name(e.status), e.op, op);
         EXPECT_TRUE(fails, e.elapsed >= 2.0 && e.elapsed <= 6.0,
-                    "timeout: rank %d: after %.2f s, expected 2-6 s (NEXAR_TIMEOUT=3)", r,
-                    e.elapsed);
-        if (node[r] == 1 || one_node)
+                    "timeout %s: rank %d: after %.2f s, expected 2-6 s (NEXAR_TIMEOUT=3)", op,
+                    r, e.elapsed);
+        if (node[r] == 1 || one_node) {
             fails += tl_check_names_rank("timeout text on the missing rank's node", e.text, 3);
-        else
+        } else if (recv) {
+            fails += tl_check_names_rank("recv timeout text on node A", e.text, 3);
+            EXPECT_TRUE(fails, strstr(e.text, nd[1].addr) &&
+                        strstr(e.text, "received none of it"),
+                        "timeout recv: rank %d on node A: the text does not say that nothing "
+                        "came from rank 3 at %s", r, nd[1].addr);
+        } else {
             EXPECT_TRUE(fails, strstr(e.text, nd[1].addr) ||
                         !tl_check_names_rank("timeout text on node A", e.text, 3),
                         "timeout: rank %d on node A: the text names neither rank 3 nor its "
                         "node %s", r, nd[1].addr);
+        }
     }
     char rel[300];
     snprintf(rel, sizeof(rel), "%s/release", cu_out());
@@ -370,7 +384,8 @@ int main(int argc, char **argv)
     mismatch("count", (const char *const[]){"all_reduce", "count=64", "count=65", NULL});
     mismatch("kind", (const char *const[]){"broadcast", "all_reduce", NULL});
     mismatch("root", (const char *const[]){"broadcast", "root=0", "root=1", NULL});
-    timeout();
+    timeout("all_reduce");
+    timeout("recv");
     rank_kill();
     if (!one_node) {
         node_freeze();

@@ -19,13 +19,17 @@
  *               can catch it.  end<rank>; exit 0.
  *     timeout   a barrier, then an all_reduce that rank $XF_MISSING never calls: it
  *               waits for $HX_OUT/release (60 s at most) and finalizes; the others
- *               write end<rank>.  exit 0.
+ *               write end<rank>.
+ *     timeout-recv  the same, but the ranks of node 0 each receive 64
+ *               floats with tag 5 from rank $XF_MISSING instead, which never sends, and
+ *               the ranks of other nodes wait as it does.  exit 0.
  *
  * end<rank>: "STATUS T_END ELAPSED ITERATIONS OP TEXT": the status of the first failed
  * call, CLOCK_MONOTONIC seconds when it returned (one clock for every process of the
  * machine, so the test compares it with the time of its kill), seconds the call took,
  * the successful iterations before it, the op, nexar_last_error().
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +120,7 @@ static int mismatch(nexar_comm_t *w)
     return 0;
 }
 
-static int timeout(nexar_comm_t *w, int me)
+static int timeout(nexar_comm_t *w, int me, bool recv)
 {
     const char *m = getenv("XF_MISSING");
     int missing = m ? atoi(m) : -1;
@@ -126,7 +130,8 @@ static int timeout(nexar_comm_t *w, int me)
         put_end((int)st, t0, 0, "barrier");
         return 0;
     }
-    if (me == missing) {
+    const char *node = getenv("XF_NODE");
+    if (me == missing || (recv && node && atoi(node) != 0)) {
         put("ready", "1\n");
         char rel[600];
         snprintf(rel, sizeof(rel), "%s/release", g_dir);
@@ -136,8 +141,9 @@ static int timeout(nexar_comm_t *w, int me)
     }
     float b[64] = {0};
     t0 = tl_now();
-    st = nexar_all_reduce(w, b, 64, NEXAR_F32, NEXAR_SUM);
-    put_end((int)st, t0, 1, "all_reduce");
+    st = recv ? nexar_recv(w, b, 64, NEXAR_F32, missing, 5)
+              : nexar_all_reduce(w, b, 64, NEXAR_F32, NEXAR_SUM);
+    put_end((int)st, t0, 1, recv ? "recv" : "all_reduce");
     return 0;
 }
 
@@ -162,8 +168,8 @@ int main(int argc, char **argv)
         rc = loop(w, me, size);
     else if (!strcmp(mode, "mismatch"))
         rc = mismatch(w);
-    else if (!strcmp(mode, "timeout"))
-        rc = timeout(w, me);
+    else if (!strcmp(mode, "timeout") || !strcmp(mode, "timeout-recv"))
+        rc = timeout(w, me, !strcmp(mode, "timeout-recv"));
     else {
         tl_log("unknown mode %s", mode);
         rc = 2;
