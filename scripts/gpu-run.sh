@@ -8,13 +8,13 @@
 # which CUDA calls block the CPU while a stream waits (gpu_nowait), the collectives and
 # stream ordering on 2 ranks, the same across 2 simulated nodes x 2 ranks, a
 # stream-ordered ring that waits for itself (it must end at NEXAR_TIMEOUT), the staging
-# benchmark, the event functions, then 4 and 3 ranks, the ring on 3 and across 2 nodes.  Then, since
-# the machine has cores to spare, host buffers across 2 simulated nodes x 1 rank
-# (nexar-bench, each node on half the CPUs) beside this machine's memcpy and AES-128-GCM
-# a core (limits_bench): what one daemon's loop thread moves when no rank shares its
-# core; and how QUIC throughput grows with connections each on a core of its own
-# (bench-transport --pairs 1,2,4,8).  GX_ONLY=host runs only these host measurements.
-# What the budget leaves out is listed as such.
+# benchmark, the event functions, then 4 and 3 ranks, the ring on 3 and across 2
+# nodes.  Then, since the machine has cores to spare, host buffers across 2 simulated
+# nodes x 1 rank (nexar-bench, each node on half the CPUs) beside this machine's memcpy
+# and AES-128-GCM a core (limits_bench): what one daemon's loop thread moves when no rank
+# shares its core; and how QUIC throughput grows with connections each on a core of its
+# own (bench-transport --pairs 1,2,4,8).  GX_ONLY=host runs only these host
+# measurements.  What the budget leaves out is listed as such.
 #
 # Writes everything the programs print to $OUT/gpu-run.txt (or the bundle's out/), after
 # the machine's facts (nvidia-smi, the libraries nexard resolves), and one line per

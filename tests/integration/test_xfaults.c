@@ -161,8 +161,12 @@ static void timeout(const char *op)
     bool recv = !strcmp(op, "recv");
     struct job j;
     clear_out();
-    tl_log("2. timeout across nodes: rank 3 on node B never calls the %s%s, NEXAR_TIMEOUT=3",
-           op, recv ? " ranks 0 and 1 wait for" : "");
+    if (recv)
+        tl_log("2b. timeout across nodes: ranks 0 and 1 on node A receive from rank 3 on "
+               "node B, which never sends, NEXAR_TIMEOUT=3");
+    else
+        tl_log("2. timeout across nodes: rank 3 on node B never calls the all_reduce, "
+               "NEXAR_TIMEOUT=3");
     job_start(&j, "xf-timeout", node, recv ? "timeout-recv" : "timeout", 3, "XF_MISSING=3");
     for (int r = 0; r < (recv ? 2 : NR - 1); r++) {
         struct end e;

@@ -20,9 +20,9 @@
  *     timeout   a barrier, then an all_reduce that rank $XF_MISSING never calls: it
  *               waits for $HX_OUT/release (60 s at most) and finalizes; the others
  *               write end<rank>.
- *     timeout-recv  the same, but the ranks of node 0 each receive 64
- *               floats with tag 5 from rank $XF_MISSING instead, which never sends, and
- *               the ranks of other nodes wait as it does.  exit 0.
+ *     timeout-recv  the same, but the ranks of node 0 each receive 64 floats with tag 5
+ *               from rank $XF_MISSING instead, which never sends, and the ranks of
+ *               other nodes wait as it does.  exit 0.
  *
  * end<rank>: "STATUS T_END ELAPSED ITERATIONS OP TEXT": the status of the first failed
  * call, CLOCK_MONOTONIC seconds when it returned (one clock for every process of the
