@@ -462,9 +462,8 @@ static void on_watch(uv_timer_t *h)
             snprintf(t->text, sizeof(t->text),
                      "%s on device %d: its GPU work did not end within %.0f s. It waits on "
                      "the GPU for its ranks' ready events, and a rank's stream records one "
-                     "only after the work queued there before the op: does an earlier "
-                     "stream-ordered op there wait for this one (a receive queued before the "
-                     "send on every rank of a ring)?", t->what, t->dev, t->timeout_ms / 1000.0);
+                     "only after the work queued there before the op: " NX_DEV_CYCLE_HINT,
+                     t->what, t->dev, t->timeout_ms / 1000.0);
             NX_WARN("cuda", "%s", t->text);
         } else {
             continue;

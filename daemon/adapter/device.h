@@ -78,6 +78,12 @@ struct nx_device_host {
  * every node alike (xcoll.c finds a part by its offset). */
 #define NX_DEV_XCHUNK_BYTES (4u << 20)
 
+/* The end of every text for a device op whose GPU work waits on a ready event past its
+ * deadline (cuda/exec.c, and across nodes xp2p.c and p2p.c): the usual cause. */
+#define NX_DEV_CYCLE_HINT                                                                 \
+    "does an earlier stream-ordered op there wait for this one (a receive queued before " \
+    "the send on every rank of a ring)?"
+
 /* One range of a rank's device memory and the host memory it moves from or to: the
  * cross-node path (node/devstage.c) stages a device op's chunks through host memory. */
 struct nx_dev_copy {

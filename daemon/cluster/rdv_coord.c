@@ -140,22 +140,20 @@ static void publish(struct rdv *r)
     char *algo = nx_xstrdup(r->algo[0] ? r->algo : nxd.cfg.algo ? nxd.cfg.algo : "");
     struct rnode *nodes = nx_xcalloc(nn, sizeof(*nodes));
     memcpy(nodes, r->nodes, nn * sizeof(*nodes));
-    uint32_t *map = nx_xcalloc(nn, sizeof(*map));
+    uint32_t *map = nx_xmalloc(nn * sizeof(*map));
     char **addrs = nx_xcalloc(nn, sizeof(*addrs));
     /* Job order: the nodes by their lowest rank, not by which registered first, so that
      * every order derived from it (a grow's joiner ranks, a shrink's leader) follows the
-     * ranks and not a race between the nodes. */
+     * ranks and not a race between the nodes.  UINT32_MAX: a node not placed yet. */
+    memset(map, 0xff, nn * sizeof(*map));
     uint32_t n = 0;
-    bool *placed = nx_xcalloc(nn, sizeof(*placed));
     for (uint32_t k = 0; k < world; k++) {
         uint32_t i = r->rank_node[k];
-        if (!placed[i]) {
-            placed[i] = true;
+        if (map[i] == UINT32_MAX) {
             map[i] = n;
             addrs[n++] = nodes[i].addr;
         }
     }
-    free(placed);
     uint32_t *rn = nx_xcalloc(world, sizeof(*rn));
     for (uint32_t k = 0; k < world; k++)
         rn[k] = map[r->rank_node[k]];

@@ -368,9 +368,7 @@ void nx_xp2p_tick(struct nx_comm *c, double now)
                          "send of %s: its device buffer was not copied off the GPU on %s "
                          "within %.0f s. The copy waits for rank %u's ready event, which its "
                          "stream records only after the work queued there before the send: "
-                         "does an earlier stream-ordered op there wait for this one (a receive "
-                         "queued before the send on every rank of a ring)?", what, node, limit,
-                         xs->src);
+                         NX_DEV_CYCLE_HINT, what, node, limit, xs->src);
             return;
         }
         nx_comm_fail(c, NEXAR_ERR_TIMEOUT,

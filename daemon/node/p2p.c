@@ -528,9 +528,8 @@ void nx_p2p_tick(struct nx_comm *c, double now)
                          m->tag, c->id, c->job->name, limit, node, m->src,
                          m->r.dev ? ", or its node could not copy it off the GPU yet: that "
                          "copy waits for the rank's ready event, which its stream records "
-                         "only after the work queued there before the send (does an earlier "
-                         "stream-ordered op there wait for this one, as a receive queued "
-                         "before the send on every rank of a ring does?)" : "");
+                         "only after the work queued there before the send: " NX_DEV_CYCLE_HINT
+                         : "");
             return;
         }
         nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
