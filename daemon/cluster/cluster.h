@@ -34,7 +34,8 @@ struct nx_quic_inspect;
 #define NX_CHAN_CTL 0ull
 #define NX_CHAN_TEST(c) ((1ull << 62) | (uint64_t)(c)) /* c < NX_PEERTEST_MAX_STREAMS */
 #define NX_CHAN_IS_TEST(ch) (((ch) >> 62) == 1 && ((ch) & 0xffffffffull) < 64)
-/* xcomm.c: a spanning communicator's collectives, and its point-to-point per tag. */
+/* xcomm.c: a spanning communicator's collectives (the aligned block of NX_XCOLL_CHANNELS
+ * around this one), and its point-to-point per tag. */
 #define NX_CHAN_COLL(h) ((2ull << 62) | ((h) >> 2))
 #define NX_CHAN_P2P(h) ((3ull << 62) | ((h) >> 2))
 

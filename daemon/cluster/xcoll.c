@@ -127,7 +127,8 @@ static int xop_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
     else if (m->len)
         iov[1] = (struct iovec){(void *)m->data, m->len};
     uint64_t token = m->token ? NX_TOKEN_XCOLL | (uint64_t)p->id << 32 | m->token : 0;
-    int rv = nx_xcomm_send(c, m->dst, c->x->channel, iov, n, token);
+    /* All of a part's messages on one channel: the xop's own order holds (algo.h). */
+    int rv = nx_xcomm_send(c, m->dst, nx_xcomm_coll_channel(c, p->index), iov, n, token);
     if (iov != stack)
         free(iov);
     return rv;
@@ -329,9 +330,19 @@ static void part_start(struct nx_op *op)
     part_run(p);
 }
 
-/* Every other node of the communicator hears that this node ran the op to its end
+/*
+ * Every other node of the communicator hears that this node ran the op to its end
  * (NX_XSTEP_CONFIRM), or that its ranks all called it on device buffers
- * (NX_XSTEP_DEVICE). */
+ * (NX_XSTEP_DEVICE).
+ *
+ * A confirmation goes once, on the first channel: it is counted whenever it comes, and
+ * neither it nor the op's data is read in the light of the other.  A device note goes on
+ * every collective channel, ahead of any of the op's data (dev_run sends it before the
+ * parts may start): a receiver takes this node's data on channel k only after the note
+ * on channel k (xc_dev_agrees), and one note on one channel could be overtaken there by
+ * data on another.  The copies after the first count nothing (xc_confirmed_by); those
+ * that come after the op ended at the receiver are dropped there as stale.
+ */
 static void send_note(struct nx_op *op, uint32_t step)
 {
     struct nx_comm *c = op->comm;
@@ -342,9 +353,10 @@ static void send_note(struct nx_op *op, uint32_t step)
     xc_sig_put(op, &h);
     struct iovec iov = {hdr, nx_wire_put_data(hdr, NX_WIRE_DATA, 0, &h)};
     /* A node lost on the way fails the job through the rendezvous. */
+    unsigned nch = step == NX_XSTEP_DEVICE ? NX_XCOLL_CHANNELS : 1;
     for (uint32_t i = 0; i < c->x->nnodes; i++)
-        if (i != c->x->me)
-            nx_xcomm_send(c, i, c->x->channel, &iov, 1, 0);
+        for (unsigned ch = 0; ch < nch && i != c->x->me; ch++)
+            nx_xcomm_send(c, i, nx_xcomm_coll_channel(c, ch), &iov, 1, 0);
 }
 
 /* Only the oldest ops of a communicator run: what other nodes may send ahead stays
@@ -570,10 +582,13 @@ static void dev_run(struct nx_op *op)
     nx_op_finish(op);
 }
 
-void xc_confirmed_by(struct nx_op *op, uint32_t node)
+void xc_confirmed_by(struct nx_op *op, uint32_t node, unsigned ci)
 {
     struct nx_xrun *xr = op->xr;
-    xr->confirmed[node] = 1;
+    bool first = !xr->confirmed[node];
+    xr->confirmed[node] |= (uint8_t)(1u << ci);
+    if (!first)
+        return; /* a device note's copy on another channel */
     xr->confirms++;
     if (xr->confirm_sent)
         start_parts(op); /* may finish it */
@@ -602,7 +617,7 @@ void nx_xcoll_run(struct nx_op *op)
                 return;
             }
             bool note = h->h.step == NX_XSTEP_DEVICE;
-            if (!xc_dev_agrees(op, h->src, note)) {
+            if (!xc_dev_agrees(op, h->src, note, h->ci)) {
                 xc_mismatch_dev(c, op, h->src); /* frees op */
                 xc_leave();
                 return;
@@ -611,8 +626,7 @@ void nx_xcoll_run(struct nx_op *op)
                 continue;
             TAILQ_REMOVE(&c->x->held, h, link);
             c->x->held_msgs--;
-            xr->confirmed[h->src] = 1;
-            xr->confirms++;
+            xc_confirmed_by(op, h->src, h->ci); /* nothing sent yet: starts nothing */
             free(h);
         }
     }

@@ -12,6 +12,17 @@
  * parts of the oldest XC_OPS_PER_COMM ops of a communicator, run at once; parts of
  * different communicators run independently, on their own transport channels.
  *
+ * Channels: part k sends all its messages on the communicator's collective channel
+ * k % NX_XCOLL_CHANNELS (xcomm.h), so that one large op spreads over channels (and over
+ * the transport's connections, where it has several) while each part's messages keep the
+ * order its xop relies on.  Nothing else is ordered: parts, ops and notes on different
+ * channels may overtake each other, and every message is placed by its header alone
+ * (seq, offset -> op, part).  What an overtaking message meets here: data for an op or
+ * part not started is held, in arrival order with its channel; data for a part or op that
+ * ended is a late credit (the part had everything it needed, or it would not have
+ * ended); a confirmation counts whenever it comes; and a device note, the one message
+ * whose order against data matters (NX_XSTEP_DEVICE), goes on every channel.
+ *
  * On the wire a part is found by its offset: the xop's offsets within the part plus
  * k*C*esize.  DATA for an op or part this node has not reached is held (at most
  * XC_HELD_BYTES and XC_HELD_MSGS per communicator; beyond, the communicator fails naming
@@ -59,11 +70,13 @@ struct nx_tpeer;
 #define NX_XSTEP_CONFIRM (UINT32_MAX - 1)
 /* The step of a device note: an empty DATA message that says "every rank of this node
  * called op seq on device buffers".  A node starts such an op's parts (staged through
- * host memory, node/devstage.h) once every other node sent its note, before its own
- * data on the same channel; a node whose ranks called it on host buffers (and sends DATA
- * or confirmations, never a note) fails the communicator with NEXAR_ERR_MISMATCH naming
- * a device rank and a host rank, wherever it is seen first.  Neither waits for the
- * deadline.  Device ops need no confirmation: the notes came before any data. */
+ * host memory, node/devstage.h) once every other node sent its note; it sends its own
+ * note on every collective channel, ahead of its data on each, and a receiver takes
+ * data on a channel only after the sender's note on that channel.  A node whose ranks
+ * called it on host buffers (and sends DATA or confirmations, never a note) fails the
+ * communicator with NEXAR_ERR_MISMATCH naming a device rank and a host rank, wherever
+ * it is seen first.  Neither waits for the deadline.  Device ops need no confirmation:
+ * the notes came before any data. */
 #define NX_XSTEP_DEVICE (UINT32_MAX - 2)
 
 /* The matcher has new descriptors of op (a collective on a spanning communicator):

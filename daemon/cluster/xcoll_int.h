@@ -27,6 +27,7 @@ struct nx_xheld {
     TAILQ_ENTRY(nx_xheld) link;
     struct nx_data_hdr h;
     uint32_t src; /* comm node */
+    uint8_t ci;   /* which of the communicator's collective channels it came on */
     size_t len;
     uint8_t data[];
 };
@@ -64,8 +65,10 @@ struct nx_xrun {
     /* Kinds where a node may finish without hearing from every other (needs_confirm):
      * the op ends only when every node said it ran the same op. */
     bool confirm_sent;
-    uint32_t confirms;
-    uint8_t *confirmed; /* per comm node */
+    uint32_t confirms;  /* nodes heard from */
+    /* Per comm node, a bit per collective channel (1 << ci) that brought its confirmation
+     * or device note: a confirmation comes once, a note on every channel (send_note). */
+    uint8_t *confirmed;
     bool dev_agreed;    /* device op: every node's ranks called it on device buffers */
     bool dev_completed; /* device op: its ranks' parts completed */
 };
@@ -77,8 +80,9 @@ void xc_enter(void);
 void xc_leave(void);
 /* The live part with this id, or NULL. */
 struct xpart *xc_part_by_id(uint32_t id);
-/* Node `node` confirmed op (NX_XSTEP_CONFIRM) or sent its device note. */
-void xc_confirmed_by(struct nx_op *op, uint32_t node);
+/* Node `node` confirmed op (NX_XSTEP_CONFIRM) or sent its device note, on collective
+ * channel ci; only its first such message counts the node. */
+void xc_confirmed_by(struct nx_op *op, uint32_t node, unsigned ci);
 /* Frees what c holds for seq (all: for every op). */
 void xc_drop_held(struct nx_comm *c, bool all, uint64_t seq);
 
@@ -98,7 +102,7 @@ void xc_what_of(const struct nx_op *op, uint64_t k, char *buf, size_t len);
 void xc_legend(const struct nx_comm *c, char *buf, size_t len);
 void xc_mismatch(struct nx_comm *c, struct nx_op *op, uint32_t node,
                  const struct nx_data_hdr *h);
-bool xc_dev_agrees(const struct nx_op *op, uint32_t node, bool note);
+bool xc_dev_agrees(const struct nx_op *op, uint32_t node, bool note, unsigned ci);
 void xc_mismatch_dev(struct nx_comm *c, struct nx_op *op, uint32_t node);
 
 #endif

@@ -27,7 +27,7 @@ static bool ended_here(const struct nx_comm *c, uint64_t seq)
     return true;
 }
 
-static void hold(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *h,
+static void hold(struct nx_comm *c, uint32_t node, unsigned ci, const struct nx_data_hdr *h,
                  const void *data, size_t len)
 {
     struct nx_xcomm *x = c->x;
@@ -42,7 +42,7 @@ static void hold(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *h,
         return;
     }
     struct nx_xheld *e = nx_xmalloc(sizeof(*e) + len);
-    *e = (struct nx_xheld){.h = *h, .src = node, .len = len};
+    *e = (struct nx_xheld){.h = *h, .src = node, .ci = (uint8_t)ci, .len = len};
     memcpy(e->data, data, len);
     TAILQ_INSERT_TAIL(&x->held, e, link);
     x->held_bytes += len;
@@ -58,8 +58,8 @@ static struct xpart *live_part(const struct nx_xrun *xr, uint64_t k)
     return NULL;
 }
 
-/* A DATA message for c from comm node `node`. */
-static void deliver(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *h,
+/* A DATA message for c from comm node `node` on its collective channel ci. */
+static void deliver(struct nx_comm *c, uint32_t node, unsigned ci, const struct nx_data_hdr *h,
                     const void *data, size_t len)
 {
     bool confirm = h->step == NX_XSTEP_CONFIRM, note = h->step == NX_XSTEP_DEVICE;
@@ -74,15 +74,16 @@ static void deliver(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *
     struct nx_op *op = nx_match_op_find(&c->match, h->seq);
     if (!op) {
         if (!ended_here(c, h->seq))
-            hold(c, node, h, data, len);
-        return; /* else a late credit */
+            hold(c, node, ci, h, data, len);
+        return; /* else a late credit, or a device note's copy on a slower channel */
     }
     if (!op->xr || !xc_sig_same(op, h))
         return xc_mismatch(c, op, node, h); /* another op here (or a split) */
-    if (!xc_dev_agrees(op, node, note))
+    if (!xc_dev_agrees(op, node, note, ci))
         return xc_mismatch_dev(c, op, node);
     if (confirm || note) {
-        if (op->xr->confirmed[node]) {
+        /* A confirmation comes once; a device note once per channel (send_note). */
+        if (confirm ? op->xr->confirmed[node] != 0 : op->xr->confirmed[node] >> ci & 1) {
             char who[160];
             nx_xcomm_node_name(c, node, who, sizeof(who));
             nx_comm_fail(c, NEXAR_ERR_INTERNAL,
@@ -90,7 +91,7 @@ static void deliver(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *
                          c->job->name, who, h->seq);
             return;
         }
-        return xc_confirmed_by(op, node);
+        return xc_confirmed_by(op, node, ci);
     }
     uint64_t k = xc_part_of(op, h->offset);
     if (k >= op->nchunks) {
@@ -108,12 +109,12 @@ static void deliver(struct nx_comm *c, uint32_t node, const struct nx_data_hdr *
         if (p->ended)
             return;
         if (!p->x) /* a device part still copying in: fed when its xop starts */
-            return hold(c, node, h, data, len);
+            return hold(c, node, ci, h, data, len);
         nx_xop_on_data(p->x, node, h->step, h->sig, h->offset - xc_part_base(op, k), data, len);
         return;
     }
     if (k >= op->next_chunk)
-        hold(c, node, h, data, len);
+        hold(c, node, ci, h, data, len);
     /* else that part ended here: a late credit */
 }
 
@@ -127,7 +128,7 @@ const char *nx_xcoll_on_data(struct nx_tpeer *tp, uint64_t channel, const struct
     if (r <= 0)
         return r < 0 ? why : NULL;
     xc_enter();
-    deliver(c, node, &w->hdr, w->body, w->body_len);
+    deliver(c, node, (unsigned)(channel - c->x->chan0), &w->hdr, w->body, w->body_len);
     xc_leave();
     return NULL;
 }

@@ -158,12 +158,16 @@ static uint32_t first_rank_on(const struct nx_comm *c, uint32_t node)
     return 0;
 }
 
-/* Whether a message from node (a device note, or not) fits op: a device note only a device
- * op; anything else a host op, or a device op once that node's note came (a node sends
- * its note before its data, on the same ordered channel). */
-bool xc_dev_agrees(const struct nx_op *op, uint32_t node, bool note)
+/* Whether a message from node on collective channel ci (a device note, or not) fits op:
+ * a device note only a device op; anything else a host op, or a device op once that
+ * node's note came on channel ci.  A node sends its note on every channel before any of
+ * its data (send_note, dev_run), and the transport keeps each channel in order, so the
+ * note on a data message's own channel always came first, however the channels overtake
+ * each other; a note on another channel proves nothing about this one.  Held messages
+ * keep their arrival order and channel, so the same holds when they are replayed. */
+bool xc_dev_agrees(const struct nx_op *op, uint32_t node, bool note, unsigned ci)
 {
-    return note ? xc_is_dev(op) : !xc_is_dev(op) || op->xr->confirmed[node];
+    return note ? xc_is_dev(op) : !xc_is_dev(op) || (op->xr->confirmed[node] >> ci & 1);
 }
 
 /* Node `node` called op on host buffers where this node's ranks called it on device

@@ -104,9 +104,20 @@ uint64_t nx_xcomm_split_key(uint64_t parent, uint64_t seq, uint32_t color)
     return k > NX_XCOMM_WORLD ? k : k + 2; /* 0 is nothing, 1 the world */
 }
 
-static uint64_t coll_channel(uint64_t job_key, uint64_t key)
+_Static_assert(NX_XCOLL_CHANNELS <= 8 && (NX_XCOLL_CHANNELS & (NX_XCOLL_CHANNELS - 1)) == 0,
+               "collective channels: a power of 2 that fits a byte of bits");
+
+/* The communicator's hashed channel: its collective channels are the aligned block of
+ * NX_XCOLL_CHANNELS around it, and its point-to-point channels derive from it whole (as
+ * they did when it was the only collective channel). */
+static uint64_t coll_hash(uint64_t job_key, uint64_t key)
 {
     return NX_CHAN_COLL(nx_xcomm_mix64(job_key ^ nx_xcomm_mix64(key)));
+}
+
+uint64_t nx_xcomm_coll_channel(const struct nx_comm *c, uint64_t i)
+{
+    return c->x->chan0 + i % NX_XCOLL_CHANNELS;
 }
 
 struct nx_comm *nx_xcomm_find(uint64_t job_key, uint64_t comm_key)
@@ -142,7 +153,8 @@ void nx_xcomm_attach(struct nx_comm *c, uint64_t key, const uint32_t *job_node)
     uint32_t S = nx_comm_span_size(c);
     struct nx_xcomm *x = nx_xcalloc(1, sizeof(*x));
     x->key = key;
-    x->channel = coll_channel(net->key, key);
+    x->p2p_seed = coll_hash(net->key, key);
+    x->chan0 = x->p2p_seed & ~(uint64_t)(NX_XCOLL_CHANNELS - 1);
     TAILQ_INIT(&x->held);
     TAILQ_INIT(&x->sends);
     /* The comm's nodes: the job nodes that host its ranks, in job order. */
@@ -294,8 +306,8 @@ int nx_xcomm_route(struct nx_tpeer *p, uint64_t channel, const struct nx_wire_ms
             *why = "data from a node that is not in its communicator";
             return -1;
         }
-        if (channel != x->channel) {
-            *why = "collective data outside its communicator's channel";
+        if (channel - x->chan0 >= NX_XCOLL_CHANNELS) {
+            *why = "collective data outside its communicator's channels";
             return -1;
         }
     }
@@ -308,7 +320,7 @@ int nx_xcomm_route(struct nx_tpeer *p, uint64_t channel, const struct nx_wire_ms
 
 uint64_t nx_xcomm_p2p_channel(const struct nx_comm *c, uint32_t tag)
 {
-    return NX_CHAN_P2P(nx_xcomm_mix64(c->x->channel ^ nx_xcomm_mix64(tag)));
+    return NX_CHAN_P2P(nx_xcomm_mix64(c->x->p2p_seed ^ nx_xcomm_mix64(tag)));
 }
 
 int nx_xcomm_send(struct nx_comm *c, uint32_t node, uint64_t channel, const struct iovec *iov,

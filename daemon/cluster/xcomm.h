@@ -9,9 +9,11 @@
  *   nodes     the job nodes that host its ranks, in job order (comm node i);
  *   rank_node the comm node of each of its ranks.
  * DATA and P2P headers carry (job key, comm key): that is how an arriving message finds
- * its communicator (nx_xcomm_route).  Collectives travel on one transport channel per
- * communicator and node pair, point-to-point on one per (communicator, tag), so traffic
- * of different communicators or tags never waits behind each other.
+ * its communicator (nx_xcomm_route).  Collectives travel on NX_XCOLL_CHANNELS transport
+ * channels per communicator and node pair, point-to-point on one per (communicator, tag),
+ * so traffic of different communicators or tags never waits behind each other.  The
+ * collective channels are consecutive from a multiple of NX_XCOLL_CHANNELS: a transport
+ * that puts channel ch on connection ch % K spreads them over K connections evenly.
  *
  * A message can outrun the communicator it is for: the rank table, or a split's last
  * PeerSplit, may reach another node after that node's data.  Such messages are held (at
@@ -47,13 +49,18 @@ struct nx_xsend;
 #define NX_XCOMM_WORLD 1ull
 #define NX_XCOMM_ORPHAN_BYTES (64ull << 20)
 #define NX_XCOMM_ORPHAN_S 30.0
+/* Collective channels of a communicator: part k of an op keeps to channel k % this
+ * (xcoll.h says what that ordering allows).  A power of 2, at most 8 (xcoll_int.h keeps
+ * a bit per channel in a byte). */
+#define NX_XCOLL_CHANNELS 8u
 
 TAILQ_HEAD(nx_xheld_list, nx_xheld);
 TAILQ_HEAD(nx_xsend_list, nx_xsend);
 
 struct nx_xcomm {
     uint64_t key;
-    uint64_t channel;    /* collectives (xcoll.c) */
+    uint64_t chan0;      /* the first of its NX_XCOLL_CHANNELS collective channels */
+    uint64_t p2p_seed;   /* what its point-to-point channels derive from */
     uint32_t nnodes, me; /* comm nodes; ours */
     uint32_t *node_job;  /* comm node -> job node */
     uint32_t *rank_node; /* comm rank -> comm node (span_size entries) */
@@ -94,6 +101,9 @@ struct nx_comm *nx_xcomm_find(uint64_t job_key, uint64_t comm_key);
 int nx_xcomm_route(struct nx_tpeer *p, uint64_t channel, const struct nx_wire_msg *w,
                    const void *raw, size_t rawlen, struct nx_comm **c, uint32_t *node,
                    const char **why);
+
+/* Collective channel i (taken modulo NX_XCOLL_CHANNELS) of c. */
+uint64_t nx_xcomm_coll_channel(const struct nx_comm *c, uint64_t i);
 
 /* The transport channel of c's point-to-point messages with tag. */
 uint64_t nx_xcomm_p2p_channel(const struct nx_comm *c, uint32_t tag);
