@@ -43,6 +43,7 @@ void nx_config_defaults(struct nx_config *c)
     c->quic_stream_window_bytes = 16u << 20;
     c->quic_max_udp_payload = 1452;
     c->quic_cc = nx_xstrdup("bbr");
+    c->quic_lanes = 1;
     c->inspect = true;
     c->inspect_max_conns = 8;
 }
@@ -233,6 +234,7 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
              "64K to 4G")
     SIZE_KEY("quic_max_udp_payload", quic_max_udp_payload, 1200, 65527, 1,
              "1200 to 65527 bytes")
+    SIZE_KEY("quic_lanes", quic_lanes, 1, 16, 1, "1 to 16 connections per peer")
     SIZE_KEY("inspect_max_conns", inspect_max_conns, 1, 64, 1, "1 to 64")
 #undef SIZE_KEY
     snprintf(err, errlen, "unknown key '%s'", key);

@@ -40,6 +40,7 @@ struct nx_config {
     uint64_t quic_stream_window_bytes; /* per-stream flow-control window */
     uint32_t quic_max_udp_payload;     /* largest datagram we send (loopback allows more) */
     char *quic_cc;                     /* congestion control: "bbr" or "cubic" */
+    uint32_t quic_lanes;               /* QUIC connections (threads) per peer daemon */
     bool inspect;                      /* serve HTTP/3 inspection (ALPN h3) on the port */
     uint32_t inspect_max_conns;        /* inspection connections up at once */
     char *algo;        /* algorithms across nodes, "kind=algo,..." (NULL: automatic); the

@@ -17,6 +17,7 @@
 #include "peer_msg.h"
 #include "peertest.h"
 #include "rendezvous.h"
+#include "transport_lanes.h"
 #include "transport_quic.h"
 #include "wire.h"
 #include "xcoll.h"
@@ -28,6 +29,7 @@
 
 static struct {
     struct nx_transport *t;
+    struct nx_transport *q; /* the QUIC endpoint of t (with lanes: lane 0's) */
     char addr[NX_ADDR_MAX];  /* advertised, canonical */
     char bound[NX_ADDR_MAX]; /* the listen address with the port the kernel gave */
 } cl;
@@ -177,6 +179,8 @@ static const char *handle(struct nx_tpeer *p, uint64_t channel, const void *data
 {
     struct nx_wire_msg w;
     const char *why = NULL;
+    if (channel == NX_LANES_HELLO) /* lanes take theirs: we run one */
+        return "it runs several QUIC lanes and this node 1: set quic_lanes alike on every node";
     if (nx_wire_decode(data, len, &w, &why) < 0) {
         snprintf(buf, buflen, "bad message envelope: %s", why ? why : "?");
         return buf;
@@ -280,7 +284,7 @@ static void set_addresses(const struct nx_config *c)
         nx_addr_split(host_port, true, host, sizeof(host), NULL);
         bool v6 = host_port[0] == '[';
         snprintf(cl.bound, sizeof(cl.bound), v6 ? "[%s]:%d" : "%s:%d", host,
-                 nx_quic_port(cl.t));
+                 nx_quic_port(cl.q));
     }
     if (c->advertise && nx_addr_canon(c->advertise, cl.addr, sizeof(cl.addr), err,
                                       sizeof(err)) < 0) {
@@ -328,7 +332,12 @@ int nx_cluster_init(const struct nx_quic_inspect *inspect)
     struct nx_transport_cb cb = {
         .arg = NULL, .on_message = on_message, .on_peer = on_peer, .on_sent = on_sent};
     char err[256];
-    cl.t = nx_quic_new(nxd.loop, &qc, &cb, err, sizeof(err));
+    if (c->quic_lanes > 1) {
+        cl.t = nx_lanes_new(nxd.loop, &qc, c->quic_lanes, &cb, err, sizeof(err));
+        cl.q = cl.t ? nx_lanes_first(cl.t) : NULL;
+    } else {
+        cl.t = cl.q = nx_quic_new(nxd.loop, &qc, &cb, err, sizeof(err));
+    }
     if (!cl.t) {
         NX_ERROR("cluster", "cannot start the QUIC endpoint at %s: %s", c->listen, err);
         return -EINVAL;
@@ -337,7 +346,7 @@ int nx_cluster_init(const struct nx_quic_inspect *inspect)
     NX_INFO("cluster", "QUIC endpoint at %s (peers reach us at %s); peer idle timeout %u ms, "
             "keep-alive %u ms; remote inspection (HTTP/3) %s", cl.bound, cl.addr,
             c->peer_idle_timeout_ms, c->keepalive_ms, c->inspect ? "on" : "off");
-    nx_certwatch_start(cl.t);
+    nx_certwatch_start(cl.q);
     return 0;
 }
 
@@ -350,17 +359,18 @@ int nx_cluster_reload_tls(char *msg, size_t len)
         NX_INFO("cluster", "reload: %s", msg);
         return 0;
     }
-    if (nx_quic_reload(cl.t, &rolled, err, sizeof(err)) != 0) {
+    if ((cl.q != cl.t ? nx_lanes_reload(cl.t, &rolled, err, sizeof(err))
+                      : nx_quic_reload(cl.t, &rolled, err, sizeof(err))) != 0) {
         snprintf(msg, len, "keeping the credentials in use: %s", err);
         NX_ERROR("cluster", "reload: %s", msg);
         return -EINVAL;
     }
-    time_t end = nx_quic_own_cert(cl.t, subject, sizeof(subject));
+    time_t end = nx_quic_own_cert(cl.q, subject, sizeof(subject));
     snprintf(msg, len, "new credentials (%s, until %s); %d peer connection(s) to hand over "
              "to successors", subject[0] ? subject : "no certificate",
              end == (time_t)-1 ? "-" : nx_cert_time(end, when, sizeof(when)), rolled);
     NX_INFO("cluster", "reload: %s", msg);
-    nx_certwatch_start(cl.t);
+    nx_certwatch_start(cl.q);
     return 0;
 }
 
@@ -371,7 +381,7 @@ time_t nx_cluster_cert(char *subject, size_t len)
             subject[0] = 0;
         return (time_t)-1;
     }
-    return nx_quic_own_cert(cl.t, subject, len);
+    return nx_quic_own_cert(cl.q, subject, len);
 }
 
 void nx_cluster_tick(double now)

@@ -14,6 +14,8 @@
 
 void *nx_qbuf_get(struct nx_quic *q, size_t len, size_t *cap)
 {
+    if (q->conf.bufs)
+        return q->conf.bufs->get(q->conf.bufs->arg, len, cap);
     struct nx_qbufpool *bp = &q->bufs;
     int best = -1;
     if (len >= NX_QBUF_MIN) {
@@ -38,6 +40,11 @@ void *nx_qbuf_get(struct nx_quic *q, size_t len, size_t *cap)
 
 void nx_qbuf_put(struct nx_quic *q, void *p, size_t cap)
 {
+    if (q->conf.bufs) {
+        if (p)
+            q->conf.bufs->put(q->conf.bufs->arg, p, cap);
+        return;
+    }
     struct nx_qbufpool *bp = &q->bufs;
     if (!p)
         return;

@@ -246,6 +246,8 @@ struct nx_qrstream {
 
 int nx_qstream_send(struct nx_qpeer *p, uint64_t channel, const struct iovec *iov, int iovcnt,
                     uint64_t token);
+/* Queues a message made by nx_quic_msg_new(); owns it from here, even on failure. */
+int nx_qstream_send_built(struct nx_qpeer *p, uint64_t channel, void *msg, uint64_t token);
 /* Opens streams for channels waiting for one, as far as the peer's stream limit allows. */
 void nx_qstream_open_pending(struct nx_qconn *c);
 /* The connection came up: every channel with queued messages goes to the writer. */

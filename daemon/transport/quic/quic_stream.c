@@ -162,34 +162,22 @@ static struct nx_qchan *chan_get(struct nx_qpeer *p, uint64_t channel)
     return ch;
 }
 
-int nx_qstream_send(struct nx_qpeer *p, uint64_t channel, const struct iovec *iov, int iovcnt,
-                    uint64_t token)
+static struct nx_qmsg *msg_new(struct nx_qmsg *m, size_t cap, size_t total)
 {
-    size_t total = 0;
-    if (iovcnt < 0 || (iovcnt > 0 && !iov) || channel == NX_QCHAN_ROLL)
-        return -EINVAL;
-    for (int i = 0; i < iovcnt; i++) {
-        if (iov[i].iov_len > NX_TMSG_MAX || total + iov[i].iov_len > NX_TMSG_MAX)
-            return -EMSGSIZE;
-        total += iov[i].iov_len;
-    }
-    struct nx_qchan *ch = chan_get(p, channel);
-    size_t cap;
-    struct nx_qmsg *m = nx_qbuf_get(p->q, sizeof(*m) + NX_QREC_HDR + total, &cap);
     m->cap = cap;
     m->next = NULL;
-    m->token = token;
+    m->token = 0;
     m->len = NX_QREC_HDR + total;
     m->data[0] = (uint8_t)(total >> 24);
     m->data[1] = (uint8_t)(total >> 16);
     m->data[2] = (uint8_t)(total >> 8);
     m->data[3] = (uint8_t)total;
-    size_t off = NX_QREC_HDR;
-    for (int i = 0; i < iovcnt; i++) {
-        if (iov[i].iov_len)
-            memcpy(m->data + off, iov[i].iov_base, iov[i].iov_len);
-        off += iov[i].iov_len;
-    }
+    return m;
+}
+
+static void msg_queue(struct nx_qpeer *p, struct nx_qchan *ch, struct nx_qmsg *m)
+{
+    size_t total = m->len - NX_QREC_HDR;
     idle_del(p, ch);
     if (ch->tail)
         ch->tail->next = m;
@@ -204,6 +192,51 @@ int nx_qstream_send(struct nx_qpeer *p, uint64_t channel, const struct iovec *io
     p->bytes_sent += total;
     p->msgs_sent++;
     chan_kick(p, ch);
+}
+
+int nx_qstream_send(struct nx_qpeer *p, uint64_t channel, const struct iovec *iov, int iovcnt,
+                    uint64_t token)
+{
+    size_t total = 0;
+    if (iovcnt < 0 || (iovcnt > 0 && !iov) || channel == NX_QCHAN_ROLL)
+        return -EINVAL;
+    for (int i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len > NX_TMSG_MAX || total + iov[i].iov_len > NX_TMSG_MAX)
+            return -EMSGSIZE;
+        total += iov[i].iov_len;
+    }
+    struct nx_qchan *ch = chan_get(p, channel);
+    size_t cap;
+    struct nx_qmsg *m = nx_qbuf_get(p->q, sizeof(*m) + NX_QREC_HDR + total, &cap);
+    msg_new(m, cap, total);
+    m->token = token;
+    size_t off = NX_QREC_HDR;
+    for (int i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len)
+            memcpy(m->data + off, iov[i].iov_base, iov[i].iov_len);
+        off += iov[i].iov_len;
+    }
+    msg_queue(p, ch, m);
+    return 0;
+}
+
+void *nx_quic_msg_new(const struct nx_quic_bufs *bufs, size_t len, uint8_t **payload)
+{
+    size_t cap;
+    struct nx_qmsg *m = bufs->get(bufs->arg, sizeof(*m) + NX_QREC_HDR + len, &cap);
+    *payload = msg_new(m, cap, len)->data + NX_QREC_HDR;
+    return m;
+}
+
+int nx_qstream_send_built(struct nx_qpeer *p, uint64_t channel, void *msg, uint64_t token)
+{
+    struct nx_qmsg *m = msg;
+    if (channel == NX_QCHAN_ROLL || m->len - NX_QREC_HDR > NX_TMSG_MAX) {
+        nx_qbuf_put(p->q, m, m->cap);
+        return channel == NX_QCHAN_ROLL ? -EINVAL : -EMSGSIZE;
+    }
+    m->token = token;
+    msg_queue(p, chan_get(p, channel), m);
     return 0;
 }
 

@@ -154,6 +154,19 @@ static struct nx_tpeer *quic_peer(struct nx_transport *t, const char *addr, char
     return &p->base;
 }
 
+/* First message: dial, from the loop.  ngtcp2's idle and handshake clocks start when the
+ * connection is made, so it is made right before its first packet goes out; the caller
+ * may well queue for seconds before the loop runs again. */
+static void dial_soon(struct nx_qpeer *p)
+{
+    if (p->conn || p->dial_pending)
+        return;
+    p->dial_pending = 1;
+    p->dial_next = p->q->dials;
+    p->q->dials = p;
+    nx_quic_idle_start(p->q);
+}
+
 static int quic_send(struct nx_tpeer *tp, uint64_t channel, const struct iovec *iov,
                      int iovcnt, uint64_t token)
 {
@@ -161,18 +174,22 @@ static int quic_send(struct nx_tpeer *tp, uint64_t channel, const struct iovec *
     if (p->state == NX_TPEER_LOST || p->forget_req || p->q->destroying)
         return -ENOTCONN;
     int rv = nx_qstream_send(p, channel, iov, iovcnt, token);
-    if (rv != 0 || p->conn)
-        return rv;
-    /* First message: dial, from the loop.  ngtcp2's idle and handshake clocks start when
-     * the connection is made, so it is made right before its first packet goes out; the
-     * caller may well queue for seconds before the loop runs again. */
-    if (!p->dial_pending) {
-        p->dial_pending = 1;
-        p->dial_next = p->q->dials;
-        p->q->dials = p;
-        nx_quic_idle_start(p->q);
+    if (rv == 0)
+        dial_soon(p);
+    return rv;
+}
+
+int nx_quic_send_built(struct nx_tpeer *tp, uint64_t channel, void *msg, uint64_t token)
+{
+    struct nx_qpeer *p = (struct nx_qpeer *)tp;
+    if (p->state == NX_TPEER_LOST || p->forget_req || p->q->destroying) {
+        nx_qbuf_put(p->q, msg, ((struct nx_qmsg *)msg)->cap);
+        return -ENOTCONN;
     }
-    return 0;
+    int rv = nx_qstream_send_built(p, channel, msg, token);
+    if (rv == 0)
+        dial_soon(p);
+    return rv;
 }
 
 static void dial_now(struct nx_qpeer *p)

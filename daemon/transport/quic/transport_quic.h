@@ -67,6 +67,15 @@ struct nx_quic_inspect {
     uint32_t idle_timeout_ms;    /* an inspector silent this long is closed */
 };
 
+/* Where an endpoint's large message buffers come from and go back to.  NULL in the conf:
+ * the endpoint keeps a few of its own (quic_buf.c).  Lanes (transport_lanes.h) share one
+ * thread-safe pool between their endpoints and the loop thread that builds their sends. */
+struct nx_quic_bufs {
+    void *(*get)(void *arg, size_t len, size_t *cap);
+    void (*put)(void *arg, void *buf, size_t cap);
+    void *arg;
+};
+
 struct nx_quic_conf {
     const char *listen;          /* required: "host:port" to bind */
     const char *advertise;       /* NULL: the bound address */
@@ -87,6 +96,8 @@ struct nx_quic_conf {
     uint32_t max_streams;        /* concurrent channels a peer may open towards us */
     const struct nx_quic_inspect *inspect; /* NULL: ALPN "h3" is refused; else it must
                                             * outlive the transport */
+    const struct nx_quic_bufs *bufs;       /* NULL: the endpoint's own; else it must
+                                            * outlive the transport */
 };
 
 /* Defaults matching daemon/config.c: 5 s idle, 1 s keep-alive, 64 MiB / 16 MiB windows,
@@ -100,6 +111,15 @@ void nx_quic_conf_defaults(struct nx_quic_conf *c);
  */
 struct nx_transport *nx_quic_new(uv_loop_t *loop, const struct nx_quic_conf *conf,
                                  const struct nx_transport_cb *cb, char *err, size_t errlen);
+
+/*
+ * A message built away from the endpoint's thread, then queued on it without a second
+ * copy (lanes).  nx_quic_msg_new() takes the buffer from bufs (the endpoint's conf.bufs)
+ * and sets *payload to the len bytes the caller fills; nx_quic_send_built() queues it as
+ * send() would and owns it from then on, even when it fails (-ENOTCONN for a lost peer).
+ */
+void *nx_quic_msg_new(const struct nx_quic_bufs *bufs, size_t len, uint8_t **payload);
+int nx_quic_send_built(struct nx_tpeer *p, uint64_t channel, void *msg, uint64_t token);
 
 /* The bound port (useful after listen ":0"). */
 int nx_quic_port(struct nx_transport *t);

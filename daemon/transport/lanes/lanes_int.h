@@ -1,0 +1,127 @@
+/*
+ * lanes_int.h - the lanes' internals (transport_lanes.c on the loop thread, lanes_thread.c
+ * on each lane's thread, lanes_pool.c shared).
+ *
+ * The threads share nothing but two kinds of queue, each a mutex-held list with a libuv
+ * async handle to wake its reader: commands from the loop thread to a lane (send, close,
+ * forget, adopt, reload, stop) and events from the lanes to the loop thread (message,
+ * sent, up, lost).  A peer incarnation is named across them by an id the loop thread
+ * gives it and never reuses, so an event about a peer forgotten meanwhile finds nothing
+ * and is dropped.  Each queue is first in, first out: after a lane handled "forget id",
+ * no event of its about id follows.
+ */
+#ifndef NX_LANES_INT_H
+#define NX_LANES_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "transport_lanes.h"
+
+#define NX_LPOOL_MIN (512u << 10) /* smaller buffers come and go through malloc */
+#define NX_LPOOL_KEEP 32
+#define NX_LPOOL_BYTES (512u << 20)
+
+struct nx_lpool {
+    pthread_mutex_t mu;
+    void *ptr[NX_LPOOL_KEEP];
+    size_t cap[NX_LPOOL_KEEP];
+    int n;
+    size_t bytes;
+    struct nx_quic_bufs ops;
+};
+
+void nx_lpool_init(struct nx_lpool *bp);
+void nx_lpool_fini(struct nx_lpool *bp);
+
+enum nx_lcmd_kind { NX_LC_SEND, NX_LC_ADOPT, NX_LC_CLOSE, NX_LC_FORGET, NX_LC_RELOAD, NX_LC_STOP };
+
+struct nx_lcmd {
+    struct nx_lcmd *next;
+    enum nx_lcmd_kind kind;
+    uint64_t id;                /* the peer incarnation */
+    uint64_t channel, token;    /* SEND */
+    void *msg;                  /* SEND: from nx_quic_msg_new, the lane's from here */
+    char addr[NX_TADDR_MAX];    /* SEND, ADOPT: the peer's address on this lane */
+    char reason[100];           /* CLOSE */
+};
+
+enum nx_levt_kind { NX_LE_MSG, NX_LE_SENT, NX_LE_UP, NX_LE_LOST };
+
+struct nx_levt {
+    struct nx_levt *next;
+    enum nx_levt_kind kind;
+    uint32_t lane;
+    uint64_t id;
+    uint64_t channel, token;
+    uint8_t *data;              /* MSG: inl, or a pool buffer of cap bytes */
+    size_t len, cap;
+    char reason[128];           /* LOST */
+    uint8_t inl[];
+};
+
+/* A lane's view of one peer connection (lane thread only). */
+struct nx_lrec {
+    struct nx_lrec *next;
+    uint64_t id;                /* 0: arrived before lane 0 was up here (held) */
+    char addr[NX_TADDR_MAX];    /* on this lane */
+    struct nx_tpeer *qp;        /* NULL until dialed or arrived */
+    struct nx_levt *held, *held_tail; /* id 0: what it sent meanwhile */
+};
+
+struct nx_lanes;
+
+struct nx_lane {
+    struct nx_lanes *L;
+    uint32_t idx;
+    uv_loop_t loop;
+    uv_async_t wake;
+    pthread_t th;
+    struct nx_transport *t;     /* this lane's QUIC endpoint */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;          /* reload: the loop thread waits for the lane's answer */
+    struct nx_lcmd *head, *tail;
+    int reload_done, reload_rv, rolled;
+    char reload_err[256];
+    struct nx_lrec *recs;       /* lane thread only */
+};
+
+struct nx_lpeer {
+    struct nx_tpeer base;
+    struct nx_lpeer *next;
+    uint64_t id;
+    struct nx_tpeer *p0;        /* lane 0's record */
+    enum nx_tpeer_state state;
+    int hello_sent;
+    char reason[128];
+    struct nx_lcmd *held, *held_tail; /* sends to lanes >= 1 before UP */
+    uint64_t bytes_sent, bytes_recv, msgs_sent, msgs_recv, queued; /* lanes >= 1 */
+};
+
+struct nx_lanes {
+    struct nx_transport base;
+    struct nx_transport *t0;
+    uint32_t n;
+    struct nx_lane *lane;       /* [n]; [0] unused: lane 0 is t0 on the loop thread */
+    struct nx_lpool pool;
+    uv_async_t ev_wake;
+    pthread_mutex_t ev_mu;
+    struct nx_levt *ev_head, *ev_tail;
+    struct nx_lpeer *peers;
+    uint64_t next_id;
+};
+
+/* lanes_thread.c */
+int nx_lane_start(struct nx_lane *ln, const struct nx_quic_conf *conf, char *err,
+                  size_t errlen);
+void nx_lane_post(struct nx_lane *ln, struct nx_lcmd *c);
+void nx_lane_stop(struct nx_lane *ln);
+
+/* transport_lanes.c: called by lanes (any thread) */
+void nx_lanes_event(struct nx_lanes *L, struct nx_levt *e);
+void nx_levt_free(struct nx_lanes *L, struct nx_levt *e);
+
+/* "host:port" with port moved by delta; -1 when it leaves 1..65535. */
+int nx_lanes_addr_shift(const char *addr, int delta, char *out, size_t len);
+
+#endif

@@ -1,0 +1,378 @@
+/*
+ * lanes_thread.c - one lane: its QUIC endpoint on a loop and a thread of its own.
+ *
+ * The lane turns commands from the loop thread into calls on its endpoint, and its
+ * endpoint's callbacks into events for the loop thread.  It knows peers by the id the loop
+ * thread gave them (nx_lrec); a connection that arrives before the loop thread adopted its
+ * address (lane 0 not up there yet) is held under id 0 and bound when the adopt comes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lanes_int.h"
+#include "log.h"
+#include "mem.h"
+
+static struct nx_levt *evt_new(struct nx_lane *ln, enum nx_levt_kind kind, uint64_t id,
+                               size_t inl)
+{
+    struct nx_levt *e = nx_xcalloc(1, sizeof(*e) + inl);
+    e->kind = kind;
+    e->lane = ln->idx;
+    e->id = id;
+    return e;
+}
+
+static void emit_lost(struct nx_lane *ln, uint64_t id, const char *reason)
+{
+    struct nx_levt *e = evt_new(ln, NX_LE_LOST, id, 0);
+    snprintf(e->reason, sizeof(e->reason), "%.127s", reason);
+    nx_lanes_event(ln->L, e);
+}
+
+static struct nx_lrec *rec_by_id(struct nx_lane *ln, uint64_t id)
+{
+    for (struct nx_lrec *r = ln->recs; r; r = r->next)
+        if (r->id == id)
+            return r;
+    return NULL;
+}
+
+static void rec_free(struct nx_lane *ln, struct nx_lrec *r)
+{
+    for (struct nx_lrec **pp = &ln->recs; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    while (r->held) {
+        struct nx_levt *e = r->held;
+        r->held = e->next;
+        nx_levt_free(ln->L, e);
+    }
+    if (r->qp)
+        r->qp->user = NULL;
+    free(r);
+}
+
+static struct nx_lrec *rec_new(struct nx_lane *ln, uint64_t id, const char *addr)
+{
+    struct nx_lrec *r = nx_xcalloc(1, sizeof(*r));
+    r->id = id;
+    snprintf(r->addr, sizeof(r->addr), "%s", addr);
+    r->next = ln->recs;
+    ln->recs = r;
+    return r;
+}
+
+/* ---- the endpoint's callbacks ---- */
+
+static void give(struct nx_lane *ln, struct nx_lrec *r, struct nx_levt *e)
+{
+    if (r->id) {
+        nx_lanes_event(ln->L, e);
+        return;
+    }
+    e->next = NULL;
+    if (r->held_tail)
+        r->held_tail->next = e;
+    else
+        r->held = e;
+    r->held_tail = e;
+}
+
+static void on_message(void *arg, struct nx_tpeer *qp, uint64_t channel, const void *data,
+                       size_t len)
+{
+    struct nx_lane *ln = arg;
+    struct nx_lrec *r = qp->user;
+    if (!r)
+        return;
+    struct nx_levt *e;
+    if (len <= 4096) {
+        e = evt_new(ln, NX_LE_MSG, r->id, len);
+        e->data = e->inl;
+    } else {
+        e = evt_new(ln, NX_LE_MSG, r->id, 0);
+        e->data = ln->L->pool.ops.get(ln->L->pool.ops.arg, len, &e->cap);
+    }
+    memcpy(e->data, data, len);
+    e->len = len;
+    e->channel = channel;
+    give(ln, r, e);
+}
+
+static void on_sent(void *arg, struct nx_tpeer *qp, uint64_t token)
+{
+    struct nx_lane *ln = arg;
+    struct nx_lrec *r = qp->user;
+    if (!r || !r->id)
+        return;
+    struct nx_levt *e = evt_new(ln, NX_LE_SENT, r->id, 0);
+    e->token = token;
+    nx_lanes_event(ln->L, e);
+}
+
+static void on_peer(void *arg, struct nx_tpeer *qp, enum nx_tpeer_state st, const char *reason)
+{
+    struct nx_lane *ln = arg;
+    struct nx_lrec *r = qp->user;
+    if (st == NX_TPEER_LOST) {
+        if (r && r->id) {
+            emit_lost(ln, r->id, reason);
+            return;
+        }
+        if (r) /* held, never adopted: nobody above knows it */
+            rec_free(ln, r);
+        ln->t->ops->peer_forget(qp);
+        return;
+    }
+    if (st != NX_TPEER_UP)
+        return;
+    if (!r) {
+        /* It dialed us.  Its lane-0 address names it above. */
+        char canon[NX_TADDR_MAX];
+        if (nx_lanes_addr_shift(qp->addr, -(int)ln->idx, canon, sizeof(canon)) < 0) {
+            ln->t->ops->close_peer(qp, "its port is below this lane's number");
+            ln->t->ops->peer_forget(qp);
+            return;
+        }
+        for (r = ln->recs; r; r = r->next)
+            if (!strcmp(r->addr, qp->addr))
+                break;
+        if (r && r->qp) {
+            /* An older connection of that address is still here: the peer started
+             * afresh.  The older one fails above; this one may try again after. */
+            ln->t->ops->close_peer(qp, "an older connection from this address is not "
+                                       "closed yet here");
+            ln->t->ops->peer_forget(qp);
+            return;
+        }
+        if (!r)
+            r = rec_new(ln, 0, qp->addr);
+        r->qp = qp;
+        qp->user = r;
+    }
+    if (r->id)
+        nx_lanes_event(ln->L, evt_new(ln, NX_LE_UP, r->id, 0));
+}
+
+/* ---- commands ---- */
+
+static void do_send(struct nx_lane *ln, struct nx_lcmd *c)
+{
+    char err[160];
+    struct nx_lrec *r = rec_by_id(ln, c->id);
+    if (!r)
+        r = rec_new(ln, c->id, c->addr);
+    if (!r->qp) {
+        struct nx_tpeer *qp = ln->t->ops->peer(ln->t, c->addr, err, sizeof(err));
+        if (qp && qp->user && qp->user != r) {
+            snprintf(err, sizeof(err), "an older connection to %s is not closed yet", c->addr);
+            qp = NULL;
+        }
+        if (!qp) {
+            ln->L->pool.ops.put(ln->L->pool.ops.arg, c->msg, 0);
+            emit_lost(ln, c->id, err);
+            return;
+        }
+        r->qp = qp;
+        qp->user = r;
+    }
+    /* A lost connection frees the message; its loss is on its way to the loop thread. */
+    nx_quic_send_built(r->qp, c->channel, c->msg, c->token);
+}
+
+static void do_adopt(struct nx_lane *ln, struct nx_lcmd *c)
+{
+    struct nx_lrec *r;
+    for (r = ln->recs; r; r = r->next)
+        if (!r->id && !strcmp(r->addr, c->addr))
+            break;
+    if (!r) {
+        if (!rec_by_id(ln, c->id))
+            rec_new(ln, c->id, c->addr);
+        return;
+    }
+    r->id = c->id;
+    nx_lanes_event(ln->L, evt_new(ln, NX_LE_UP, r->id, 0));
+    while (r->held) {
+        struct nx_levt *e = r->held;
+        r->held = e->next;
+        e->id = r->id;
+        nx_lanes_event(ln->L, e);
+    }
+    r->held_tail = NULL;
+}
+
+static void do_reload(struct nx_lane *ln)
+{
+    char err[256] = "";
+    int rolled = 0;
+    int rv = nx_quic_reload(ln->t, &rolled, err, sizeof(err));
+    pthread_mutex_lock(&ln->mu);
+    ln->reload_rv = rv;
+    ln->rolled = rolled;
+    snprintf(ln->reload_err, sizeof(ln->reload_err), "%s", err);
+    ln->reload_done = 1;
+    pthread_cond_signal(&ln->cv);
+    pthread_mutex_unlock(&ln->mu);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void do_stop(struct nx_lane *ln)
+{
+    while (ln->recs)
+        rec_free(ln, ln->recs);
+    ln->t->ops->destroy(ln->t);
+    ln->t = NULL;
+    uv_walk(&ln->loop, close_walk, NULL);
+}
+
+static void wake_cb(uv_async_t *h)
+{
+    struct nx_lane *ln = h->data;
+    pthread_mutex_lock(&ln->mu);
+    struct nx_lcmd *c = ln->head;
+    ln->head = ln->tail = NULL;
+    pthread_mutex_unlock(&ln->mu);
+    while (c) {
+        struct nx_lcmd *next = c->next;
+        struct nx_lrec *r;
+        switch (c->kind) {
+        case NX_LC_SEND:
+            do_send(ln, c);
+            break;
+        case NX_LC_ADOPT:
+            do_adopt(ln, c);
+            break;
+        case NX_LC_CLOSE:
+            if ((r = rec_by_id(ln, c->id)) && r->qp)
+                ln->t->ops->close_peer(r->qp, c->reason);
+            break;
+        case NX_LC_FORGET:
+            if ((r = rec_by_id(ln, c->id))) {
+                struct nx_tpeer *qp = r->qp;
+                rec_free(ln, r);
+                if (qp)
+                    ln->t->ops->peer_forget(qp);
+            }
+            break;
+        case NX_LC_RELOAD:
+            do_reload(ln);
+            break;
+        case NX_LC_STOP:
+            do_stop(ln);
+            free(c);
+            for (c = next; c; c = next) { /* nothing follows a stop but sends */
+                next = c->next;
+                if (c->msg)
+                    ln->L->pool.ops.put(ln->L->pool.ops.arg, c->msg, 0);
+                free(c);
+            }
+            return;
+        }
+        free(c);
+        c = next;
+    }
+}
+
+static void *lane_main(void *arg)
+{
+    struct nx_lane *ln = arg;
+    uv_run(&ln->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+void nx_lane_post(struct nx_lane *ln, struct nx_lcmd *c)
+{
+    c->next = NULL;
+    pthread_mutex_lock(&ln->mu);
+    int was_empty = !ln->head;
+    if (ln->tail)
+        ln->tail->next = c;
+    else
+        ln->head = c;
+    ln->tail = c;
+    pthread_mutex_unlock(&ln->mu);
+    if (was_empty)
+        uv_async_send(&ln->wake);
+}
+
+int nx_lane_start(struct nx_lane *ln, const struct nx_quic_conf *conf, char *err,
+                  size_t errlen)
+{
+    char listen[NX_TADDR_MAX + 8], adv[NX_TADDR_MAX + 8], e[200];
+    struct nx_quic_conf qc = *conf;
+    if (nx_lanes_addr_shift(conf->listen, (int)ln->idx, listen, sizeof(listen)) < 0) {
+        snprintf(err, errlen, "lane %u: listen %s + %u is no port", ln->idx, conf->listen,
+                 ln->idx);
+        return -1;
+    }
+    qc.listen = listen;
+    if (conf->advertise) {
+        if (nx_lanes_addr_shift(conf->advertise, (int)ln->idx, adv, sizeof(adv)) < 0) {
+            snprintf(err, errlen, "lane %u: advertise %s + %u is no port", ln->idx,
+                     conf->advertise, ln->idx);
+            return -1;
+        }
+        qc.advertise = adv;
+    }
+    qc.inspect = NULL; /* inspectors are served on lane 0 */
+    qc.bufs = &ln->L->pool.ops;
+    if (uv_loop_init(&ln->loop) != 0) {
+        snprintf(err, errlen, "lane %u: no event loop", ln->idx);
+        return -1;
+    }
+    struct nx_transport_cb cb = {.arg = ln, .on_message = on_message, .on_peer = on_peer,
+                                 .on_sent = on_sent};
+    ln->t = nx_quic_new(&ln->loop, &qc, &cb, e, sizeof(e));
+    if (!ln->t) {
+        snprintf(err, errlen, "lane %u (%s): %s", ln->idx, listen, e);
+        uv_loop_close(&ln->loop);
+        return -1;
+    }
+    pthread_mutex_init(&ln->mu, NULL);
+    pthread_cond_init(&ln->cv, NULL);
+    uv_async_init(&ln->loop, &ln->wake, wake_cb);
+    ln->wake.data = ln;
+    int rv = pthread_create(&ln->th, NULL, lane_main, ln);
+    if (rv != 0) {
+        snprintf(err, errlen, "lane %u: no thread: %s", ln->idx, strerror(rv));
+        ln->t->ops->destroy(ln->t);
+        uv_walk(&ln->loop, close_walk, NULL);
+        uv_run(&ln->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&ln->loop);
+        pthread_mutex_destroy(&ln->mu);
+        pthread_cond_destroy(&ln->cv);
+        return -1;
+    }
+    return 0;
+}
+
+void nx_lane_stop(struct nx_lane *ln)
+{
+    struct nx_lcmd *c = nx_xcalloc(1, sizeof(*c));
+    c->kind = NX_LC_STOP;
+    nx_lane_post(ln, c);
+    pthread_join(ln->th, NULL);
+    /* The loop ran dry once every handle closed: what posted after the stop is freed. */
+    for (c = ln->head; c;) {
+        struct nx_lcmd *next = c->next;
+        if (c->msg)
+            ln->L->pool.ops.put(ln->L->pool.ops.arg, c->msg, 0);
+        free(c);
+        c = next;
+    }
+    uv_loop_close(&ln->loop);
+    pthread_mutex_destroy(&ln->mu);
+    pthread_cond_destroy(&ln->cv);
+}
