@@ -12,8 +12,9 @@
 # nodes.  Then, since the machine has cores to spare, host buffers across 2 simulated
 # nodes x 1 rank (nexar-bench, each node on half the CPUs) beside this machine's memcpy
 # and AES-128-GCM a core (limits_bench): what one daemon's loop thread moves when no rank
-# shares its core; and how QUIC throughput grows with connections each on a core of its
-# own (bench-transport --pairs 1,2,4,8).  GX_ONLY=host runs only these host
+# shares its core; the same with quic_lanes = 4; and how QUIC throughput grows with
+# connections each on a core of its own: K lanes between one pair (bench-transport
+# --lanes 1,2,4,8), and K pairs (--pairs 1,2,4,8).  GX_ONLY=host runs only these host
 # measurements.  What the budget leaves out is listed as such.
 #
 # Writes everything the programs print to $OUT/gpu-run.txt (or the bundle's out/), after
@@ -87,6 +88,11 @@ run host_2x1_small 60 ./nexar-run --nodes 2 -n 2 ./nexar-bench -b 8 -e 8 -n 200 
   -t all_reduce,broadcast
 run host_2x1_large 120 ./nexar-run --nodes 2 -n 2 ./nexar-bench -b 8M -e 64M -f 8 -n 8 -w 2 \
   -t all_reduce,broadcast,all_gather,reduce_scatter
+run host_2x1_large_lanes4 120 ./nexar-run --nodes 2 -n 2 --daemon-arg --set \
+  --daemon-arg quic_lanes=4 ./nexar-bench -b 8M -e 64M -f 8 -n 8 -w 2 \
+  -t all_reduce,broadcast,all_gather,reduce_scatter
+run host_lanes 150 "$b/tools/bench-transport" --build "$b/build" --lanes 1,2,4,8 --bytes 1G \
+  --repeat 2
 run host_pairs 150 "$b/tools/bench-transport" --build "$b/build" --pairs 1,2,4,8 --bytes 1G \
   --repeat 2
 echo "== done in $(($(date +%s) - t_start)) s" >>"$log"

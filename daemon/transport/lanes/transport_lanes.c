@@ -399,6 +399,40 @@ static const struct nx_transport_ops lanes_ops = {
     .destroy = lanes_destroy,
 };
 
+/* Lane 0 on conf's listen, lanes 1..n-1 on the ports above the one it bound. */
+static int start_lanes(struct nx_lanes *L, uv_loop_t *loop, const struct nx_quic_conf *conf,
+                       char *err, size_t errlen)
+{
+    char base[NX_TADDR_MAX + 24];
+    struct nx_quic_conf qc = *conf;
+    qc.bufs = &L->pool.ops;
+    struct nx_transport_cb cb0 = {.arg = L, .on_message = l0_message, .on_peer = l0_peer,
+                                  .on_sent = l0_sent};
+    L->t0 = nx_quic_new(loop, &qc, &cb0, err, errlen);
+    if (!L->t0)
+        return -1;
+    /* With port 0 the lanes follow the port the kernel gave lane 0. */
+    char host_only[NX_TADDR_MAX];
+    snprintf(host_only, sizeof(host_only), "%s", conf->listen);
+    *strrchr(host_only, ':') = 0;
+    snprintf(base, sizeof(base), "%s:%d", host_only, nx_quic_port(L->t0));
+    qc.listen = base;
+    uint32_t started = 1;
+    for (; started < L->n; started++) {
+        L->lane[started].L = L;
+        L->lane[started].idx = started;
+        if (nx_lane_start(&L->lane[started], &qc, err, errlen) != 0)
+            break;
+    }
+    if (started == L->n)
+        return 0;
+    for (uint32_t i = 1; i < started; i++)
+        nx_lane_stop(&L->lane[i]);
+    L->t0->ops->destroy(L->t0); /* freed as its handles close, on the loop's next turn */
+    L->t0 = NULL;
+    return -1;
+}
+
 struct nx_transport *nx_lanes_new(uv_loop_t *loop, const struct nx_quic_conf *conf,
                                   uint32_t n, const struct nx_transport_cb *cb, char *err,
                                   size_t errlen)
@@ -408,11 +442,12 @@ struct nx_transport *nx_lanes_new(uv_loop_t *loop, const struct nx_quic_conf *co
         snprintf(err, errlen, "%u lanes: between 2 and %u", n, NX_LANES_MAX);
         return NULL;
     }
-    if (!conf->listen || nx_lanes_addr_shift(conf->listen, 0, tmp, sizeof(tmp)) < 0) {
-        snprintf(err, errlen, "%s: lanes need a listen address with a fixed port (lane i "
-                 "listens on that port + i)", conf->listen ? conf->listen : "no listen");
+    if (!conf->listen || nx_lanes_addr_shift(conf->listen, 1, tmp, sizeof(tmp)) < 0) {
+        snprintf(err, errlen, "%s: lanes need a listen address HOST:PORT (lane i listens "
+                 "on PORT + i)", conf->listen ? conf->listen : "no listen");
         return NULL;
     }
+    int any_port = !strcmp(strrchr(conf->listen, ':'), ":0");
     struct nx_lanes *L = nx_xcalloc(1, sizeof(*L));
     L->base.ops = &lanes_ops;
     if (cb)
@@ -421,44 +456,23 @@ struct nx_transport *nx_lanes_new(uv_loop_t *loop, const struct nx_quic_conf *co
     L->lane = nx_xcalloc(n, sizeof(*L->lane));
     nx_lpool_init(&L->pool);
     pthread_mutex_init(&L->ev_mu, NULL);
-    struct nx_quic_conf qc = *conf;
-    qc.bufs = &L->pool.ops;
-    struct nx_transport_cb cb0 = {.arg = L, .on_message = l0_message, .on_peer = l0_peer,
-                                  .on_sent = l0_sent};
-    L->t0 = nx_quic_new(loop, &qc, &cb0, err, errlen);
-    if (!L->t0)
-        goto fail;
+    /* A port the kernel picked may have a taken one above it: pick again. */
+    int rv = start_lanes(L, loop, conf, err, errlen);
+    for (int tries = 1; rv != 0 && any_port && tries < 16; tries++)
+        rv = start_lanes(L, loop, conf, err, errlen);
+    if (rv != 0) {
+        nx_lpool_fini(&L->pool);
+        pthread_mutex_destroy(&L->ev_mu);
+        free(L->lane);
+        free(L);
+        return NULL;
+    }
     snprintf(L->base.local_addr, sizeof(L->base.local_addr), "%s", L->t0->local_addr);
-    uint32_t started = 1;
-    for (; started < n; started++) {
-        L->lane[started].L = L;
-        L->lane[started].idx = started;
-        if (nx_lane_start(&L->lane[started], &qc, err, errlen) != 0)
-            break;
-    }
-    if (started < n) {
-        for (uint32_t i = 1; i < started; i++)
-            nx_lane_stop(&L->lane[i]);
-        L->t0->ops->destroy(L->t0);
-        goto fail;
-    }
     uv_async_init(loop, &L->ev_wake, ev_cb);
     L->ev_wake.data = L;
     NX_INFO("lanes", "%u QUIC lanes on %s and the %u ports above it", n, L->base.local_addr,
             n - 1);
     return &L->base;
-fail:
-    /* Events of lanes that ran (none with no peer) need no loop to be freed. */
-    while (L->ev_head) {
-        struct nx_levt *e = L->ev_head;
-        L->ev_head = e->next;
-        nx_levt_free(L, e);
-    }
-    nx_lpool_fini(&L->pool);
-    pthread_mutex_destroy(&L->ev_mu);
-    free(L->lane);
-    free(L);
-    return NULL;
 }
 
 struct nx_transport *nx_lanes_first(struct nx_transport *t)
