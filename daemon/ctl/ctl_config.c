@@ -102,6 +102,7 @@ static void fmt_uids(const struct nx_config *c, const uid_t *v, char *b, size_t 
     X("quic_stream_window_bytes", quic_stream_window_bytes)  \
     X("quic_max_udp_payload", quic_max_udp_payload)          \
     X("quic_cc", quic_cc)                                    \
+    X("quic_lanes", quic_lanes)                              \
     X("inspect", inspect)                                    \
     X("inspect_max_conns", inspect_max_conns)
 

@@ -42,6 +42,7 @@ quic_window_bytes = 64M
 quic_stream_window_bytes = 16M
 quic_max_udp_payload = 1452
 quic_cc = cubic
+quic_lanes = 4
 inspect = off
 inspect_max_conns = 8
 algo = all_reduce=ring,broadcast=tree

@@ -38,7 +38,8 @@
 static const char *slot_bytes = "65536";
 static char slot_arg[64] = "--slot-bytes=65536";
 static const char *daemon_args[] = {"--slot-bytes", "65536", "--slots", "2",
-                                    "--heap-bytes", "16777216", NULL};
+                                    "--heap-bytes", "16777216", NULL, NULL, NULL};
+static char lanes_arg[32]; /* "quic_lanes=K", or empty */
 
 /* nexar-run --nodes K: its exit status (0 when every rank exited 0), -1 past limit. */
 static int via_nexar_run(int K, int N, const char *const *rank_args, double limit)
@@ -55,6 +56,12 @@ static int via_nexar_run(int K, int N, const char *const *rank_args, double limi
                             "--daemon-arg", slot_arg, "--daemon-arg", "--slots=2",
                             "--daemon-arg", "--heap-bytes=16777216"};
     int a = 15;
+    if (lanes_arg[0]) {
+        argv[a++] = "--daemon-arg";
+        argv[a++] = "--set";
+        argv[a++] = "--daemon-arg";
+        argv[a++] = lanes_arg;
+    }
     if (K == 1) {
         argv[a++] = "--socket";
         argv[a++] = sock;
@@ -151,6 +158,7 @@ int main(int argc, char **argv)
                                        {"parts", required_argument, NULL, 'p'},
                                        {"limit", required_argument, NULL, 't'},
                                        {"slot-bytes", required_argument, NULL, 's'},
+                                       {"lanes", required_argument, NULL, 'q'},
                                        {NULL, 0, NULL, 0}};
     for (int ch; (ch = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         switch (ch) {
@@ -163,10 +171,15 @@ int main(int argc, char **argv)
         case 'p': parts = optarg; break;
         case 't': limit = atof(optarg); break;
         case 's': slot_bytes = optarg; break;
+        case 'q': snprintf(lanes_arg, sizeof(lanes_arg), "quic_lanes=%s", optarg); break;
         default: return 2;
         }
     }
     daemon_args[1] = slot_bytes;
+    if (lanes_arg[0]) { /* several QUIC connections between every two daemons */
+        daemon_args[6] = "--set";
+        daemon_args[7] = lanes_arg;
+    }
     snprintf(slot_arg, sizeof(slot_arg), "--slot-bytes=%s", slot_bytes);
     lng |= hx_env_flag("NEXAR_LONG_TESTS");
     int N = K * R;
@@ -188,10 +201,10 @@ int main(int argc, char **argv)
     int place[HX_MAX_RANKS];
     for (int r = 0; r < N; r++)
         place[r] = interleaved ? r % K : r * K / N;
-    tl_log("cross-node collectives: %d node(s) x %d rank(s), %s placement, %s, %s level%s",
+    tl_log("cross-node collectives: %d node(s) x %d rank(s), %s placement, %s, %s level%s%s%s",
            K, R, interleaved ? "interleaved (rank r on node r mod K)" : "block",
            use_direct ? "daemons started by the test" : "nexar-run --nodes", level,
-           lng ? ", long" : "");
+           lng ? ", long" : "", lanes_arg[0] ? ", " : "", lanes_arg);
     double t0 = tl_now();
     int rv = use_direct ? direct(K, N, place, rank_args, limit)
                         : via_nexar_run(K, N, rank_args, limit);
