@@ -10,6 +10,7 @@
 #   nx_netns_create                namespaces $NX_NS_A, $NX_NS_B; veth 10.77.0.1 <-> .2,
 #                                  fd77::1 <-> fd77::2; returns 1 when not permitted
 #   nx_netns_start_daemons         nexard in each namespace, listening on both families
+#                                  (with the arguments in NX_NETNS_DAEMON_ARGS, if set)
 #   nx_netns_loss PERCENT          drop PERCENT% of packets each way (0: none)
 #   nx_netns_peer_test BYTES STREAMS [v6]  peer-test from A to B; prints its JSON
 #   nx_json_field JSON KEY         a number, boolean or string member of one JSON object
@@ -119,7 +120,7 @@ nx_netns_start_daemons() {
         ip netns exec "$ns" "$NX_NEXARD" --foreground --socket "$dir/nexard.sock" \
             --runtime-dir "$dir/run" --listen "[::]:$NX_NETNS_PORT" \
             --tls-ca "$dir/ca.pem" --tls-cert "$dir/node.pem" --tls-key "$dir/node-key.pem" \
-            >"$dir/nexard.log" 2>&1 &
+            ${NX_NETNS_DAEMON_ARGS:-} >"$dir/nexard.log" 2>&1 &
         NX_NETNS_PIDS="$NX_NETNS_PIDS $!"
     done
     for n in a b; do
