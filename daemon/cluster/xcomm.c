@@ -15,6 +15,7 @@
 #include "nexar.h"
 #include "peer_msg.h"
 #include "rendezvous.h"
+#include "transport_lanes.h"
 #include "xcoll.h"
 #include "xp2p.h"
 #include "xshrink.h"
@@ -104,8 +105,9 @@ uint64_t nx_xcomm_split_key(uint64_t parent, uint64_t seq, uint32_t color)
     return k > NX_XCOMM_WORLD ? k : k + 2; /* 0 is nothing, 1 the world */
 }
 
-_Static_assert(NX_XCOLL_CHANNELS <= 8 && (NX_XCOLL_CHANNELS & (NX_XCOLL_CHANNELS - 1)) == 0,
-               "collective channels: a power of 2 that fits a byte of bits");
+_Static_assert(NX_XCOLL_CHANNELS <= NX_LANES_MAX &&
+                   (NX_XCOLL_CHANNELS & (NX_XCOLL_CHANNELS - 1)) == 0,
+               "collective channels: a power of 2 within one block of lanes");
 
 /* The communicator's hashed channel: its collective channels are the aligned block of
  * NX_XCOLL_CHANNELS around it, and its point-to-point channels derive from it whole (as
@@ -154,7 +156,9 @@ void nx_xcomm_attach(struct nx_comm *c, uint64_t key, const uint32_t *job_node)
     struct nx_xcomm *x = nx_xcalloc(1, sizeof(*x));
     x->key = key;
     x->p2p_seed = coll_hash(net->key, key);
-    x->chan0 = x->p2p_seed & ~(uint64_t)(NX_XCOLL_CHANNELS - 1);
+    /* From a multiple of the lanes' block: part k on lane k mod K, part 0 (all a small op
+     * has) on lane 0, the loop thread's (transport_lanes.h). */
+    x->chan0 = x->p2p_seed & ~(uint64_t)(NX_LANES_MAX - 1);
     TAILQ_INIT(&x->held);
     TAILQ_INIT(&x->sends);
     /* The comm's nodes: the job nodes that host its ranks, in job order. */
@@ -320,7 +324,10 @@ int nx_xcomm_route(struct nx_tpeer *p, uint64_t channel, const struct nx_wire_ms
 
 uint64_t nx_xcomm_p2p_channel(const struct nx_comm *c, uint32_t tag)
 {
-    return NX_CHAN_P2P(nx_xcomm_mix64(c->x->p2p_seed ^ nx_xcomm_mix64(tag)));
+    /* Lane 0 (low bits 0): a message is as fast as its latency allows, and a large one
+     * goes on one channel, hence one lane, anyway. */
+    return NX_CHAN_P2P(nx_xcomm_mix64(c->x->p2p_seed ^ nx_xcomm_mix64(tag))) &
+           ~(uint64_t)(NX_LANES_MAX - 1);
 }
 
 int nx_xcomm_send(struct nx_comm *c, uint32_t node, uint64_t channel, const struct iovec *iov,

@@ -12,8 +12,10 @@
  * its communicator (nx_xcomm_route).  Collectives travel on NX_XCOLL_CHANNELS transport
  * channels per communicator and node pair, point-to-point on one per (communicator, tag),
  * so traffic of different communicators or tags never waits behind each other.  The
- * collective channels are consecutive from a multiple of NX_XCOLL_CHANNELS: a transport
- * that puts channel ch on connection ch % K spreads them over K connections evenly.
+ * collective channels are consecutive from a multiple of 16, and the point-to-point ones
+ * are multiples of 16: QUIC lanes (transport_lanes.h) put channel ch on connection
+ * (ch mod 16) mod K, so an op's parts spread over K connections evenly while its first
+ * part, and every point-to-point message, stays on the loop thread's.
  *
  * A message can outrun the communicator it is for: the rank table, or a split's last
  * PeerSplit, may reach another node after that node's data.  Such messages are held (at

@@ -288,6 +288,9 @@ static void wake_cb(uv_async_t *h)
 static void *lane_main(void *arg)
 {
     struct nx_lane *ln = arg;
+    char name[16]; /* what top -H and perf show */
+    snprintf(name, sizeof(name), "nexard-lane%u", ln->idx);
+    pthread_setname_np(pthread_self(), name);
     uv_run(&ln->loop, UV_RUN_DEFAULT);
     return NULL;
 }

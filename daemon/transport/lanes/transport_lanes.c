@@ -126,7 +126,7 @@ static void up(struct nx_lanes *L, struct nx_lpeer *p)
     while (p->held) { /* in order, behind the adopts */
         struct nx_lcmd *c = p->held;
         p->held = c->next;
-        nx_lane_post(&L->lane[c->channel % L->n], c);
+        nx_lane_post(&L->lane[nx_lanes_of(c->channel, L->n)], c);
     }
     p->held_tail = NULL;
     if (L->base.cb.on_peer)
@@ -259,7 +259,7 @@ static int lanes_send(struct nx_tpeer *tp, uint64_t channel, const struct iovec 
         return -EINVAL;
     if (!p->hello_sent)
         send_hello(L, p); /* lane 0 dials first, whichever lane this goes on */
-    uint32_t lane = (uint32_t)(channel % L->n);
+    uint32_t lane = nx_lanes_of(channel, L->n);
     if (lane == 0)
         return L->t0->ops->send(p->p0, channel, iov, iovcnt, token);
     size_t total = 0;

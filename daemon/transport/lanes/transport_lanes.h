@@ -7,8 +7,11 @@
  * that: lane 0 is an ordinary QUIC endpoint on the daemon's loop (listen port P; it also
  * serves inspection and names every peer), and lane i (1 <= i < n) is another endpoint on
  * port P + i, with its own libuv loop on its own thread.  A message on channel ch travels
- * on lane ch % n, so each channel keeps its order and consecutive channels use different
- * lanes; the layer above spreads a large op over consecutive channels.
+ * on lane (ch mod 16) mod n (nx_lanes_of): each channel keeps its order, consecutive
+ * channels use different lanes, and a channel whose low 4 bits are 0 stays on lane 0.
+ * The layer above spreads a large op over consecutive channels from a multiple of 16, so
+ * that its first part, all a small op has, needs no hand-off between threads: on 2 cores
+ * an 8 B all_reduce took 120 us on another lane against 33 us on lane 0.
  *
  * What the layer above sees is transport.h unchanged: one record per peer (named by its
  * lane-0 address), all callbacks on the daemon's loop thread.  Beyond transport.h:
@@ -36,9 +39,14 @@
 #include "transport.h"
 #include "transport_quic.h"
 
-#define NX_LANES_MAX 16
+#define NX_LANES_MAX 16 /* a power of 2: the channel bits that pick a lane */
 /* Lane 0's hello; a node with one lane (no lanes layer) refuses what arrives on it. */
 #define NX_LANES_HELLO (UINT64_MAX - 1)
+
+static inline uint32_t nx_lanes_of(uint64_t channel, uint32_t n)
+{
+    return (uint32_t)(channel & (NX_LANES_MAX - 1)) % n;
+}
 
 /* n lanes (2..NX_LANES_MAX) from conf; lane i binds conf->listen's port + i (and
  * advertises conf->advertise's + i).  NULL with err as nx_quic_new, or naming the lane. */
