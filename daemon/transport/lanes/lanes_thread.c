@@ -91,14 +91,21 @@ static void on_message(void *arg, struct nx_tpeer *qp, uint64_t channel, const v
     if (!r)
         return;
     struct nx_levt *e;
-    if (len <= 4096) {
+    size_t cap;
+    uint8_t *taken = len > 4096 ? nx_quic_take_delivered(ln->t, data, &cap) : NULL;
+    if (taken) { /* assembled from packets: hand the buffer over, no copy */
+        e = evt_new(ln, NX_LE_MSG, r->id, 0);
+        e->data = taken;
+        e->cap = cap;
+    } else if (len <= 4096) {
         e = evt_new(ln, NX_LE_MSG, r->id, len);
         e->data = e->inl;
+        memcpy(e->data, data, len);
     } else {
         e = evt_new(ln, NX_LE_MSG, r->id, 0);
         e->data = ln->L->pool.ops.get(ln->L->pool.ops.arg, len, &e->cap);
+        memcpy(e->data, data, len);
     }
-    memcpy(e->data, data, len);
     e->len = len;
     e->channel = channel;
     give(ln, r, e);

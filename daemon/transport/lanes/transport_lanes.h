@@ -24,8 +24,9 @@
  *   reason names the lane), and every other lane's connection is closed with it.
  * - Every node's lane i listens on its lane-0 port + i: a daemon behind a port mapping
  *   needs the n ports mapped alike.  listen may not ask for port 0 with n > 1.
- * - Received messages of lanes >= 1 are copied once on their lane's thread, and handed
- *   to the loop thread; sends are copied once on the loop thread (as send() promises)
+ * - A message received on lane i >= 1 is handed to the loop thread in the buffer it was
+ *   assembled in (nx_quic_take_delivered), or copied on the lane's thread when it came
+ *   whole in one packet; sends are copied once on the loop thread (as send() promises)
  *   and queued on the lane without another copy.  Large buffers come from one pool shared
  *   by all lanes, so a steady transfer does not fault in fresh pages.
  */

@@ -408,6 +408,7 @@ struct nx_quic {
     uint64_t resets_sent, retries_sent, refused;
     uint64_t reset_window, reset_count;
     struct nx_qbufpool bufs;
+    struct nx_qrec *feeding;      /* the parser delivering now (nx_quic_take_delivered) */
     ngtcp2_tstamp rx_ts;          /* when the current receive batch arrived */
     struct nx_qconn *route_hit;   /* the last routed connection (bulk: the same one) */
     uint8_t route_cid[NX_QSCID_LEN];

@@ -75,7 +75,10 @@ int nx_qstream_on_recv(struct nx_qconn *c, uint32_t flags, int64_t id, const uin
         ngtcp2_conn_set_stream_user_data(c->conn, id, rs);
     }
     const char *why;
-    if (nx_qrec_feed(&rs->rec, data, datalen, &rec_ops, c, &why) < 0)
+    c->q->feeding = &rs->rec;
+    int rv = nx_qrec_feed(&rs->rec, data, datalen, &rec_ops, c, &why);
+    c->q->feeding = NULL;
+    if (rv < 0)
         return rs_fail(c, why);
     if (c->fail)
         return 0;
@@ -85,6 +88,19 @@ int nx_qstream_on_recv(struct nx_qconn *c, uint32_t flags, int64_t id, const uin
     ngtcp2_conn_extend_max_stream_offset(c->conn, id, datalen);
     ngtcp2_conn_extend_max_offset(c->conn, datalen);
     return 0;
+}
+
+void *nx_quic_take_delivered(struct nx_transport *t, const void *data, size_t *cap)
+{
+    struct nx_quic *q = (struct nx_quic *)t;
+    struct nx_qrec *r = q->feeding;
+    if (!q->conf.bufs || !r || !r->buf || data != r->buf)
+        return NULL; /* straight from a packet, or a buffer of the endpoint's own */
+    void *buf = r->buf;
+    *cap = r->cap;
+    r->buf = NULL; /* the parser puts back nothing */
+    r->cap = 0;
+    return buf;
 }
 
 void nx_qstream_rclose(struct nx_qconn *c, struct nx_qrstream *rs)

@@ -121,6 +121,12 @@ struct nx_transport *nx_quic_new(uv_loop_t *loop, const struct nx_quic_conf *con
 void *nx_quic_msg_new(const struct nx_quic_bufs *bufs, size_t len, uint8_t **payload);
 int nx_quic_send_built(struct nx_tpeer *p, uint64_t channel, void *msg, uint64_t token);
 
+/* From inside on_message, with conf.bufs set: takes the buffer the message was assembled
+ * in (it arrived in several packets), so that it outlives the call; the caller gives it
+ * back with bufs->put(buf, *cap).  NULL when data is not such a buffer (it came whole in
+ * one packet): copy it then.  Lanes hand received messages to another thread this way. */
+void *nx_quic_take_delivered(struct nx_transport *t, const void *data, size_t *cap);
+
 /* The bound port (useful after listen ":0"). */
 int nx_quic_port(struct nx_transport *t);
 
