@@ -179,8 +179,11 @@ static const char *handle(struct nx_tpeer *p, uint64_t channel, const void *data
 {
     struct nx_wire_msg w;
     const char *why = NULL;
-    if (channel == NX_LANES_HELLO) /* lanes take theirs: we run one */
-        return "it runs several QUIC lanes and this node 1: set quic_lanes alike on every node";
+    if (channel == NX_LANES_HELLO) { /* lanes take theirs: we run one */
+        snprintf(buf, buflen, "quic_lanes differ: 1 on %s, more on %s; set quic_lanes alike "
+                 "on every node", cl.addr, p->addr);
+        return buf;
+    }
     if (nx_wire_decode(data, len, &w, &why) < 0) {
         snprintf(buf, buflen, "bad message envelope: %s", why ? why : "?");
         return buf;
@@ -209,7 +212,7 @@ static const char *handle(struct nx_tpeer *p, uint64_t channel, const void *data
 static void on_message(void *arg, struct nx_tpeer *p, uint64_t channel, const void *data,
                        size_t len)
 {
-    char buf[160];
+    char buf[256];
     if (nx_cluster_node(p)->state == NX_TPEER_LOST)
         return; /* dropped by us; the transport may still deliver what it had */
     const char *why = handle(p, channel, data, len, buf, sizeof(buf));

@@ -6,7 +6,10 @@
  *  - 4 MiB over 1 stream in 64 KiB messages, and 0 bytes (a connectivity check);
  *  - the JSON has the documented fields; a peer-test to the daemon itself is a usage
  *    error; one to an address where nothing answers fails with NEXAR_ERR_PEER_LOST or
- *    NEXAR_ERR_TIMEOUT, not a hang.
+ *    NEXAR_ERR_TIMEOUT, not a hang;
+ *  - with quic_lanes = 3 on two other daemons, 64 MiB over 6 streams (two a lane), every
+ *    byte verified; between a 3-lane daemon and a 1-lane one, both ways, NEXAR_ERR_PEER_LOST
+ *    with the text that names both nodes and their counts.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +77,33 @@ int main(void)
     EXPECT_TRUE(fails, rc == NEXAR_ERR_PEER_LOST || rc == NEXAR_ERR_TIMEOUT,
                 "peer-test to a closed port: exit %d: %s", rc, out);
     tl_log("peer-test to a closed port: exit %d: %.200s", rc, out);
+
+    /* Lanes: C and D run 3 connections between them; A runs one. */
+    struct cu_node C, D;
+    const char *lanes3[] = {"--set", "quic_lanes=3", NULL};
+    if (cu_node_start(&C, "node2", "ca", lanes3) || cu_node_start(&D, "node3", "ca", lanes3)) {
+        fails++;
+    } else {
+        run(&C, &D, "64M", "6", "1M", 67108864.0);
+        struct {
+            struct cu_node *from, *to, *one, *more;
+        } mix[] = {{&C, &A, &A, &C}, {&A, &D, &A, &D}};
+        for (int i = 0; i < 2; i++) {
+            char want[256];
+            const char *q[] = {"--json", "peer-test", mix[i].to->addr, "--bytes", "1M",
+                               "--streams", "3", "--timeout", "10", NULL};
+            rc = cu_ctl(mix[i].from->d.sock, q, out, sizeof(out), 30);
+            snprintf(want, sizeof(want), "quic_lanes differ: 1 on %s, more on %s",
+                     mix[i].one->addr, mix[i].more->addr);
+            EXPECT_TRUE(fails, rc == NEXAR_ERR_PEER_LOST && strstr(out, want),
+                        "peer-test %s -> %s: exit %d, want \"%s\": %s", mix[i].from->addr,
+                        mix[i].to->addr, rc, want, out);
+            tl_log("peer-test %s lanes -> %s: exit %d: %.300s", i ? "1" : "3",
+                   i ? "3" : "1", rc, out);
+        }
+        if (hx_daemon_stop(&C.d) || hx_daemon_stop(&D.d))
+            fails++;
+    }
 
     const char *peers[] = {"peers", NULL};
     rc = cu_ctl(A.d.sock, peers, out, sizeof(out), 10);

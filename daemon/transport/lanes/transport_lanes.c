@@ -108,8 +108,7 @@ static void lost(struct nx_lanes *L, struct nx_lpeer *p, uint32_t lane, const ch
 static void send_hello(struct nx_lanes *L, struct nx_lpeer *p)
 {
     char hello[32];
-    int n = snprintf(hello, sizeof(hello), "nexar-lanes %u", L->n);
-    struct iovec iov = {hello, (size_t)n};
+    struct iovec iov = {hello, nx_lanes_hello_put(hello, sizeof(hello), L->n)};
     p->hello_sent = 1;
     L->t0->ops->send(p->p0, NX_LANES_HELLO, &iov, 1, 0);
 }
@@ -135,18 +134,18 @@ static void up(struct nx_lanes *L, struct nx_lpeer *p)
 
 static void on_hello(struct nx_lanes *L, struct nx_lpeer *p, const void *data, size_t len)
 {
-    char s[32], why[120];
+    char why[256];
     unsigned n = 0;
-    snprintf(s, sizeof(s), "%.*s", (int)(len < sizeof(s) - 1 ? len : sizeof(s) - 1),
-             (const char *)data);
-    if (sscanf(s, "nexar-lanes %u", &n) == 1 && n == L->n)
+    if (nx_lanes_hello_parse(data, len, &n) == 0 && n == L->n)
         return;
-    snprintf(why, sizeof(why), "it runs %u QUIC lanes and this node %u: set quic_lanes alike "
-             "on every node", n, L->n);
-    char close_why[72];
-    snprintf(close_why, sizeof(close_why), "quic_lanes differ: %u on the closing node, %u on "
-             "yours", L->n, n);
-    L->t0->ops->close_peer(p->p0, close_why);
+    /* Both ends read the same text: it names the nodes, not "here" and "there". */
+    if (n)
+        snprintf(why, sizeof(why), "quic_lanes differ: %u on %s, %u on %s; set quic_lanes "
+                 "alike on every node", L->n, L->base.local_addr, n, p->base.addr);
+    else
+        snprintf(why, sizeof(why), "protocol: a lanes hello of %zu bytes that does not say "
+                 "a lane count from 1 to %u", len, NX_LANES_MAX);
+    L->t0->ops->close_peer(p->p0, why);
     lost(L, p, 0, why);
 }
 

@@ -49,6 +49,11 @@ static inline uint32_t nx_lanes_of(uint64_t channel, uint32_t n)
     return (uint32_t)(channel & (NX_LANES_MAX - 1)) % n;
 }
 
+/* The hello (lanes_hello.c): "nexar-lanes N".  put: its length (0: cap too small);
+ * parse: 0 with *n in 1..NX_LANES_MAX, or -1 for anything else. */
+size_t nx_lanes_hello_put(char *buf, size_t cap, unsigned n);
+int nx_lanes_hello_parse(const void *data, size_t len, unsigned *n);
+
 /* n lanes (2..NX_LANES_MAX) from conf; lane i binds conf->listen's port + i (and
  * advertises conf->advertise's + i).  NULL with err as nx_quic_new, or naming the lane. */
 struct nx_transport *nx_lanes_new(uv_loop_t *loop, const struct nx_quic_conf *conf,
