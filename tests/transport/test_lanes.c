@@ -9,6 +9,9 @@
  *                         lost with a reason naming the lane, and so is lane 0
  *   test_lanes forget     closed, forgotten, dialed again: messages flow on every lane
  *   test_lanes reload     credentials read again on every lane; traffic goes on
+ *   test_lanes backlog    the loop thread stands still while a lane receives: the lane
+ *                         stops reading at its limit, holds no more than the limit and one
+ *                         read batch, and every message arrives once the loop runs again
  */
 #include <errno.h>
 #include <stdio.h>
@@ -300,6 +303,41 @@ static int case_reload(void)
     return 0;
 }
 
+static int case_backlog(void)
+{
+    const size_t limit = 4u << 20;
+    const uint64_t last = 40; /* seq 1..40 on channel 1: about 20 MiB */
+    struct ep *a = ep_new(0, 2, 0), *b = ep_new(1, 2, 1);
+    nx_lanes_set_rx_limit(b->t, limit);
+    struct nx_tpeer *ab = peer_of(a, b);
+    QH_CHECK(send_one(a, ab, 0, 0) == 0 && send_one(a, ab, 1, 0) == 0);
+    for (double end = qh_now() + 20; qh_now() < end && b->next_seq[1] < 1;)
+        uv_run(loop, UV_RUN_ONCE);
+    QH_CHECK(b->next_seq[1] == 1);
+    for (uint64_t s = 1; s <= last; s++)
+        QH_CHECK(send_one(a, ab, 1, s) == 0); /* posted to a's lane 1 at once: a is up */
+    size_t peak = 0, held = 0;
+    for (int i = 0; i < 8; i++) { /* 0.8 s: well under the 2 s idle timeout */
+        usleep(100000);
+        held = nx_lanes_rx_queued(b->t, &peak);
+    }
+    printf("backlog: the loop stood still 0.8 s: %.1f MiB held for it, at most %.1f MiB "
+           "(limit %.0f MiB)\n", held / 1048576.0, peak / 1048576.0, limit / 1048576.0);
+    QH_CHECK(peak > limit);                          /* the limit was reached... */
+    QH_CHECK(peak <= limit + (2u << 20) + MAXMSG);   /* ...and held to a read batch */
+    double t0 = qh_now();
+    for (double end = qh_now() + 30; qh_now() < end && b->next_seq[1] < last + 1;)
+        uv_run(loop, UV_RUN_ONCE);
+    printf("backlog: the other %llu messages in %.2f s after\n",
+           (unsigned long long)(b->next_seq[1] - 1), qh_now() - t0);
+    QH_CHECK(b->next_seq[1] == last + 1 && b->bad == 0);
+    QH_CHECK(a->losts == 0 && b->losts == 0);
+    QH_CHECK(nx_lanes_rx_queued(b->t, NULL) == 0);
+    ep_free(a);
+    ep_free(b);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "bulk";
@@ -316,6 +354,8 @@ int main(int argc, char **argv)
         case_forget();
     else if (!strcmp(which, "reload"))
         case_reload();
+    else if (!strcmp(which, "backlog"))
+        case_backlog();
     else {
         fprintf(stderr, "unknown case %s\n", which);
         return 2;

@@ -14,6 +14,7 @@
 #define NX_LANES_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "transport_lanes.h"
@@ -34,7 +35,9 @@ struct nx_lpool {
 void nx_lpool_init(struct nx_lpool *bp);
 void nx_lpool_fini(struct nx_lpool *bp);
 
-enum nx_lcmd_kind { NX_LC_SEND, NX_LC_ADOPT, NX_LC_CLOSE, NX_LC_FORGET, NX_LC_RELOAD, NX_LC_STOP };
+enum nx_lcmd_kind {
+    NX_LC_SEND, NX_LC_ADOPT, NX_LC_CLOSE, NX_LC_FORGET, NX_LC_RELOAD, NX_LC_RESUME, NX_LC_STOP
+};
 
 struct nx_lcmd {
     struct nx_lcmd *next;
@@ -84,6 +87,13 @@ struct nx_lane {
     int reload_done, reload_rv, rolled;
     char reload_err[256];
     struct nx_lrec *recs;       /* lane thread only */
+    /* Bytes of messages handed to the loop thread and not yet consumed there.  Past the
+     * lanes' limit the lane stops reading its socket, until the loop thread has taken
+     * them down to half (NX_LC_RESUME): memory stays bounded when the lanes together
+     * receive faster than the one loop thread consumes. */
+    atomic_size_t rx_queued;
+    atomic_int rx_paused, resume_posted;
+    atomic_size_t rx_peak;
 };
 
 struct nx_lpeer {
@@ -109,6 +119,8 @@ struct nx_lanes {
     struct nx_levt *ev_head, *ev_tail;
     struct nx_lpeer *peers;
     uint64_t next_id;
+    size_t rx_limit;            /* NX_LANES_RX_LIMIT, or what nx_lanes_set_rx_limit says */
+    atomic_int stopping;        /* destroy: post nothing more to the lanes */
 };
 
 /* lanes_thread.c */

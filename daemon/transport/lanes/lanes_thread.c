@@ -108,6 +108,19 @@ static void on_message(void *arg, struct nx_tpeer *qp, uint64_t channel, const v
     }
     e->len = len;
     e->channel = channel;
+    size_t q = atomic_fetch_add(&ln->rx_queued, len) + len;
+    if (q > atomic_load(&ln->rx_peak))
+        atomic_store(&ln->rx_peak, q); /* only this thread raises it */
+    if (q > ln->L->rx_limit && !atomic_load(&ln->rx_paused)) {
+        atomic_store(&ln->rx_paused, 1);
+        nx_quic_rx_pause(ln->t, 1);
+        /* The loop thread may have taken it all down before it could see the pause (it
+         * posts a resume only when it does): then nobody would resume us. */
+        if (atomic_load(&ln->rx_queued) < ln->L->rx_limit / 2) {
+            atomic_store(&ln->rx_paused, 0);
+            nx_quic_rx_pause(ln->t, 0);
+        }
+    }
     give(ln, r, e);
 }
 
@@ -275,6 +288,13 @@ static void wake_cb(uv_async_t *h)
             break;
         case NX_LC_RELOAD:
             do_reload(ln);
+            break;
+        case NX_LC_RESUME:
+            atomic_store(&ln->resume_posted, 0);
+            if (atomic_load(&ln->rx_queued) <= ln->L->rx_limit) {
+                atomic_store(&ln->rx_paused, 0);
+                nx_quic_rx_pause(ln->t, 0);
+            }
             break;
         case NX_LC_STOP:
             do_stop(ln);

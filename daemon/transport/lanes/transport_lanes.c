@@ -31,6 +31,16 @@ int nx_lanes_addr_shift(const char *addr, int delta, char *out, size_t len)
 
 void nx_levt_free(struct nx_lanes *L, struct nx_levt *e)
 {
+    if (e->kind == NX_LE_MSG) {
+        struct nx_lane *ln = &L->lane[e->lane];
+        size_t left = atomic_fetch_sub(&ln->rx_queued, e->len) - e->len;
+        if (atomic_load(&ln->rx_paused) && left < L->rx_limit / 2 &&
+            !atomic_load(&L->stopping) && !atomic_exchange(&ln->resume_posted, 1)) {
+            struct nx_lcmd *c = nx_xcalloc(1, sizeof(*c));
+            c->kind = NX_LC_RESUME;
+            nx_lane_post(ln, c);
+        }
+    }
     if (e->data && e->data != e->inl)
         L->pool.ops.put(L->pool.ops.arg, e->data, e->cap);
     free(e);
@@ -369,6 +379,7 @@ static void free_lanes(uv_handle_t *h)
 static void lanes_destroy(struct nx_transport *t)
 {
     struct nx_lanes *L = (struct nx_lanes *)t;
+    atomic_store(&L->stopping, 1);
     for (uint32_t i = 1; i < L->n; i++)
         nx_lane_stop(&L->lane[i]);
     while (L->ev_head) {
@@ -452,6 +463,7 @@ struct nx_transport *nx_lanes_new(uv_loop_t *loop, const struct nx_quic_conf *co
     if (cb)
         L->base.cb = *cb;
     L->n = n;
+    L->rx_limit = NX_LANES_RX_LIMIT;
     L->lane = nx_xcalloc(n, sizeof(*L->lane));
     nx_lpool_init(&L->pool);
     pthread_mutex_init(&L->ev_mu, NULL);
@@ -472,6 +484,25 @@ struct nx_transport *nx_lanes_new(uv_loop_t *loop, const struct nx_quic_conf *co
     NX_INFO("lanes", "%u QUIC lanes on %s and the %u ports above it", n, L->base.local_addr,
             n - 1);
     return &L->base;
+}
+
+void nx_lanes_set_rx_limit(struct nx_transport *t, size_t bytes)
+{
+    ((struct nx_lanes *)t)->rx_limit = bytes;
+}
+
+size_t nx_lanes_rx_queued(struct nx_transport *t, size_t *peak)
+{
+    struct nx_lanes *L = (struct nx_lanes *)t;
+    size_t sum = 0, top = 0;
+    for (uint32_t i = 1; i < L->n; i++) {
+        sum += atomic_load(&L->lane[i].rx_queued);
+        size_t p = atomic_load(&L->lane[i].rx_peak);
+        top = p > top ? p : top;
+    }
+    if (peak)
+        *peak = top;
+    return sum;
 }
 
 struct nx_transport *nx_lanes_first(struct nx_transport *t)

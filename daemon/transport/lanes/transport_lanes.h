@@ -66,4 +66,11 @@ struct nx_transport *nx_lanes_first(struct nx_transport *t);
  * it already use the new credentials: err says which lane failed. */
 int nx_lanes_reload(struct nx_transport *t, int *rolled, char *err, size_t errlen);
 
+/* Received bytes the lanes may hold for the loop thread before they stop reading their
+ * sockets (until it took them down to half): 256 MiB a lane unless set (tests). */
+#define NX_LANES_RX_LIMIT (256u << 20)
+void nx_lanes_set_rx_limit(struct nx_transport *t, size_t bytes);
+/* Bytes the lanes hold for the loop thread now, and the most any lane held at once. */
+size_t nx_lanes_rx_queued(struct nx_transport *t, size_t *peak);
+
 #endif

@@ -138,6 +138,7 @@ struct nx_qudp {
     int tx_n, tx_sent;
     size_t tx_bytes;    /* queued in the slots */
     int tx_blocked;     /* EAGAIN: wait for POLLOUT */
+    int rx_paused;      /* nx_quic_rx_pause: the owner cannot take more now */
     uint64_t send_errors;
 };
 

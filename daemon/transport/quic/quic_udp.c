@@ -145,12 +145,24 @@ void nx_qudp_close(struct nx_quic *q)
     u->rxbuf = u->txbuf = NULL;
 }
 
-static void want_events(struct nx_qudp *u, int ev)
+/* Readable unless the owner paused reading; writable while a send would block. */
+static void update_events(struct nx_qudp *u)
 {
+    int ev = (u->rx_paused ? 0 : UV_READABLE) | (u->tx_blocked ? UV_WRITABLE : 0);
     if (ev == u->poll_events || u->fd < 0)
         return;
     u->poll_events = ev;
-    uv_poll_start(&u->poll, ev, poll_cb);
+    if (ev)
+        uv_poll_start(&u->poll, ev, poll_cb);
+    else
+        uv_poll_stop(&u->poll);
+}
+
+void nx_quic_rx_pause(struct nx_transport *t, int paused)
+{
+    struct nx_quic *q = (struct nx_quic *)t;
+    q->udp.rx_paused = paused != 0;
+    update_events(&q->udp);
 }
 
 /* ---- receive ---- */
@@ -243,12 +255,12 @@ static void poll_cb(uv_poll_t *h, int status, int events)
     }
     if (events & UV_WRITABLE) {
         q->udp.tx_blocked = 0;
-        want_events(&q->udp, UV_READABLE);
+        update_events(&q->udp);
         if (nx_qudp_tx_flush(q) == 0)
             nx_quic_tx_ready(q);
     }
-    if (events & UV_READABLE) {
-        for (int i = 0; i < NX_QRX_BUDGET && q->udp.fd >= 0; i++)
+    if ((events & UV_READABLE) && !q->udp.rx_paused) {
+        for (int i = 0; i < NX_QRX_BUDGET && q->udp.fd >= 0 && !q->udp.rx_paused; i++)
             if (!rx_batch(q))
                 break;
         nx_quic_rx_done(q);
@@ -421,7 +433,7 @@ int nx_qudp_tx_flush(struct nx_quic *q)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
                 u->tx_blocked = 1;
-                want_events(u, UV_READABLE | UV_WRITABLE);
+                update_events(u);
                 return -EAGAIN;
             }
             /* This datagram cannot go; QUIC will see it lost and send again. */

@@ -127,6 +127,12 @@ int nx_quic_send_built(struct nx_tpeer *p, uint64_t channel, void *msg, uint64_t
  * one packet): copy it then.  Lanes hand received messages to another thread this way. */
 void *nx_quic_take_delivered(struct nx_transport *t, const void *data, size_t *cap);
 
+/* Stops (1) or resumes (0) reading the socket: what arrives meanwhile waits in the
+ * kernel's buffer, and beyond it is lost and sent again.  For an owner that hands messages
+ * to a slower consumer (lanes): keep the pause well under the idle timeout, since nothing
+ * from the peers, keep-alives included, is read during it. */
+void nx_quic_rx_pause(struct nx_transport *t, int paused);
+
 /* The bound port (useful after listen ":0"). */
 int nx_quic_port(struct nx_transport *t);
 
