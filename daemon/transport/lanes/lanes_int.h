@@ -105,7 +105,7 @@ struct nx_lpeer {
     int hello_sent;
     char reason[128];
     struct nx_lcmd *held, *held_tail; /* sends to lanes >= 1 before UP */
-    uint64_t bytes_sent, bytes_recv, msgs_sent, msgs_recv, queued; /* lanes >= 1 */
+    uint64_t bytes_sent, bytes_recv, msgs_sent, msgs_recv; /* lanes >= 1 */
 };
 
 struct nx_lanes {
