@@ -162,7 +162,7 @@ static struct nx_qchan *chan_get(struct nx_qpeer *p, uint64_t channel)
     return ch;
 }
 
-static struct nx_qmsg *msg_new(struct nx_qmsg *m, size_t cap, size_t total)
+static struct nx_qmsg *msg_init(struct nx_qmsg *m, size_t cap, size_t total)
 {
     m->cap = cap;
     m->next = NULL;
@@ -208,7 +208,7 @@ int nx_qstream_send(struct nx_qpeer *p, uint64_t channel, const struct iovec *io
     struct nx_qchan *ch = chan_get(p, channel);
     size_t cap;
     struct nx_qmsg *m = nx_qbuf_get(p->q, sizeof(*m) + NX_QREC_HDR + total, &cap);
-    msg_new(m, cap, total);
+    msg_init(m, cap, total);
     m->token = token;
     size_t off = NX_QREC_HDR;
     for (int i = 0; i < iovcnt; i++) {
@@ -224,7 +224,7 @@ void *nx_quic_msg_new(const struct nx_quic_bufs *bufs, size_t len, uint8_t **pay
 {
     size_t cap;
     struct nx_qmsg *m = bufs->get(bufs->arg, sizeof(*m) + NX_QREC_HDR + len, &cap);
-    *payload = msg_new(m, cap, len)->data + NX_QREC_HDR;
+    *payload = msg_init(m, cap, len)->data + NX_QREC_HDR;
     return m;
 }
 
