@@ -415,7 +415,10 @@ static int start_lanes(struct nx_lanes *L, uv_loop_t *loop, const struct nx_quic
 {
     char base[NX_TADDR_MAX + 24];
     struct nx_quic_conf qc = *conf;
-    qc.bufs = &L->pool.ops;
+    /* Lane 0's buffers never leave this thread: it keeps its own, freed with it when its
+     * handles have closed, after the shared pool (which the lanes stop using before
+     * destroy returns) is gone. */
+    qc.bufs = NULL;
     struct nx_transport_cb cb0 = {.arg = L, .on_message = l0_message, .on_peer = l0_peer,
                                   .on_sent = l0_sent};
     L->t0 = nx_quic_new(loop, &qc, &cb0, err, errlen);
