@@ -23,7 +23,10 @@
  * - A peer is UP when its lane-0 connection is; it is LOST as soon as any lane is (the
  *   reason names the lane), and every other lane's connection is closed with it.
  * - Every node's lane i listens on its lane-0 port + i: a daemon behind a port mapping
- *   needs the n ports mapped alike.  listen may not ask for port 0 with n > 1.
+ *   needs the n ports mapped alike.  With listen port 0 the lanes follow the port the
+ *   kernel gave lane 0 (the set is picked again when a port above it is taken).
+ * - A lane holds at most NX_LANES_RX_LIMIT (and one read batch) for the loop thread:
+ *   past it, it stops reading its socket until the loop thread has caught up.
  * - A message received on lane i >= 1 is handed to the loop thread in the buffer it was
  *   assembled in (nx_quic_take_delivered), or copied on the lane's thread when it came
  *   whole in one packet; sends are copied once on the loop thread (as send() promises)
