@@ -9,6 +9,10 @@
  *                         lost with a reason naming the lane, and so is lane 0
  *   test_lanes forget     closed, forgotten, dialed again: messages flow on every lane
  *   test_lanes reload     credentials read again on every lane; traffic goes on
+ *   test_lanes held       a connection on lane 1 before lane 0 (plain endpoints on P and
+ *                         P + 1 play a 2-lane node): held, unseen above, until lane 0
+ *                         says hello; then delivered in order, named by lane 0's address,
+ *                         and the answer on lane 1 goes to P + 1
  *   test_lanes backlog    the loop thread stands still while a lane receives: the lane
  *                         stops reading at its limit, holds no more than the limit and one
  *                         read batch, and every message arrives once the loop runs again
@@ -37,7 +41,7 @@ struct ep {
 };
 
 static uv_loop_t *loop;
-static struct ep eps[2];
+static struct ep eps[3];
 
 static void on_message(void *arg, struct nx_tpeer *p, uint64_t ch, const void *data, size_t len)
 {
@@ -303,6 +307,67 @@ static int case_reload(void)
     return 0;
 }
 
+static int case_held(void)
+{
+    struct ep *b = ep_new(1, 2, 1), *a0 = NULL, *a1 = &eps[2];
+    struct nx_transport_cb cb = {a1, on_message, on_peer, on_sent};
+    char err[256], l1[32];
+    /* a0 on some port P (plain QUIC) and a1 on P + 1: what a 2-lane node listens on. */
+    for (int tries = 0; tries < 20 && !a1->t; tries++) {
+        if (a0)
+            ep_free(a0);
+        a0 = ep_new(0, 1, 0);
+        struct nx_quic_conf c;
+        snprintf(l1, sizeof(l1), "127.0.0.1:%d", nx_quic_port(a0->t) + 1);
+        qh_conf(&c, l1, 0);
+        memset(a1, 0, sizeof(*a1));
+        a1->idx = 2;
+        a1->scratch = malloc(MAXMSG);
+        a1->t = nx_quic_new(loop, &c, &cb, err, sizeof(err));
+        if (!a1->t)
+            free(a1->scratch);
+    }
+    if (!a1->t) {
+        fprintf(stderr, "held: no two adjacent ports: %s\n", err);
+        exit(1);
+    }
+    /* Lane 1 first: b holds it, and tells its owner nothing. */
+    char b1[64];
+    snprintf(b1, sizeof(b1), "127.0.0.1:%d", nx_quic_port(nx_lanes_first(b->t)) + 1);
+    struct nx_tpeer *to_b1 = a1->t->ops->peer(a1->t, b1, err, sizeof(err));
+    QH_CHECK(to_b1 && send_one(a1, to_b1, 1, 0) == 0 && send_one(a1, to_b1, 1, 1) == 0);
+    qh_run_for(loop, 400);
+    size_t held = nx_lanes_rx_queued(b->t, NULL);
+    printf("held: lane 1 up before lane 0: %zu bytes held, %llu messages and %d ups seen "
+           "above\n", held, (unsigned long long)b->msgs, b->ups);
+    QH_CHECK(a1->ups == 1 && held > 0 && b->msgs == 0 && b->ups == 0);
+    /* Lane 0 says hello: b adopts the held connection and delivers what it sent. */
+    struct nx_tpeer *to_b0 = peer_of(a0, b);
+    char hello[32];
+    struct iovec iov = {hello, nx_lanes_hello_put(hello, sizeof(hello), 2)};
+    QH_CHECK(a0->t->ops->send(to_b0, NX_LANES_HELLO, &iov, 1, 0) == 0);
+    QH_CHECK(send_one(a0, to_b0, 0, 0) == 0);
+    for (double end = qh_now() + 10; qh_now() < end && (b->next_seq[1] < 2 || !b->next_seq[0]);)
+        uv_run(loop, UV_RUN_ONCE);
+    QH_CHECK(b->next_seq[1] == 2 && b->next_seq[0] == 1 && b->bad == 0 && b->ups == 1);
+    QH_CHECK(b->last && !strcmp(b->last->addr, a0->t->local_addr));
+    QH_CHECK(nx_lanes_rx_queued(b->t, NULL) == 0);
+    /* b's answer on channel 1 travels on its lane 1, to a's P + 1. */
+    if (b->last)
+        QH_CHECK(send_one(b, b->last, 1, 0) == 0);
+    for (double end = qh_now() + 10; qh_now() < end && a1->next_seq[1] < 1;)
+        uv_run(loop, UV_RUN_ONCE);
+    QH_CHECK(a1->next_seq[1] == 1 && a1->bad == 0 && a0->hello == 1);
+    printf("held: adopted with lane 0's hello: %llu messages from %s in order; the answer "
+           "on lane 1 reached %s\n", (unsigned long long)b->msgs, b->last ? b->last->addr : "?",
+           a1->t->local_addr);
+    QH_CHECK(a0->losts == 0 && a1->losts == 0 && b->losts == 0);
+    ep_free(a1);
+    ep_free(a0);
+    ep_free(b);
+    return 0;
+}
+
 static int case_backlog(void)
 {
     const size_t limit = 4u << 20;
@@ -356,6 +421,8 @@ int main(int argc, char **argv)
         case_reload();
     else if (!strcmp(which, "backlog"))
         case_backlog();
+    else if (!strcmp(which, "held"))
+        case_held();
     else {
         fprintf(stderr, "unknown case %s\n", which);
         return 2;
