@@ -159,12 +159,24 @@ static void on_hello(struct nx_lanes *L, struct nx_lpeer *p, const void *data, s
     lost(L, p, 0, why);
 }
 
+/* Events handled per wake-up: the loop's other handles (the ranks' rings) get their turn
+ * between batches, as they do between the QUIC endpoint's receive batches. */
+#define NX_LEVT_BUDGET 256
+
 static void ev_cb(uv_async_t *h)
 {
     struct nx_lanes *L = h->data;
     pthread_mutex_lock(&L->ev_mu);
-    struct nx_levt *e = L->ev_head;
-    L->ev_head = L->ev_tail = NULL;
+    struct nx_levt *e = L->ev_head, *cut = e;
+    for (int i = 1; cut && i < NX_LEVT_BUDGET; i++)
+        cut = cut->next;
+    if (cut && cut->next) { /* the rest waits for the next turn, still in order */
+        L->ev_head = cut->next;
+        cut->next = NULL;
+        uv_async_send(&L->ev_wake);
+    } else {
+        L->ev_head = L->ev_tail = NULL;
+    }
     pthread_mutex_unlock(&L->ev_mu);
     while (e) {
         struct nx_levt *next = e->next;
