@@ -13,6 +13,9 @@
  *                         P + 1 play a 2-lane node): held, unseen above, until lane 0
  *                         says hello; then delivered in order, named by lane 0's address,
  *                         and the answer on lane 1 goes to P + 1
+ *   test_lanes restart    the peer restarts on its ports and speaks first, on lane 0; an
+ *                         answer on lane 1 at once, while that lane still holds the old
+ *                         connection, goes to the new peer (the old record is retired)
  *   test_lanes backlog    the loop thread stands still while a lane receives: the lane
  *                         stops reading at its limit, holds no more than the limit and one
  *                         read batch, and every message arrives once the loop runs again
@@ -94,18 +97,21 @@ static void on_sent(void *arg, struct nx_tpeer *p, uint64_t token)
     e->acked++;
 }
 
-/* Lanes take ports P..P+n-1: try a few random bases until one is free. */
-static struct ep *ep_new(int i, uint32_t lanes, int node)
+/* Lanes take ports P..P+n-1: try a few random bases until one is free (at: that one). */
+static struct ep *ep_new_at(int i, uint32_t lanes, int node, const char *at)
 {
     struct ep *e = &eps[i];
-    char listen[32], err[256];
+    char listen[64], err[256];
     struct nx_transport_cb cb = {e, on_message, on_peer, on_sent};
     memset(e, 0, sizeof(*e));
     e->idx = i;
     e->scratch = malloc(MAXMSG);
     for (int tries = 0; tries < 20 && !e->t; tries++) {
         struct nx_quic_conf c;
-        snprintf(listen, sizeof(listen), "127.0.0.1:%d", 20000 + rand() % 30000);
+        if (at)
+            snprintf(listen, sizeof(listen), "%s", at);
+        else
+            snprintf(listen, sizeof(listen), "127.0.0.1:%d", 20000 + rand() % 30000);
         qh_conf(&c, listen, node);
         e->t = lanes > 1 ? nx_lanes_new(loop, &c, lanes, &cb, err, sizeof(err))
                          : nx_quic_new(loop, &c, &cb, err, sizeof(err));
@@ -115,6 +121,11 @@ static struct ep *ep_new(int i, uint32_t lanes, int node)
         exit(1);
     }
     return e;
+}
+
+static struct ep *ep_new(int i, uint32_t lanes, int node)
+{
+    return ep_new_at(i, lanes, node, NULL);
 }
 
 static void ep_free(struct ep *e)
@@ -368,6 +379,43 @@ static int case_held(void)
     return 0;
 }
 
+static int case_restart(void)
+{
+    struct ep *a = ep_new(0, 2, 0), *b = ep_new(1, 2, 1);
+    struct nx_tpeer *ab = peer_of(a, b);
+    QH_CHECK(send_one(a, ab, 0, 0) == 0 && send_one(a, ab, 1, 0) == 0);
+    for (double end = qh_now() + 20; qh_now() < end && b->next_seq[1] < 1;)
+        uv_run(loop, UV_RUN_ONCE);
+    QH_CHECK(b->next_seq[0] == 1 && b->next_seq[1] == 1);
+    /* b restarts on the same ports with the same key, and speaks first, on lane 0 only. */
+    char at[64];
+    snprintf(at, sizeof(at), "%s", b->t->local_addr);
+    ep_free(b);
+    b = ep_new_at(1, 2, 1, at);
+    QH_CHECK(send_one(b, peer_of(b, a), 0, 0) == 0);
+    for (double end = qh_now() + 10; qh_now() < end && a->next_seq[0] < 1;)
+        uv_run(loop, UV_RUN_ONCE);
+    QH_CHECK(a->next_seq[0] == 1 && a->ups == 2);
+    /* a answers at once on lane 1, whose old connection may still look up to it. */
+    struct nx_tpeer *na = a->last;
+    QH_CHECK(na && send_one(a, na, 1, 0) == 0);
+    double t0 = qh_now();
+    for (double end = qh_now() + 10; qh_now() < end && b->next_seq[1] < 1;)
+        uv_run(loop, UV_RUN_ONCE);
+    printf("restart: the answer on lane 1 reached the restarted peer in %.3f s; a: %d up, "
+           "%d lost (%s)\n", qh_now() - t0, a->ups, a->losts, a->reason);
+    QH_CHECK(b->next_seq[1] == 1 && b->bad == 0 && a->bad == 0);
+    struct nx_tpeer_stats st;
+    if (na) {
+        a->t->ops->stats(na, &st);
+        QH_CHECK(st.state == NX_TPEER_UP);
+    }
+    QH_CHECK(b->losts == 0);
+    ep_free(a);
+    ep_free(b);
+    return 0;
+}
+
 static int case_backlog(void)
 {
     const size_t limit = 4u << 20;
@@ -403,12 +451,22 @@ static int case_backlog(void)
     return 0;
 }
 
+static void tick(uv_timer_t *t)
+{
+    (void)t;
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "bulk";
     srand((unsigned)(qh_now() * 1000) ^ (unsigned)getpid());
     qh_certs(2);
     loop = uv_default_loop();
+    /* The cases wait with uv_run(UV_RUN_ONCE) and a deadline: the tick wakes the loop to
+     * look at it when nothing else would (every connection gone). */
+    uv_timer_t ticker;
+    uv_timer_init(loop, &ticker);
+    uv_timer_start(&ticker, tick, 20, 20);
     if (!strcmp(which, "bulk"))
         case_bulk();
     else if (!strcmp(which, "mismatch"))
@@ -423,10 +481,13 @@ int main(int argc, char **argv)
         case_backlog();
     else if (!strcmp(which, "held"))
         case_held();
+    else if (!strcmp(which, "restart"))
+        case_restart();
     else {
         fprintf(stderr, "unknown case %s\n", which);
         return 2;
     }
+    uv_close((uv_handle_t *)&ticker, NULL);
     uv_run(loop, UV_RUN_NOWAIT);
     qh_certs_cleanup();
     if (qh_failures)

@@ -159,17 +159,12 @@ static void on_peer(void *arg, struct nx_tpeer *qp, enum nx_tpeer_state st, cons
             ln->t->ops->peer_forget(qp);
             return;
         }
+        /* The peer adopted and not dialed yet, if the loop thread said so; else held.  A
+         * record of that address with a connection is an older incarnation's: the
+         * endpoint made this one a new record, so that one is lost or about to be. */
         for (r = ln->recs; r; r = r->next)
-            if (!strcmp(r->addr, qp->addr))
+            if (r->id && !r->qp && !strcmp(r->addr, qp->addr))
                 break;
-        if (r && r->qp) {
-            /* An older connection of that address is still here: the peer started
-             * afresh.  The older one fails above; this one may try again after. */
-            ln->t->ops->close_peer(qp, "an older connection from this address is not "
-                                       "closed yet here");
-            ln->t->ops->peer_forget(qp);
-            return;
-        }
         if (!r)
             r = rec_new(ln, 0, qp->addr);
         r->qp = qp;
@@ -181,19 +176,53 @@ static void on_peer(void *arg, struct nx_tpeer *qp, enum nx_tpeer_state st, cons
 
 /* ---- commands ---- */
 
+/* qp, the endpoint's record for r's address, belongs to another record o.  A held one (it
+ * dialed us first) becomes r's, with what it sent: 1.  One of an older incarnation is
+ * retired (the peer came back, as lane 0 knows already, and this lane may not have heard
+ * yet, so that record would still be found): 0, dial afresh.  If o is the newer one, r's
+ * peer is gone: -1. */
+static int take_over(struct nx_lane *ln, struct nx_lrec *r, struct nx_tpeer *qp)
+{
+    struct nx_lrec *o = qp->user;
+    if (!o->id) {
+        r->qp = qp;
+        qp->user = r;
+        nx_lanes_event(ln->L, evt_new(ln, NX_LE_UP, r->id, 0));
+        while (o->held) {
+            struct nx_levt *e = o->held;
+            o->held = e->next;
+            e->id = r->id;
+            nx_lanes_event(ln->L, e);
+        }
+        o->held_tail = NULL;
+        o->qp = NULL;
+        rec_free(ln, o);
+        return 1;
+    }
+    if (o->id > r->id)
+        return -1;
+    o->qp = NULL;
+    qp->user = NULL;
+    ln->t->ops->close_peer(qp, "superseded: the peer connected afresh");
+    ln->t->ops->peer_forget(qp);
+    emit_lost(ln, o->id, "superseded: the peer connected afresh");
+    return 0;
+}
+
 static void do_send(struct nx_lane *ln, struct nx_lcmd *c)
 {
-    char err[160];
+    char err[160] = "";
     struct nx_lrec *r = rec_by_id(ln, c->id);
     if (!r)
         r = rec_new(ln, c->id, c->addr);
     if (!r->qp) {
         struct nx_tpeer *qp = ln->t->ops->peer(ln->t, c->addr, err, sizeof(err));
-        if (qp && qp->user && qp->user != r) {
-            snprintf(err, sizeof(err), "an older connection to %s is not closed yet", c->addr);
-            qp = NULL;
-        }
-        if (!qp) {
+        int took = qp && qp->user && qp->user != r ? take_over(ln, r, qp) : 1;
+        if (took == 0) /* the older record is gone: a new one */
+            qp = ln->t->ops->peer(ln->t, c->addr, err, sizeof(err));
+        if (took < 0)
+            snprintf(err, sizeof(err), "a newer connection to %s is here", c->addr);
+        if (!qp || took < 0) {
             ln->L->pool.ops.put(ln->L->pool.ops.arg, c->msg, 0);
             emit_lost(ln, c->id, err);
             return;
