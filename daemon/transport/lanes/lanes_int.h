@@ -45,7 +45,7 @@ struct nx_lcmd {
     uint64_t id;                /* the peer incarnation */
     uint64_t channel, token;    /* SEND */
     void *msg;                  /* SEND: from nx_quic_msg_new, the lane's from here */
-    char addr[NX_TADDR_MAX];    /* SEND, ADOPT: the peer's address on this lane */
+    char addr[NX_TADDR_MAX];    /* ADOPT: the peer's address on this lane */
     char reason[100];           /* CLOSE */
 };
 

@@ -176,6 +176,20 @@ static void on_peer(void *arg, struct nx_tpeer *qp, enum nx_tpeer_state st, cons
 
 /* ---- commands ---- */
 
+/* A held record's connection is the peer id's now: the loop thread hears it is up, then
+ * what it sent meanwhile, in order. */
+static void release_held(struct nx_lane *ln, struct nx_lrec *held, uint64_t id)
+{
+    nx_lanes_event(ln->L, evt_new(ln, NX_LE_UP, id, 0));
+    while (held->held) {
+        struct nx_levt *e = held->held;
+        held->held = e->next;
+        e->id = id;
+        nx_lanes_event(ln->L, e);
+    }
+    held->held_tail = NULL;
+}
+
 /* qp, the endpoint's record for r's address, belongs to another record o.  A held one (it
  * dialed us first) becomes r's, with what it sent: 1.  One of an older incarnation is
  * retired (the peer came back, as lane 0 knows already, and this lane may not have heard
@@ -187,14 +201,7 @@ static int take_over(struct nx_lane *ln, struct nx_lrec *r, struct nx_tpeer *qp)
     if (!o->id) {
         r->qp = qp;
         qp->user = r;
-        nx_lanes_event(ln->L, evt_new(ln, NX_LE_UP, r->id, 0));
-        while (o->held) {
-            struct nx_levt *e = o->held;
-            o->held = e->next;
-            e->id = r->id;
-            nx_lanes_event(ln->L, e);
-        }
-        o->held_tail = NULL;
+        release_held(ln, o, r->id);
         o->qp = NULL;
         rec_free(ln, o);
         return 1;
@@ -212,16 +219,19 @@ static int take_over(struct nx_lane *ln, struct nx_lrec *r, struct nx_tpeer *qp)
 static void do_send(struct nx_lane *ln, struct nx_lcmd *c)
 {
     char err[160] = "";
+    /* The loop thread sends only to a peer it adopted first (and forgets it last). */
     struct nx_lrec *r = rec_by_id(ln, c->id);
-    if (!r)
-        r = rec_new(ln, c->id, c->addr);
+    if (!r) {
+        ln->L->pool.ops.put(ln->L->pool.ops.arg, c->msg, 0);
+        return;
+    }
     if (!r->qp) {
-        struct nx_tpeer *qp = ln->t->ops->peer(ln->t, c->addr, err, sizeof(err));
+        struct nx_tpeer *qp = ln->t->ops->peer(ln->t, r->addr, err, sizeof(err));
         int took = qp && qp->user && qp->user != r ? take_over(ln, r, qp) : 1;
         if (took == 0) /* the older record is gone: a new one */
-            qp = ln->t->ops->peer(ln->t, c->addr, err, sizeof(err));
+            qp = ln->t->ops->peer(ln->t, r->addr, err, sizeof(err));
         if (took < 0)
-            snprintf(err, sizeof(err), "a newer connection to %s is here", c->addr);
+            snprintf(err, sizeof(err), "a newer connection to %s is here", r->addr);
         if (!qp || took < 0) {
             ln->L->pool.ops.put(ln->L->pool.ops.arg, c->msg, 0);
             emit_lost(ln, c->id, err);
@@ -246,14 +256,7 @@ static void do_adopt(struct nx_lane *ln, struct nx_lcmd *c)
         return;
     }
     r->id = c->id;
-    nx_lanes_event(ln->L, evt_new(ln, NX_LE_UP, r->id, 0));
-    while (r->held) {
-        struct nx_levt *e = r->held;
-        r->held = e->next;
-        e->id = r->id;
-        nx_lanes_event(ln->L, e);
-    }
-    r->held_tail = NULL;
+    release_held(ln, r, r->id);
 }
 
 static void do_reload(struct nx_lane *ln)

@@ -77,7 +77,8 @@ static void post(struct nx_lanes *L, uint32_t lane, enum nx_lcmd_kind kind,
     c->id = p->id;
     if (reason)
         snprintf(c->reason, sizeof(c->reason), "%s", reason);
-    if (nx_lanes_addr_shift(p->base.addr, (int)lane, c->addr, sizeof(c->addr)) < 0)
+    if (kind == NX_LC_ADOPT && /* the lane keeps it with the peer's id */
+        nx_lanes_addr_shift(p->base.addr, (int)lane, c->addr, sizeof(c->addr)) < 0)
         c->addr[0] = 0;
     nx_lane_post(&L->lane[lane], c);
 }
@@ -301,7 +302,6 @@ static int lanes_send(struct nx_tpeer *tp, uint64_t channel, const struct iovec 
             memcpy(dst, iov[i].iov_base, iov[i].iov_len);
         dst += iov[i].iov_len;
     }
-    nx_lanes_addr_shift(p->base.addr, (int)lane, c->addr, sizeof(c->addr));
     p->msgs_sent++;
     p->bytes_sent += total;
     if (p->state == NX_TPEER_UP) {
