@@ -167,11 +167,18 @@ static void dial_soon(struct nx_qpeer *p)
     nx_quic_idle_start(p->q);
 }
 
+/* Whether a send to p may be queued: not to a lost or forgotten peer, nor while the
+ * endpoint is going away. */
+static int sendable(const struct nx_qpeer *p)
+{
+    return p->state != NX_TPEER_LOST && !p->forget_req && !p->q->destroying;
+}
+
 static int quic_send(struct nx_tpeer *tp, uint64_t channel, const struct iovec *iov,
                      int iovcnt, uint64_t token)
 {
     struct nx_qpeer *p = (struct nx_qpeer *)tp;
-    if (p->state == NX_TPEER_LOST || p->forget_req || p->q->destroying)
+    if (!sendable(p))
         return -ENOTCONN;
     int rv = nx_qstream_send(p, channel, iov, iovcnt, token);
     if (rv == 0)
@@ -182,7 +189,7 @@ static int quic_send(struct nx_tpeer *tp, uint64_t channel, const struct iovec *
 int nx_quic_send_built(struct nx_tpeer *tp, uint64_t channel, void *msg, uint64_t token)
 {
     struct nx_qpeer *p = (struct nx_qpeer *)tp;
-    if (p->state == NX_TPEER_LOST || p->forget_req || p->q->destroying) {
+    if (!sendable(p)) {
         nx_qbuf_put(p->q, msg, ((struct nx_qmsg *)msg)->cap);
         return -ENOTCONN;
     }
