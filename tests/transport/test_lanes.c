@@ -46,6 +46,11 @@ struct ep {
 static uv_loop_t *loop;
 static struct ep eps[3];
 
+/* Runs the loop while cond holds, for at most secs (the tick in main wakes it to look). */
+#define WAIT_WHILE(cond, secs)                                                             \
+    for (double wait_end_ = qh_now() + (secs); qh_now() < wait_end_ && (cond);)            \
+        uv_run(loop, UV_RUN_ONCE)
+
 static void on_message(void *arg, struct nx_tpeer *p, uint64_t ch, const void *data, size_t len)
 {
     struct ep *e = arg;
@@ -177,6 +182,16 @@ static int a_lost(void *arg)
     return eps[0].losts > 0;
 }
 
+/* a's record of b, once message 0 of channels 0 and 1 (lanes 0 and 1) reached b. */
+static struct nx_tpeer *pair_up(struct ep *a, struct ep *b)
+{
+    struct nx_tpeer *ab = peer_of(a, b);
+    QH_CHECK(send_one(a, ab, 0, 0) == 0 && send_one(a, ab, 1, 0) == 0);
+    WAIT_WHILE(b->next_seq[0] < 1 || b->next_seq[1] < 1, 20);
+    QH_CHECK(b->next_seq[0] == 1 && b->next_seq[1] == 1);
+    return ab;
+}
+
 /* Sequence number s on every channel, then the loop runs until the other side has it:
  * one loop serves both endpoints, so no batch may hold it past the idle timeout (under
  * TSan too). */
@@ -270,14 +285,9 @@ static int case_lanelost(void)
 static int case_forget(void)
 {
     struct ep *a = ep_new(0, 2, 0), *b = ep_new(1, 2, 1);
-    struct nx_tpeer *ab = peer_of(a, b);
-    QH_CHECK(send_one(a, ab, 0, 0) == 0 && send_one(a, ab, 1, 0) == 0);
-    for (double end = qh_now() + 20; qh_now() < end && b->next_seq[1] < 1;)
-        uv_run(loop, UV_RUN_ONCE);
-    QH_CHECK(b->next_seq[0] == 1 && b->next_seq[1] == 1);
+    struct nx_tpeer *ab = pair_up(a, b);
     a->t->ops->close_peer(ab, "test");
-    for (double end = qh_now() + 20; qh_now() < end && !b->losts;)
-        uv_run(loop, UV_RUN_ONCE);
+    WAIT_WHILE(!b->losts, 20);
     QH_CHECK(b->losts == 1);
     printf("forget: b: %s\n", b->reason);
     QH_CHECK(a->t->ops->send(ab, 1, NULL, 0, 0) == -ENOTCONN);
@@ -286,8 +296,7 @@ static int case_forget(void)
     /* Afresh: a new record, and the next messages of both channels arrive. */
     ab = peer_of(a, b);
     QH_CHECK(send_one(a, ab, 0, 1) == 0 && send_one(a, ab, 1, 1) == 0);
-    for (double end = qh_now() + 20; qh_now() < end && (b->next_seq[0] < 2 || b->next_seq[1] < 2);)
-        uv_run(loop, UV_RUN_ONCE);
+    WAIT_WHILE((b->next_seq[0] < 2 || b->next_seq[1] < 2), 20);
     QH_CHECK(b->next_seq[0] == 2 && b->next_seq[1] == 2 && b->bad == 0);
     QH_CHECK(a->ups == 2 && b->ups == 2);
     ep_free(a);
@@ -298,10 +307,7 @@ static int case_forget(void)
 static int case_reload(void)
 {
     struct ep *a = ep_new(0, 2, 0), *b = ep_new(1, 2, 1);
-    struct nx_tpeer *ab = peer_of(a, b);
-    QH_CHECK(send_one(a, ab, 0, 0) == 0 && send_one(a, ab, 1, 0) == 0);
-    for (double end = qh_now() + 20; qh_now() < end && b->next_seq[1] < 1;)
-        uv_run(loop, UV_RUN_ONCE);
+    struct nx_tpeer *ab = pair_up(a, b);
     int rolled = -1;
     char err[256];
     QH_CHECK(nx_lanes_reload(a->t, &rolled, err, sizeof(err)) == 0);
@@ -309,8 +315,7 @@ static int case_reload(void)
     QH_CHECK(rolled == 2); /* one per lane */
     for (uint64_t s = 1; s < 6; s++)
         QH_CHECK(send_one(a, ab, 0, s) == 0 && send_one(a, ab, 1, s) == 0);
-    for (double end = qh_now() + 20; qh_now() < end && (b->next_seq[0] < 6 || b->next_seq[1] < 6);)
-        uv_run(loop, UV_RUN_ONCE);
+    WAIT_WHILE((b->next_seq[0] < 6 || b->next_seq[1] < 6), 20);
     QH_CHECK(b->next_seq[0] == 6 && b->next_seq[1] == 6 && b->bad == 0);
     QH_CHECK(a->losts == 0 && b->losts == 0);
     ep_free(a);
@@ -358,16 +363,14 @@ static int case_held(void)
     struct iovec iov = {hello, nx_lanes_hello_put(hello, sizeof(hello), 2)};
     QH_CHECK(a0->t->ops->send(to_b0, NX_LANES_HELLO, &iov, 1, 0) == 0);
     QH_CHECK(send_one(a0, to_b0, 0, 0) == 0);
-    for (double end = qh_now() + 10; qh_now() < end && (b->next_seq[1] < 2 || !b->next_seq[0]);)
-        uv_run(loop, UV_RUN_ONCE);
+    WAIT_WHILE((b->next_seq[1] < 2 || !b->next_seq[0]), 10);
     QH_CHECK(b->next_seq[1] == 2 && b->next_seq[0] == 1 && b->bad == 0 && b->ups == 1);
     QH_CHECK(b->last && !strcmp(b->last->addr, a0->t->local_addr));
     QH_CHECK(nx_lanes_rx_queued(b->t, NULL) == 0);
     /* b's answer on channel 1 travels on its lane 1, to a's P + 1. */
     if (b->last)
         QH_CHECK(send_one(b, b->last, 1, 0) == 0);
-    for (double end = qh_now() + 10; qh_now() < end && a1->next_seq[1] < 1;)
-        uv_run(loop, UV_RUN_ONCE);
+    WAIT_WHILE(a1->next_seq[1] < 1, 10);
     QH_CHECK(a1->next_seq[1] == 1 && a1->bad == 0 && a0->hello == 1);
     printf("held: adopted with lane 0's hello: %llu messages from %s in order; the answer "
            "on lane 1 reached %s\n", (unsigned long long)b->msgs, b->last ? b->last->addr : "?",
@@ -382,26 +385,20 @@ static int case_held(void)
 static int case_restart(void)
 {
     struct ep *a = ep_new(0, 2, 0), *b = ep_new(1, 2, 1);
-    struct nx_tpeer *ab = peer_of(a, b);
-    QH_CHECK(send_one(a, ab, 0, 0) == 0 && send_one(a, ab, 1, 0) == 0);
-    for (double end = qh_now() + 20; qh_now() < end && b->next_seq[1] < 1;)
-        uv_run(loop, UV_RUN_ONCE);
-    QH_CHECK(b->next_seq[0] == 1 && b->next_seq[1] == 1);
+    pair_up(a, b);
     /* b restarts on the same ports with the same key, and speaks first, on lane 0 only. */
     char at[64];
     snprintf(at, sizeof(at), "%s", b->t->local_addr);
     ep_free(b);
     b = ep_new_at(1, 2, 1, at);
     QH_CHECK(send_one(b, peer_of(b, a), 0, 0) == 0);
-    for (double end = qh_now() + 10; qh_now() < end && a->next_seq[0] < 1;)
-        uv_run(loop, UV_RUN_ONCE);
+    WAIT_WHILE(a->next_seq[0] < 1, 10);
     QH_CHECK(a->next_seq[0] == 1 && a->ups == 2);
     /* a answers at once on lane 1, whose old connection may still look up to it. */
     struct nx_tpeer *na = a->last;
     QH_CHECK(na && send_one(a, na, 1, 0) == 0);
     double t0 = qh_now();
-    for (double end = qh_now() + 10; qh_now() < end && b->next_seq[1] < 1;)
-        uv_run(loop, UV_RUN_ONCE);
+    WAIT_WHILE(b->next_seq[1] < 1, 10);
     printf("restart: the answer on lane 1 reached the restarted peer in %.3f s; a: %d up, "
            "%d lost (%s)\n", qh_now() - t0, a->ups, a->losts, a->reason);
     QH_CHECK(b->next_seq[1] == 1 && b->bad == 0 && a->bad == 0);
@@ -422,11 +419,7 @@ static int case_backlog(void)
     const uint64_t last = 40; /* seq 1..40 on channel 1: about 20 MiB */
     struct ep *a = ep_new(0, 2, 0), *b = ep_new(1, 2, 1);
     nx_lanes_set_rx_limit(b->t, limit);
-    struct nx_tpeer *ab = peer_of(a, b);
-    QH_CHECK(send_one(a, ab, 0, 0) == 0 && send_one(a, ab, 1, 0) == 0);
-    for (double end = qh_now() + 20; qh_now() < end && b->next_seq[1] < 1;)
-        uv_run(loop, UV_RUN_ONCE);
-    QH_CHECK(b->next_seq[1] == 1);
+    struct nx_tpeer *ab = pair_up(a, b);
     for (uint64_t s = 1; s <= last; s++)
         QH_CHECK(send_one(a, ab, 1, s) == 0); /* posted to a's lane 1 at once: a is up */
     size_t peak = 0, held = 0;
@@ -439,8 +432,7 @@ static int case_backlog(void)
     QH_CHECK(peak > limit);                          /* the limit was reached... */
     QH_CHECK(peak <= limit + (2u << 20) + MAXMSG);   /* ...and held to a read batch */
     double t0 = qh_now();
-    for (double end = qh_now() + 30; qh_now() < end && b->next_seq[1] < last + 1;)
-        uv_run(loop, UV_RUN_ONCE);
+    WAIT_WHILE(b->next_seq[1] < last + 1, 30);
     printf("backlog: the other %llu messages in %.2f s after\n",
            (unsigned long long)(b->next_seq[1] - 1), qh_now() - t0);
     QH_CHECK(b->next_seq[1] == last + 1 && b->bad == 0);
