@@ -1,6 +1,6 @@
 /*
  * lanes_int.h - the lanes' internals (transport_lanes.c on the loop thread, lanes_thread.c
- * on each lane's thread, lanes_pool.c shared).
+ * on each lane's thread).
  *
  * The threads share nothing but two kinds of queue, each a mutex-held list with a libuv
  * async handle to wake its reader: commands from the loop thread to a lane (send, close,
@@ -17,23 +17,15 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "bufpool.h"
 #include "transport_lanes.h"
 
-#define NX_LPOOL_MIN (512u << 10) /* smaller buffers come and go through malloc */
+/* The pool lanes 1 and up share with the loop thread (base/bufpool.h): a send buffer is
+ * taken on the loop thread and given back on a lane once acknowledged, a received one the
+ * other way round.  Lane 0 keeps its endpoint's own: its connections give buffers back
+ * from close callbacks that may run after this pool is gone. */
 #define NX_LPOOL_KEEP 32
 #define NX_LPOOL_BYTES (512u << 20)
-
-struct nx_lpool {
-    pthread_mutex_t mu;
-    void *ptr[NX_LPOOL_KEEP];
-    size_t cap[NX_LPOOL_KEEP];
-    int n;
-    size_t bytes;
-    struct nx_quic_bufs ops;
-};
-
-void nx_lpool_init(struct nx_lpool *bp);
-void nx_lpool_fini(struct nx_lpool *bp);
 
 enum nx_lcmd_kind {
     NX_LC_SEND, NX_LC_ADOPT, NX_LC_CLOSE, NX_LC_FORGET, NX_LC_RELOAD, NX_LC_RESUME, NX_LC_STOP
@@ -113,7 +105,7 @@ struct nx_lanes {
     struct nx_transport *t0;
     uint32_t n;
     struct nx_lane *lane;       /* [n]; [0] unused: lane 0 is t0 on the loop thread */
-    struct nx_lpool pool;
+    struct nx_bufpool pool;
     uv_async_t ev_wake;
     pthread_mutex_t ev_mu;
     struct nx_levt *ev_head, *ev_tail;

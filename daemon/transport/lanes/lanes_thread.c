@@ -103,7 +103,7 @@ static void on_message(void *arg, struct nx_tpeer *qp, uint64_t channel, const v
         memcpy(e->data, data, len);
     } else {
         e = evt_new(ln, NX_LE_MSG, r->id, 0);
-        e->data = ln->L->pool.ops.get(ln->L->pool.ops.arg, len, &e->cap);
+        e->data = nx_bufpool_get(&ln->L->pool, len, &e->cap);
         memcpy(e->data, data, len);
     }
     e->len = len;
@@ -222,7 +222,7 @@ static void do_send(struct nx_lane *ln, struct nx_lcmd *c)
     /* The loop thread sends only to a peer it adopted first (and forgets it last). */
     struct nx_lrec *r = rec_by_id(ln, c->id);
     if (!r) {
-        ln->L->pool.ops.put(ln->L->pool.ops.arg, c->msg, 0);
+        nx_quic_msg_free(&ln->L->pool, c->msg);
         return;
     }
     if (!r->qp) {
@@ -233,7 +233,7 @@ static void do_send(struct nx_lane *ln, struct nx_lcmd *c)
         if (took < 0)
             snprintf(err, sizeof(err), "a newer connection to %s is here", r->addr);
         if (!qp || took < 0) {
-            ln->L->pool.ops.put(ln->L->pool.ops.arg, c->msg, 0);
+            nx_quic_msg_free(&ln->L->pool, c->msg);
             emit_lost(ln, c->id, err);
             return;
         }
@@ -334,7 +334,7 @@ static void wake_cb(uv_async_t *h)
             for (c = next; c; c = next) { /* nothing follows a stop but sends */
                 next = c->next;
                 if (c->msg)
-                    ln->L->pool.ops.put(ln->L->pool.ops.arg, c->msg, 0);
+                    nx_quic_msg_free(&ln->L->pool, c->msg);
                 free(c);
             }
             return;
@@ -389,7 +389,7 @@ int nx_lane_start(struct nx_lane *ln, const struct nx_quic_conf *conf, char *err
         qc.advertise = adv;
     }
     qc.inspect = NULL; /* inspectors are served on lane 0 */
-    qc.bufs = &ln->L->pool.ops;
+    qc.bufs = &ln->L->pool;
     if (uv_loop_init(&ln->loop) != 0) {
         snprintf(err, errlen, "lane %u: no event loop", ln->idx);
         return -1;
@@ -430,7 +430,7 @@ void nx_lane_stop(struct nx_lane *ln)
     for (c = ln->head; c;) {
         struct nx_lcmd *next = c->next;
         if (c->msg)
-            ln->L->pool.ops.put(ln->L->pool.ops.arg, c->msg, 0);
+            nx_quic_msg_free(&ln->L->pool, c->msg);
         free(c);
         c = next;
     }

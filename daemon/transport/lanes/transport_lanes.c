@@ -42,7 +42,7 @@ void nx_levt_free(struct nx_lanes *L, struct nx_levt *e)
         }
     }
     if (e->data && e->data != e->inl)
-        L->pool.ops.put(L->pool.ops.arg, e->data, e->cap);
+        nx_bufpool_put(&L->pool, e->data, e->cap);
     free(e);
 }
 
@@ -88,7 +88,7 @@ static void drop_held(struct nx_lanes *L, struct nx_lpeer *p)
     while (p->held) {
         struct nx_lcmd *c = p->held;
         p->held = c->next;
-        L->pool.ops.put(L->pool.ops.arg, c->msg, 0);
+        nx_quic_msg_free(&L->pool, c->msg);
         free(c);
     }
     p->held_tail = NULL;
@@ -296,7 +296,7 @@ static int lanes_send(struct nx_tpeer *tp, uint64_t channel, const struct iovec 
     c->id = p->id;
     c->channel = channel;
     c->token = token;
-    c->msg = nx_quic_msg_new(&L->pool.ops, total, &dst);
+    c->msg = nx_quic_msg_new(&L->pool, total, &dst);
     for (int i = 0; i < iovcnt; i++) {
         if (iov[i].iov_len)
             memcpy(dst, iov[i].iov_base, iov[i].iov_len);
@@ -382,7 +382,7 @@ static void lanes_each_peer(struct nx_transport *t, void (*fn)(struct nx_tpeer *
 static void free_lanes(uv_handle_t *h)
 {
     struct nx_lanes *L = h->data;
-    nx_lpool_fini(&L->pool);
+    nx_bufpool_fini(&L->pool);
     pthread_mutex_destroy(&L->ev_mu);
     free(L->lane);
     free(L);
@@ -480,14 +480,14 @@ struct nx_transport *nx_lanes_new(uv_loop_t *loop, const struct nx_quic_conf *co
     L->n = n;
     L->rx_limit = NX_LANES_RX_LIMIT;
     L->lane = nx_xcalloc(n, sizeof(*L->lane));
-    nx_lpool_init(&L->pool);
+    nx_bufpool_init(&L->pool, NX_LPOOL_KEEP, NX_LPOOL_BYTES, 1);
     pthread_mutex_init(&L->ev_mu, NULL);
     /* A port the kernel picked may have a taken one above it: pick again. */
     int rv = start_lanes(L, loop, conf, err, errlen);
     for (int tries = 1; rv != 0 && any_port && tries < 16; tries++)
         rv = start_lanes(L, loop, conf, err, errlen);
     if (rv != 0) {
-        nx_lpool_fini(&L->pool);
+        nx_bufpool_fini(&L->pool);
         pthread_mutex_destroy(&L->ev_mu);
         free(L->lane);
         free(L);

@@ -34,6 +34,7 @@
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <uv.h>
 
+#include "bufpool.h"
 #include "quic_record.h" /* the stream format: NX_QPRE_LEN, NX_QSWITCH, the parser */
 #include "transport.h"
 #include "transport_quic.h"
@@ -83,21 +84,10 @@ int nx_qmap_del(struct nx_qmap *m, const void *key, size_t klen);
 /* Calls fn on every value; fn must not change the map. */
 void nx_qmap_each(const struct nx_qmap *m, void (*fn)(void *val, void *arg), void *arg);
 
-/* ---- quic_buf.c: large buffers kept for reuse ---- */
-#define NX_QBUF_MIN (512u << 10)   /* smaller ones come and go through malloc */
+/* An endpoint's own pool of large message buffers (base/bufpool.h), when conf.bufs
+ * gives none: this many buffers, this many bytes. */
 #define NX_QBUF_KEEP 8
-#define NX_QBUF_BYTES (256u << 20) /* at most this much kept per endpoint */
-struct nx_qbufpool {
-    void *ptr[NX_QBUF_KEEP];
-    size_t cap[NX_QBUF_KEEP];
-    int n;
-    size_t bytes;
-};
-struct nx_quic;
-/* A buffer of at least len bytes (*cap: its real size, to hand back to nx_qbuf_put). */
-void *nx_qbuf_get(struct nx_quic *q, size_t len, size_t *cap);
-void nx_qbuf_put(struct nx_quic *q, void *p, size_t cap);
-void nx_qbuf_fini(struct nx_quic *q);
+#define NX_QBUF_BYTES (256u << 20)
 
 /* ---- quic_addr.c ---- */
 /* Canonical "1.2.3.4:5" / "[::1]:5"; v4-mapped v6 prints as v4. */
@@ -218,7 +208,7 @@ struct nx_qmsg {
     struct nx_qmsg *next;
     uint64_t token;
     size_t len; /* record bytes: header + payload */
-    size_t cap; /* of the allocation (quic_buf.c) */
+    size_t cap; /* of the allocation (from the endpoint's bufs) */
     uint8_t data[];
 };
 
@@ -242,7 +232,7 @@ struct nx_qchan {
 struct nx_qrstream {
     struct nx_qrstream *next, *prev;
     int64_t id;
-    struct nx_qrec rec;       /* its buffers come from nx_qbuf_get */
+    struct nx_qrec rec;       /* its buffers come from the endpoint's bufs */
 };
 
 int nx_qstream_send(struct nx_qpeer *p, uint64_t channel, const struct iovec *iov, int iovcnt,
@@ -408,7 +398,8 @@ struct nx_quic {
     uint8_t token_secret[32];     /* random: Retry tokens live for seconds */
     uint64_t resets_sent, retries_sent, refused;
     uint64_t reset_window, reset_count;
-    struct nx_qbufpool bufs;
+    struct nx_bufpool own_bufs;
+    struct nx_bufpool *bufs;      /* conf.bufs, or own_bufs */
     struct nx_qrec *feeding;      /* the parser delivering now (nx_quic_take_delivered) */
     ngtcp2_tstamp rx_ts;          /* when the current receive batch arrived */
     struct nx_qconn *route_hit;   /* the last routed connection (bulk: the same one) */

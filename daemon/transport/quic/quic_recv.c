@@ -7,7 +7,7 @@
  * (or the switch marker); here, a FIN only between records.  A record that arrives whole
  * inside one callback is delivered straight from the decrypted packet; otherwise it is
  * assembled in one buffer of the record's length (a large allocation costs address space
- * only, pages come as data does; buffers of finished records are reused, quic_buf.c).
+ * only, pages come as data does; buffers of finished records are reused, base/bufpool.h).
  * Flow-control credit goes back as soon as bytes are consumed (delivered or copied).
  */
 #include <stdlib.h>
@@ -39,13 +39,13 @@ static int deliver(void *arg, uint64_t channel, const uint8_t *data, size_t len)
 static void *buf_get(void *arg, size_t len, size_t *cap)
 {
     struct nx_qconn *c = arg;
-    return nx_qbuf_get(c->q, len, cap);
+    return nx_bufpool_get(c->q->bufs, len, cap);
 }
 
 static void buf_put(void *arg, void *buf, size_t cap)
 {
     struct nx_qconn *c = arg;
-    nx_qbuf_put(c->q, buf, cap);
+    nx_bufpool_put(c->q->bufs, buf, cap);
 }
 
 static const struct nx_qrec_ops rec_ops = {buf_get, buf_put, deliver};

@@ -207,7 +207,7 @@ int nx_qstream_send(struct nx_qpeer *p, uint64_t channel, const struct iovec *io
     }
     struct nx_qchan *ch = chan_get(p, channel);
     size_t cap;
-    struct nx_qmsg *m = nx_qbuf_get(p->q, sizeof(*m) + NX_QREC_HDR + total, &cap);
+    struct nx_qmsg *m = nx_bufpool_get(p->q->bufs, sizeof(*m) + NX_QREC_HDR + total, &cap);
     msg_init(m, cap, total);
     m->token = token;
     size_t off = NX_QREC_HDR;
@@ -220,19 +220,25 @@ int nx_qstream_send(struct nx_qpeer *p, uint64_t channel, const struct iovec *io
     return 0;
 }
 
-void *nx_quic_msg_new(const struct nx_quic_bufs *bufs, size_t len, uint8_t **payload)
+void *nx_quic_msg_new(struct nx_bufpool *bufs, size_t len, uint8_t **payload)
 {
     size_t cap;
-    struct nx_qmsg *m = bufs->get(bufs->arg, sizeof(*m) + NX_QREC_HDR + len, &cap);
+    struct nx_qmsg *m = nx_bufpool_get(bufs, sizeof(*m) + NX_QREC_HDR + len, &cap);
     *payload = msg_init(m, cap, len)->data + NX_QREC_HDR;
     return m;
+}
+
+void nx_quic_msg_free(struct nx_bufpool *bufs, void *msg)
+{
+    if (msg)
+        nx_bufpool_put(bufs, msg, ((struct nx_qmsg *)msg)->cap);
 }
 
 int nx_qstream_send_built(struct nx_qpeer *p, uint64_t channel, void *msg, uint64_t token)
 {
     struct nx_qmsg *m = msg;
     if (channel == NX_QCHAN_ROLL || m->len - NX_QREC_HDR > NX_TMSG_MAX) {
-        nx_qbuf_put(p->q, m, m->cap);
+        nx_bufpool_put(p->q->bufs, m, m->cap);
         return channel == NX_QCHAN_ROLL ? -EINVAL : -EMSGSIZE;
     }
     m->token = token;
@@ -415,7 +421,7 @@ int nx_qstream_on_acked(struct nx_qconn *c, struct nx_qchan *ch, uint64_t offset
         ch->head_off += m->len;
         p->queued_bytes -= m->len - NX_QREC_HDR;
         uint64_t tok = m->token;
-        nx_qbuf_put(q, m, m->cap);
+        nx_bufpool_put(q->bufs, m, m->cap);
         if (tok && q->base.cb.on_sent)
             q->base.cb.on_sent(q->base.cb.arg, &p->base, tok);
     }
@@ -455,7 +461,7 @@ static void free_one(void *val, void *arg)
     while (ch->head) {
         struct nx_qmsg *m = ch->head;
         ch->head = m->next;
-        nx_qbuf_put(ch->peer->q, m, m->cap);
+        nx_bufpool_put(ch->peer->q->bufs, m, m->cap);
     }
     free(ch);
 }

@@ -190,7 +190,7 @@ int nx_quic_send_built(struct nx_tpeer *tp, uint64_t channel, void *msg, uint64_
 {
     struct nx_qpeer *p = (struct nx_qpeer *)tp;
     if (!sendable(p)) {
-        nx_qbuf_put(p->q, msg, ((struct nx_qmsg *)msg)->cap);
+        nx_bufpool_put(p->q->bufs, msg, ((struct nx_qmsg *)msg)->cap);
         return -ENOTCONN;
     }
     int rv = nx_qstream_send_built(p, channel, msg, token);
@@ -334,7 +334,7 @@ void nx_quic_handle_closed(struct nx_quic *q)
     nx_qmap_fini(&q->routes);
     nx_qmap_fini(&q->peers);
     nx_qtls_fini(&q->tls);
-    nx_qbuf_fini(q);
+    nx_bufpool_fini(&q->own_bufs);
     free((char *)q->conf.listen);
     free((char *)q->conf.advertise);
     free((char *)q->conf.tls_ca);
@@ -441,6 +441,8 @@ struct nx_transport *nx_quic_new(uv_loop_t *loop, const struct nx_quic_conf *con
     q->loop = loop;
     q->udp.fd = -1;
     copy_conf(&q->conf, conf);
+    nx_bufpool_init(&q->own_bufs, NX_QBUF_KEEP, NX_QBUF_BYTES, 0);
+    q->bufs = q->conf.bufs ? q->conf.bufs : &q->own_bufs;
     if (nx_qtls_init(&q->tls, &q->conf, q->reset_secret, err, errlen) != 0)
         goto fail_conf;
     if (nx_qcid_init(q) != 0) {

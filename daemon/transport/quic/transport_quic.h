@@ -67,14 +67,7 @@ struct nx_quic_inspect {
     uint32_t idle_timeout_ms;    /* an inspector silent this long is closed */
 };
 
-/* Where an endpoint's large message buffers come from and go back to.  NULL in the conf:
- * the endpoint keeps a few of its own (quic_buf.c).  Lanes (transport_lanes.h) share one
- * thread-safe pool between their endpoints and the loop thread that builds their sends. */
-struct nx_quic_bufs {
-    void *(*get)(void *arg, size_t len, size_t *cap);
-    void (*put)(void *arg, void *buf, size_t cap);
-    void *arg;
-};
+struct nx_bufpool; /* base/bufpool.h */
 
 struct nx_quic_conf {
     const char *listen;          /* required: "host:port" to bind */
@@ -96,8 +89,11 @@ struct nx_quic_conf {
     uint32_t max_streams;        /* concurrent channels a peer may open towards us */
     const struct nx_quic_inspect *inspect; /* NULL: ALPN "h3" is refused; else it must
                                             * outlive the transport */
-    const struct nx_quic_bufs *bufs;       /* NULL: the endpoint's own; else it must
-                                            * outlive the transport */
+    struct nx_bufpool *bufs;     /* where large message buffers come from and go back
+                                  * to.  NULL: the endpoint keeps a few of its own.  Lanes
+                                  * (transport_lanes.h) share one locked pool between
+                                  * their endpoints and the loop thread that builds their
+                                  * sends; it must outlive the transport */
 };
 
 /* Defaults matching daemon/config.c: 5 s idle, 1 s keep-alive, 64 MiB / 16 MiB windows,
@@ -118,13 +114,16 @@ struct nx_transport *nx_quic_new(uv_loop_t *loop, const struct nx_quic_conf *con
  * and sets *payload to the len bytes the caller fills; nx_quic_send_built() queues it as
  * send() would and owns it from then on, even when it fails (-ENOTCONN for a lost peer).
  */
-void *nx_quic_msg_new(const struct nx_quic_bufs *bufs, size_t len, uint8_t **payload);
+void *nx_quic_msg_new(struct nx_bufpool *bufs, size_t len, uint8_t **payload);
+/* Gives back a built message that will not be sent. */
+void nx_quic_msg_free(struct nx_bufpool *bufs, void *msg);
 int nx_quic_send_built(struct nx_tpeer *p, uint64_t channel, void *msg, uint64_t token);
 
 /* From inside on_message, with conf.bufs set: takes the buffer the message was assembled
  * in (it arrived in several packets), so that it outlives the call; the caller gives it
- * back with bufs->put(buf, *cap).  NULL when data is not such a buffer (it came whole in
- * one packet): copy it then.  Lanes hand received messages to another thread this way. */
+ * back with nx_bufpool_put(conf.bufs, buf, *cap).  NULL when data is not such a buffer
+ * (it came whole in one packet): copy it then.  Lanes hand received messages to another
+ * thread this way. */
 void *nx_quic_take_delivered(struct nx_transport *t, const void *data, size_t *cap);
 
 /* Stops (1) or resumes (0) reading the socket: what arrives meanwhile waits in the
