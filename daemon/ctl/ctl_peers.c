@@ -40,6 +40,40 @@ static void jobs_of(Nexar__PeerInfo *pi, const char *addr)
     }
 }
 
+/* Each lane's connection; the peer's packet, queue and stream counts become their sums
+ * (its stats give lane 0's; its byte and message counts already cover every lane). */
+static void lanes_of(Nexar__PeerInfo *pi, struct nx_transport *t, struct nx_tpeer *p)
+{
+    struct nx_tpeer_lane l[NX_TPEER_LANES_MAX];
+    uint32_t n = t->ops->lanes ? t->ops->lanes(p, l, NX_TPEER_LANES_MAX) : 0;
+    if (!n)
+        return;
+    pi->lanes = nx_xcalloc(n, sizeof(*pi->lanes));
+    pi->pkts_sent = pi->pkts_recv = pi->pkts_lost = pi->queued_bytes = 0;
+    pi->streams_open = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        Nexar__LaneInfo *li = nx_xcalloc(1, sizeof(*li));
+        nexar__lane_info__init(li);
+        li->lane = i;
+        li->state = (char *)nx_tpeer_state_name(l[i].state);
+        li->rtt_ms = l[i].rtt_ms;
+        li->cwnd = l[i].cwnd;
+        li->bytes_sent = l[i].bytes_sent;
+        li->bytes_recv = l[i].bytes_recv;
+        li->pkts_sent = l[i].pkts_sent;
+        li->pkts_recv = l[i].pkts_recv;
+        li->pkts_lost = l[i].pkts_lost;
+        li->queued_bytes = l[i].queued_bytes;
+        li->streams_open = l[i].streams_open;
+        pi->pkts_sent += li->pkts_sent;
+        pi->pkts_recv += li->pkts_recv;
+        pi->pkts_lost += li->pkts_lost;
+        pi->queued_bytes += li->queued_bytes;
+        pi->streams_open += li->streams_open;
+        pi->lanes[pi->n_lanes++] = li;
+    }
+}
+
 static void one_peer(struct nx_tpeer *p, void *arg)
 {
     struct walk *w = arg;
@@ -76,6 +110,7 @@ static void one_peer(struct nx_tpeer *p, void *arg)
         pi->since_s = w->now - node->since;
         pi->version = node->version;
     }
+    lanes_of(pi, t, p);
     jobs_of(pi, p->addr);
     nx_grow((void **)&w->rep->peers, &w->cap, w->rep->n_peers + 1, sizeof(*w->rep->peers));
     w->rep->peers[w->rep->n_peers++] = pi;
@@ -95,6 +130,9 @@ void nx_ctl_peers_report(nx_ctl_emit emit, void *arg)
         free(rep.peers[i]->cipher);
         free(rep.peers[i]->reason);
         free(rep.peers[i]->jobs);
+        for (size_t k = 0; k < rep.peers[i]->n_lanes; k++)
+            free(rep.peers[i]->lanes[k]);
+        free(rep.peers[i]->lanes);
         free(rep.peers[i]);
     }
     free(rep.peers);

@@ -62,6 +62,20 @@ struct nx_tpeer_stats {
     char reason[128];                 /* why LOST */
 };
 
+/* One of the connections that carry a peer when the transport runs several per pair (QUIC
+ * lanes): lane i takes channels whose low 4 bits mod the lane count are i. */
+#define NX_TPEER_LANES_MAX 16
+
+struct nx_tpeer_lane {
+    enum nx_tpeer_state state;        /* CONNECTING also while the lane has not dialed */
+    double rtt_ms;
+    uint64_t cwnd;
+    uint64_t bytes_sent, bytes_recv;  /* payload bytes of messages */
+    uint64_t pkts_sent, pkts_recv, pkts_lost;
+    uint64_t queued_bytes;
+    uint32_t streams_open;
+};
+
 struct nx_transport_cb {
     void *arg;
     /* A whole message arrived; data is valid during the call only. */
@@ -91,6 +105,10 @@ struct nx_transport_ops {
      * from inside a transport callback. */
     void (*progress)(struct nx_transport *t);
     void (*stats)(struct nx_tpeer *p, struct nx_tpeer_stats *out);
+    /* The connections that carry p, one per lane, into out[0..max): how many there are
+     * (0 for a transport with one connection a pair, where stats says it all).  May
+     * wait for other threads: for inspection (nexarctl), not the data path.  NULL: none. */
+    uint32_t (*lanes)(struct nx_tpeer *p, struct nx_tpeer_lane *out, uint32_t max);
     /* Calls fn for every peer record. */
     void (*each_peer)(struct nx_transport *t, void (*fn)(struct nx_tpeer *, void *), void *arg);
     /* Closes every connection (reason "shutdown") and frees everything.  Loop handles are
@@ -113,5 +131,15 @@ struct nx_tpeer {
 };
 
 const char *nx_tpeer_state_name(enum nx_tpeer_state st);
+
+/* A lane's figures, from the stats of the connection that is that lane. */
+static inline struct nx_tpeer_lane nx_tpeer_lane_of(const struct nx_tpeer_stats *s)
+{
+    return (struct nx_tpeer_lane){.state = s->state, .rtt_ms = s->rtt_ms, .cwnd = s->cwnd,
+                                  .bytes_sent = s->bytes_sent, .bytes_recv = s->bytes_recv,
+                                  .pkts_sent = s->pkts_sent, .pkts_recv = s->pkts_recv,
+                                  .pkts_lost = s->pkts_lost, .queued_bytes = s->queued_bytes,
+                                  .streams_open = s->streams_open};
+}
 
 #endif

@@ -8,13 +8,17 @@
  *    error; one to an address where nothing answers fails with NEXAR_ERR_PEER_LOST or
  *    NEXAR_ERR_TIMEOUT, not a hang;
  *  - with quic_lanes = 3 on two other daemons, 64 MiB over 6 streams (two a lane), every
- *    byte verified; between a 3-lane daemon and a 1-lane one, both ways, NEXAR_ERR_PEER_LOST
- *    with the text that names both nodes and their counts.
+ *    byte verified; then `nexarctl peers` on each has the peer's 3 lanes, up, each with at
+ *    least a sixth of the bytes sent or received, lane bytes and packets adding up to the
+ *    peer's, and the table a row per lane; a one-connection peer has no lanes;
+ *    between a 3-lane daemon and a 1-lane one, both ways, NEXAR_ERR_PEER_LOST with the
+ *    text that names both nodes and their counts.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cluster_util.h"
+#include "ctlrun.h"
 #include "itest.h"
 #include "nexar.h"
 
@@ -53,6 +57,60 @@ static void run(struct cu_node *from, struct cu_node *to, const char *bytes, con
            json_num(out, "gbps"), dt);
 }
 
+/* `nexarctl --json peers` on n: its one peer other is carried by want lanes, up, and
+ * what they moved (dir "sent" or "recv", at least min_each each) adds up to the peer's. */
+static void check_lanes(const struct cu_node *n, const char *other, long want,
+                        const char *dir, uint64_t min_each)
+{
+    int rc = 0;
+    struct tj *v = tl_ctl_json(cu_out(), n->d.sock, "peers", &rc);
+    long np = v ? tj_len(v, "peers") : -1;
+    long at = -1;
+    for (long i = 0; i < np && at < 0; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "peers[%ld].addr", i);
+        if (tj_str(v, path) && !strcmp(tj_str(v, path), other))
+            at = i;
+    }
+    EXPECT_TRUE(fails, rc == 0 && at >= 0, "peers on %s: exit %d, %ld peers, %s not among "
+                "them", n->addr, rc, np, other);
+    if (at < 0) {
+        tj_free(v);
+        return;
+    }
+    char path[96];
+#define P(fmt, ...) (snprintf(path, sizeof(path), "peers[%ld]." fmt, at, __VA_ARGS__), path)
+    long nl = tj_len(v, P("%s", "lanes"));
+    EXPECT_TRUE(fails, nl == want, "peers on %s: %ld lanes to %s, expected %ld", n->addr, nl,
+                other, want);
+    uint64_t peer_bytes = 0, peer_pkts = 0, sum_bytes = 0, sum_pkts = 0, b, k, lane;
+    tj_u64(v, P("bytes_%s", dir), &peer_bytes);
+    tj_u64(v, P("pkts_%s", dir), &peer_pkts);
+    for (long i = 0; i < (nl > 0 ? nl : 0); i++) {
+        const char *st = tj_str(v, P("lanes[%ld].state", i));
+        int bad = tj_u64(v, P("lanes[%ld].lane", i), &lane) != 0;
+        bad += tj_u64(v, P("lanes[%ld].bytes_%s", i, dir), &b) != 0;
+        bad += tj_u64(v, P("lanes[%ld].pkts_%s", i, dir), &k) != 0;
+        EXPECT_TRUE(fails, !bad && lane == (uint64_t)i && st && !strcmp(st, "up") &&
+                    b >= min_each && k > 0, "peers on %s, lane %ld of %s: lane %llu, %s, "
+                    "%llu bytes %s (at least %llu), %llu packets", n->addr, i, other,
+                    (unsigned long long)lane, st ? st : "(no state)", (unsigned long long)b,
+                    dir, (unsigned long long)min_each, (unsigned long long)k);
+        tl_log("%s: lane %ld to %s: %s, %llu bytes and %llu packets %s", n->addr, i, other,
+               st ? st : "?", (unsigned long long)b, (unsigned long long)k, dir);
+        sum_bytes += b;
+        sum_pkts += k;
+    }
+#undef P
+    if (nl > 0)
+        EXPECT_TRUE(fails, sum_bytes == peer_bytes && sum_pkts == peer_pkts,
+                    "peers on %s: the lanes to %s %s %llu bytes in %llu packets, the peer "
+                    "%llu in %llu", n->addr, other, dir, (unsigned long long)sum_bytes,
+                    (unsigned long long)sum_pkts, (unsigned long long)peer_bytes,
+                    (unsigned long long)peer_pkts);
+    tj_free(v);
+}
+
 int main(void)
 {
     cu_init("peertest");
@@ -85,6 +143,16 @@ int main(void)
         fails++;
     } else {
         run(&C, &D, "64M", "6", "1M", 67108864.0);
+        check_lanes(&C, D.addr, 3, "sent", (64u << 20) / 6);
+        check_lanes(&D, C.addr, 3, "recv", (64u << 20) / 6);
+        const char *table[] = {"peers", NULL};
+        rc = cu_ctl(C.d.sock, table, out, sizeof(out), 10);
+        char row[128];
+        snprintf(row, sizeof(row), "%s  2     up", D.addr);
+        EXPECT_TRUE(fails, rc == 0 && strstr(out, "PEER") && strstr(out, "LANE") &&
+                    strstr(out, row), "nexarctl peers on a 3-lane node: exit %d, no row "
+                    "\"%s\":\n%s", rc, row, out);
+        fprintf(stderr, "%s", out);
         struct {
             struct cu_node *from, *to, *one, *more;
         } mix[] = {{&C, &A, &A, &C}, {&A, &D, &A, &D}};
@@ -105,6 +173,7 @@ int main(void)
             fails++;
     }
 
+    check_lanes(&A, B.addr, 0, "sent", 0);
     const char *peers[] = {"peers", NULL};
     rc = cu_ctl(A.d.sock, peers, out, sizeof(out), 10);
     EXPECT_TRUE(fails, rc == 0 && strstr(out, B.addr) && strstr(out, "TLS_AES"),

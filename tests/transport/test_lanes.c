@@ -238,6 +238,22 @@ static int case_bulk(void)
     a->t->ops->stats(ab, &st);
     QH_CHECK(st.state == NX_TPEER_UP && st.msgs_sent == NCH * PER_CH + 1); /* + the hello */
     QH_CHECK(st.msgs_recv == NCH * PER_CH + 1);
+    /* Each lane's connection, asked on its thread: up, carrying its channels, and the
+     * peer's bytes are theirs summed (every message was consumed, none is in between). */
+    struct nx_tpeer_lane ln[NX_TPEER_LANES_MAX];
+    QH_CHECK(a->t->ops->lanes(ab, ln, NX_TPEER_LANES_MAX) == 3);
+    uint64_t sent = 0, recv = 0;
+    for (int i = 0; i < 3; i++) {
+        QH_CHECK(ln[i].state == NX_TPEER_UP && ln[i].bytes_sent > 0 && ln[i].bytes_recv > 0 &&
+                 ln[i].pkts_sent > 0 && ln[i].pkts_recv > 0 && ln[i].rtt_ms > 0);
+        sent += ln[i].bytes_sent;
+        recv += ln[i].bytes_recv;
+        printf("bulk: lane %d: %.1f MiB sent, %.1f MiB received, %llu packets out\n", i,
+               ln[i].bytes_sent / 1048576.0, ln[i].bytes_recv / 1048576.0,
+               (unsigned long long)ln[i].pkts_sent);
+    }
+    QH_CHECK(sent == st.bytes_sent && recv == st.bytes_recv);
+    QH_CHECK(a->t->ops->lanes(ab, ln, 2) == 2 && ln[1].state == NX_TPEER_UP);
     printf("bulk: %llu + %llu messages, %.1f + %.1f MiB, in order on %d channels over 3 lanes\n",
            (unsigned long long)a->msgs, (unsigned long long)b->msgs, a->bytes / 1048576.0,
            b->bytes / 1048576.0, NCH);

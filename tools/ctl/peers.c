@@ -39,6 +39,41 @@ static const char *since(double s, char *buf, size_t len)
     return s > 0 ? nxc_fmt_age(s, buf, len) : "-";
 }
 
+/* Peers carried by several connections (quic_lanes): a row per lane.  The table above
+ * shows lane 0's RTT and window, and the sums of the rest. */
+static void lanes_human(FILE *f, const Nexar__CtlReply *r)
+{
+    size_t any = 0;
+    for (size_t i = 0; i < r->n_peers; i++)
+        any += r->peers[i]->n_lanes;
+    if (!any)
+        return;
+    struct nxc_table t;
+    char b1[32], b2[32];
+    nxc_table_init(&t, 11, "PEER", "LANE", "STATE", "RTT", "CWND", "SENT", "RECEIVED",
+                   "PKTS OUT/IN", "LOST", "QUEUED", "STREAMS");
+    for (size_t i = 0; i < r->n_peers; i++) {
+        const Nexar__PeerInfo *p = r->peers[i];
+        for (size_t k = 0; k < p->n_lanes; k++) {
+            const Nexar__LaneInfo *l = p->lanes[k];
+            nxc_table_add(&t, nxt_xstrdup(str(p->addr)));
+            nxc_table_add(&t, nxc_fmt("%u", l->lane));
+            nxc_table_add(&t, nxt_xstrdup(str(l->state)));
+            nxc_table_add(&t, nxc_fmt("%.2f ms", l->rtt_ms));
+            nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(l->cwnd, b1, sizeof(b1))));
+            nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(l->bytes_sent, b1, sizeof(b1))));
+            nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(l->bytes_recv, b2, sizeof(b2))));
+            nxc_table_add(&t, nxc_fmt("%" PRIu64 "/%" PRIu64, l->pkts_sent, l->pkts_recv));
+            nxc_table_add(&t, nxc_fmt("%" PRIu64, l->pkts_lost));
+            nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(l->queued_bytes, b1, sizeof(b1))));
+            nxc_table_add(&t, nxc_fmt("%u", l->streams_open));
+        }
+    }
+    fputc('\n', f);
+    nxc_table_print(&t, f, "");
+    nxc_table_free(&t);
+}
+
 void nxc_peers_human(FILE *f, const Nexar__CtlReply *r)
 {
     if (!r->listen || !*r->listen) {
@@ -71,6 +106,7 @@ void nxc_peers_human(FILE *f, const Nexar__CtlReply *r)
     }
     nxc_table_print(&t, f, "");
     nxc_table_free(&t);
+    lanes_human(f, r);
     for (size_t i = 0; i < r->n_peers; i++) {
         const Nexar__PeerInfo *p = r->peers[i];
         if (p->reason && *p->reason && !strcmp(str(p->state), "lost"))

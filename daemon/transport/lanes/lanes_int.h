@@ -28,7 +28,8 @@
 #define NX_LPOOL_BYTES (512u << 20)
 
 enum nx_lcmd_kind {
-    NX_LC_SEND, NX_LC_ADOPT, NX_LC_CLOSE, NX_LC_FORGET, NX_LC_RELOAD, NX_LC_RESUME, NX_LC_STOP
+    NX_LC_SEND, NX_LC_ADOPT, NX_LC_CLOSE, NX_LC_FORGET, NX_LC_RELOAD, NX_LC_RESUME,
+    NX_LC_STATS, NX_LC_STOP
 };
 
 struct nx_lcmd {
@@ -39,6 +40,7 @@ struct nx_lcmd {
     void *msg;                  /* SEND: from nx_quic_msg_new, the lane's from here */
     char addr[NX_TADDR_MAX];    /* ADOPT: the peer's address on this lane */
     char reason[100];           /* CLOSE */
+    uint64_t seq;               /* STATS: answered in nx_lane.stat under this number */
 };
 
 enum nx_levt_kind { NX_LE_MSG, NX_LE_SENT, NX_LE_UP, NX_LE_LOST };
@@ -74,10 +76,12 @@ struct nx_lane {
     pthread_t th;
     struct nx_transport *t;     /* this lane's QUIC endpoint */
     pthread_mutex_t mu;
-    pthread_cond_t cv;          /* reload: the loop thread waits for the lane's answer */
+    pthread_cond_t cv;          /* reload, stats: the loop thread waits for the answer */
     struct nx_lcmd *head, *tail;
     int reload_done, reload_rv, rolled;
     char reload_err[256];
+    struct nx_tpeer_lane stat;  /* STATS: the answer to the request stat_seq */
+    uint64_t stat_seq;
     struct nx_lrec *recs;       /* lane thread only */
     /* Bytes of messages handed to the loop thread and not yet consumed there.  Past the
      * lanes' limit the lane stops reading its socket, until the loop thread has taken
@@ -111,6 +115,7 @@ struct nx_lanes {
     struct nx_levt *ev_head, *ev_tail;
     struct nx_lpeer *peers;
     uint64_t next_id;
+    uint64_t stat_seq;          /* the last STATS request's number */
     size_t rx_limit;            /* NX_LANES_RX_LIMIT, or what nx_lanes_set_rx_limit says */
     atomic_int stopping;        /* destroy: post nothing more to the lanes */
 };

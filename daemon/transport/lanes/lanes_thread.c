@@ -273,6 +273,23 @@ static void do_reload(struct nx_lane *ln)
     pthread_mutex_unlock(&ln->mu);
 }
 
+/* One peer's connection on this lane, for nexarctl: the loop thread waits for it. */
+static void do_stats(struct nx_lane *ln, struct nx_lcmd *c)
+{
+    struct nx_tpeer_lane out = {.state = NX_TPEER_CONNECTING};
+    struct nx_lrec *r = rec_by_id(ln, c->id);
+    if (r && r->qp) {
+        struct nx_tpeer_stats s;
+        ln->t->ops->stats(r->qp, &s);
+        out = nx_tpeer_lane_of(&s);
+    }
+    pthread_mutex_lock(&ln->mu);
+    ln->stat = out;
+    ln->stat_seq = c->seq;
+    pthread_cond_signal(&ln->cv);
+    pthread_mutex_unlock(&ln->mu);
+}
+
 static void close_walk(uv_handle_t *h, void *arg)
 {
     (void)arg;
@@ -320,6 +337,9 @@ static void wake_cb(uv_async_t *h)
             break;
         case NX_LC_RELOAD:
             do_reload(ln);
+            break;
+        case NX_LC_STATS:
+            do_stats(ln, c);
             break;
         case NX_LC_RESUME:
             atomic_store(&ln->resume_posted, 0);

@@ -369,6 +369,37 @@ static void lanes_stats(struct nx_tpeer *tp, struct nx_tpeer_stats *o)
         snprintf(o->reason, sizeof(o->reason), "%s", p->reason);
 }
 
+/* Lane 0 from its endpoint here; the others asked on their threads, all at once, then
+ * waited for (a lane answers between two turns of its loop). */
+static uint32_t lanes_lanes(struct nx_tpeer *tp, struct nx_tpeer_lane *out, uint32_t max)
+{
+    struct nx_lpeer *p = (struct nx_lpeer *)tp;
+    struct nx_lanes *L = (struct nx_lanes *)tp->t;
+    uint32_t n = L->n < max ? L->n : max;
+    if (!n)
+        return 0;
+    struct nx_tpeer_stats s;
+    L->t0->ops->stats(p->p0, &s);
+    out[0] = nx_tpeer_lane_of(&s);
+    uint64_t seq = ++L->stat_seq;
+    for (uint32_t i = 1; i < n; i++) {
+        struct nx_lcmd *c = nx_xcalloc(1, sizeof(*c));
+        c->kind = NX_LC_STATS;
+        c->id = p->id;
+        c->seq = seq;
+        nx_lane_post(&L->lane[i], c);
+    }
+    for (uint32_t i = 1; i < n; i++) {
+        struct nx_lane *ln = &L->lane[i];
+        pthread_mutex_lock(&ln->mu);
+        while (ln->stat_seq != seq)
+            pthread_cond_wait(&ln->cv, &ln->mu);
+        out[i] = ln->stat;
+        pthread_mutex_unlock(&ln->mu);
+    }
+    return n;
+}
+
 static void lanes_each_peer(struct nx_transport *t, void (*fn)(struct nx_tpeer *, void *),
                             void *arg)
 {
@@ -417,6 +448,7 @@ static const struct nx_transport_ops lanes_ops = {
     .peer_forget = lanes_peer_forget,
     .progress = lanes_progress,
     .stats = lanes_stats,
+    .lanes = lanes_lanes,
     .each_peer = lanes_each_peer,
     .destroy = lanes_destroy,
 };
