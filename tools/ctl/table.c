@@ -75,8 +75,14 @@ char *nxc_fmt(const char *fmt, ...)
 
 const char *nxc_fmt_age(double s, char *buf, size_t len)
 {
+    /* A remote daemon's answer may hold anything: NaN and negatives are 0, and what
+     * would not fit an int's days says so rather than overflow the conversion. */
     if (!(s >= 0))
         s = 0;
+    if (s >= 86400.0 * 1e6) {
+        snprintf(buf, len, ">1000000d");
+        return buf;
+    }
     if (s < 60)
         snprintf(buf, len, "%.1fs", s);
     else if (s < 3600)
