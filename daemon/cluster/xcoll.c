@@ -99,6 +99,18 @@ static void part_ended(struct xpart *p, uint32_t status, const char *text)
     p->queued = true;
 }
 
+/* The collective channel of part k of op.  An op of one part (every small op) keeps
+ * channel 0, which rides lane 0, the loop thread's own connection: no hand-off between
+ * threads.  The parts of a larger op take channels 1-7 in turn, so that with quic_lanes
+ * the loop thread, which already makes the copy send() promises and the reductions,
+ * carries little of the bulk: 3 parts in 7 with 2 lanes, 1 in 7 with 4, none with 8
+ * (performance.md, "Which thread sets the pace with lanes").  With one connection the
+ * channels are only streams, and which one a part takes changes nothing. */
+static uint64_t part_channel(const struct nx_op *op, uint64_t k)
+{
+    return op->nchunks <= 1 ? 0 : 1 + k % (NX_XCOLL_CHANNELS - 1);
+}
+
 static int xop_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
 {
     struct xpart *p = arg;
@@ -128,7 +140,8 @@ static int xop_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
         iov[1] = (struct iovec){(void *)m->data, m->len};
     uint64_t token = m->token ? NX_TOKEN_XCOLL | (uint64_t)p->id << 32 | m->token : 0;
     /* All of a part's messages on one channel: the xop's own order holds (algo.h). */
-    int rv = nx_xcomm_send(c, m->dst, nx_xcomm_coll_channel(c, p->index), iov, n, token);
+    int rv = nx_xcomm_send(c, m->dst, nx_xcomm_coll_channel(c, part_channel(op, p->index)),
+                           iov, n, token);
     if (iov != stack)
         free(iov);
     return rv;

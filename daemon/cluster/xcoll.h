@@ -12,9 +12,10 @@
  * parts of the oldest XC_OPS_PER_COMM ops of a communicator, run at once; parts of
  * different communicators run independently, on their own transport channels.
  *
- * Channels: part k sends all its messages on the communicator's collective channel
- * k % NX_XCOLL_CHANNELS (xcomm.h), so that one large op spreads over channels (and over
- * the transport's connections, where it has several) while each part's messages keep the
+ * Channels: an op of one part sends on the communicator's collective channel 0, part k
+ * of a larger op all its messages on channel 1 + k % (NX_XCOLL_CHANNELS - 1) (xcomm.h,
+ * part_channel in xcoll.c), so that one large op spreads over channels (and over the
+ * transport's connections, where it has several) while each part's messages keep the
  * order its xop relies on.  Nothing else is ordered: parts, ops and notes on different
  * channels may overtake each other, and every message is placed by its header alone
  * (seq, offset -> op, part).  What an overtaking message meets here: data for an op or
