@@ -11,6 +11,10 @@
  *    byte verified; then `nexarctl peers` on each has the peer's 3 lanes, up, each with at
  *    least a sixth of the bytes sent or received, lane bytes and packets adding up to the
  *    peer's, and the table a row per lane; a one-connection peer has no lanes;
+ *  - on those two, 2 ranks of nexar-bench (results checked): 1000 all_reduces of 8 B move
+ *    nothing on lanes 1 and 2 (an op of one part keeps lane 0, the loop thread's), and
+ *    4 of 16 MiB (4 parts each, on channels 1-4) leave lane 0 at most 35 % of their bytes
+ *    (a quarter; half when part k took channel k);
  *    between a 3-lane daemon and a 1-lane one, both ways, NEXAR_ERR_PEER_LOST with the
  *    text that names both nodes and their counts.
  */
@@ -111,6 +115,84 @@ static void check_lanes(const struct cu_node *n, const char *other, long want,
     tj_free(v);
 }
 
+/* Bytes C has sent to D on each of its lanes, from nexarctl --json peers; how many. */
+static long lane_sent(const struct cu_node *n, const char *other, uint64_t *out, long max)
+{
+    int rc = 0;
+    struct tj *v = tl_ctl_json(cu_out(), n->d.sock, "peers", &rc);
+    long np = v ? tj_len(v, "peers") : -1, nl = -1;
+    for (long i = 0; i < np && nl < 0; i++) {
+        char path[96];
+        snprintf(path, sizeof(path), "peers[%ld].addr", i);
+        if (!tj_str(v, path) || strcmp(tj_str(v, path), other))
+            continue;
+        snprintf(path, sizeof(path), "peers[%ld].lanes", i);
+        nl = tj_len(v, path);
+        for (long k = 0; k < nl && k < max; k++) {
+            snprintf(path, sizeof(path), "peers[%ld].lanes[%ld].bytes_sent", i, k);
+            if (tj_u64(v, path, &out[k]) != 0)
+                nl = -1;
+        }
+    }
+    tj_free(v);
+    return nl;
+}
+
+/* 2 ranks of nexar-bench, rank 0 on a (the coordinator), rank 1 on b: exit 0 of both. */
+static int bench(const struct cu_node *a, const struct cu_node *b, const char *size,
+                 const char *iters)
+{
+    const char *nb = getenv("NEXAR_BENCH");
+    const char *args[] = {nb, "-t", "all_reduce", "-b", size, "-e", size, "-n", iters,
+                          "-w", "1", "-c", "1", NULL};
+    char job[64];
+    hx_job_name(job, sizeof(job), "lanes");
+    pid_t p0 = cu_rank_exec(a->d.sock, a->addr, job, 0, 2, 60, args, NULL, NULL);
+    pid_t p1 = cu_rank_exec(b->d.sock, a->addr, job, 1, 2, 60, args, NULL, NULL);
+    int e0 = p0 > 0 ? cu_wait_exit(p0, 90) : -1, e1 = p1 > 0 ? cu_wait_exit(p1, 90) : -1;
+    EXPECT_TRUE(fails, e0 == 0 && e1 == 0, "nexar-bench all_reduce of %s across the lanes: "
+                "ranks exited %d and %d", size, e0, e1);
+    return e0 == 0 && e1 == 0 ? 0 : -1;
+}
+
+/* Which lanes a collective's parts ride (xcoll.c, part_channel). */
+static void lanes_of_collectives(const struct cu_node *C, const struct cu_node *D)
+{
+    uint64_t s0[3] = {0}, s1[3] = {0}, s2[3] = {0};
+    if (!getenv("NEXAR_BENCH")) {
+        tl_log("FAIL: $NEXAR_BENCH is not set (run through meson test)");
+        fails++;
+        return;
+    }
+    long n = lane_sent(C, D->addr, s0, 3);
+    if (bench(C, D, "8", "1000") < 0)
+        return;
+    long n1 = lane_sent(C, D->addr, s1, 3);
+    if (bench(C, D, "16M", "4") < 0)
+        return;
+    long n2 = lane_sent(C, D->addr, s2, 3);
+    EXPECT_TRUE(fails, n == 3 && n1 == 3 && n2 == 3, "lanes of %s on %s: %ld, %ld, %ld",
+                D->addr, C->addr, n, n1, n2);
+    uint64_t d1[3], d2[3], t2 = 0;
+    for (int k = 0; k < 3; k++) {
+        d1[k] = s1[k] - s0[k];
+        d2[k] = s2[k] - s1[k];
+        t2 += d2[k];
+    }
+    tl_log("8 B all_reduces: %llu / %llu / %llu bytes on lanes 0 / 1 / 2; 16 MiB ones: "
+           "%llu / %llu / %llu", (unsigned long long)d1[0], (unsigned long long)d1[1],
+           (unsigned long long)d1[2], (unsigned long long)d2[0], (unsigned long long)d2[1],
+           (unsigned long long)d2[2]);
+    EXPECT_TRUE(fails, d1[0] >= 1000 * 8 && d1[1] == 0 && d1[2] == 0,
+                "1000 all_reduces of 8 B: %llu / %llu / %llu bytes on lanes 0 / 1 / 2, "
+                "expected all on lane 0", (unsigned long long)d1[0],
+                (unsigned long long)d1[1], (unsigned long long)d1[2]);
+    EXPECT_TRUE(fails, t2 >= 4 * (8u << 20) && d2[1] > 0 && d2[2] > 0 &&
+                d2[0] <= t2 * 35 / 100, "4 all_reduces of 16 MiB: %llu / %llu / %llu bytes "
+                "on lanes 0 / 1 / 2, expected lane 0 at most 35 %%", (unsigned long long)d2[0],
+                (unsigned long long)d2[1], (unsigned long long)d2[2]);
+}
+
 int main(void)
 {
     cu_init("peertest");
@@ -153,6 +235,7 @@ int main(void)
                     strstr(out, row), "nexarctl peers on a 3-lane node: exit %d, no row "
                     "\"%s\":\n%s", rc, row, out);
         fprintf(stderr, "%s", out);
+        lanes_of_collectives(&C, &D);
         struct {
             struct cu_node *from, *to, *one, *more;
         } mix[] = {{&C, &A, &A, &C}, {&A, &D, &A, &D}};
