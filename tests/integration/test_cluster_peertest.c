@@ -13,7 +13,7 @@
  *    peer's, and the table a row per lane; a one-connection peer has no lanes;
  *  - on those two, 2 ranks of nexar-bench (results checked): 1000 all_reduces of 8 B move
  *    nothing on lanes 1 and 2 (an op of one part keeps lane 0, the loop thread's), and
- *    4 of 16 MiB (4 parts each, on channels 1-4) leave lane 0 at most 35 % of their bytes
+ *    5 of 16 MiB (4 parts each, on channels 1-4) leave lane 0 at most 35 % of their bytes
  *    (a quarter; half when part k took channel k);
  *    between a 3-lane daemon and a 1-lane one, both ways, NEXAR_ERR_PEER_LOST with the
  *    text that names both nodes and their counts.
@@ -61,6 +61,19 @@ static void run(struct cu_node *from, struct cu_node *to, const char *bytes, con
            json_num(out, "gbps"), dt);
 }
 
+/* The index of the peer at addr in a `nexarctl --json peers` answer, or -1. */
+static long peer_index(const struct tj *v, const char *addr)
+{
+    long np = v ? tj_len(v, "peers") : -1;
+    for (long i = 0; i < np; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "peers[%ld].addr", i);
+        if (tj_str(v, path) && !strcmp(tj_str(v, path), addr))
+            return i;
+    }
+    return -1;
+}
+
 /* `nexarctl --json peers` on n: its one peer other is carried by want lanes, up, and
  * what they moved (dir "sent" or "recv", at least min_each each) adds up to the peer's. */
 static void check_lanes(const struct cu_node *n, const char *other, long want,
@@ -68,16 +81,9 @@ static void check_lanes(const struct cu_node *n, const char *other, long want,
 {
     int rc = 0;
     struct tj *v = tl_ctl_json(cu_out(), n->d.sock, "peers", &rc);
-    long np = v ? tj_len(v, "peers") : -1;
-    long at = -1;
-    for (long i = 0; i < np && at < 0; i++) {
-        char path[64];
-        snprintf(path, sizeof(path), "peers[%ld].addr", i);
-        if (tj_str(v, path) && !strcmp(tj_str(v, path), other))
-            at = i;
-    }
-    EXPECT_TRUE(fails, rc == 0 && at >= 0, "peers on %s: exit %d, %ld peers, %s not among "
-                "them", n->addr, rc, np, other);
+    long at = peer_index(v, other);
+    EXPECT_TRUE(fails, rc == 0 && at >= 0, "peers on %s: exit %d, %s not among its peers",
+                n->addr, rc, other);
     if (at < 0) {
         tj_free(v);
         return;
@@ -115,21 +121,19 @@ static void check_lanes(const struct cu_node *n, const char *other, long want,
     tj_free(v);
 }
 
-/* Bytes C has sent to D on each of its lanes, from nexarctl --json peers; how many. */
+/* The bytes n has sent to other on each lane (nexarctl --json peers); how many lanes, or
+ * -1 when the answer lacks them. */
 static long lane_sent(const struct cu_node *n, const char *other, uint64_t *out, long max)
 {
     int rc = 0;
     struct tj *v = tl_ctl_json(cu_out(), n->d.sock, "peers", &rc);
-    long np = v ? tj_len(v, "peers") : -1, nl = -1;
-    for (long i = 0; i < np && nl < 0; i++) {
+    long at = peer_index(v, other), nl = -1;
+    if (at >= 0) {
         char path[96];
-        snprintf(path, sizeof(path), "peers[%ld].addr", i);
-        if (!tj_str(v, path) || strcmp(tj_str(v, path), other))
-            continue;
-        snprintf(path, sizeof(path), "peers[%ld].lanes", i);
+        snprintf(path, sizeof(path), "peers[%ld].lanes", at);
         nl = tj_len(v, path);
         for (long k = 0; k < nl && k < max; k++) {
-            snprintf(path, sizeof(path), "peers[%ld].lanes[%ld].bytes_sent", i, k);
+            snprintf(path, sizeof(path), "peers[%ld].lanes[%ld].bytes_sent", at, k);
             if (tj_u64(v, path, &out[k]) != 0)
                 nl = -1;
         }
@@ -188,7 +192,7 @@ static void lanes_of_collectives(const struct cu_node *C, const struct cu_node *
                 "expected all on lane 0", (unsigned long long)d1[0],
                 (unsigned long long)d1[1], (unsigned long long)d1[2]);
     EXPECT_TRUE(fails, t2 >= 4 * (8u << 20) && d2[1] > 0 && d2[2] > 0 &&
-                d2[0] <= t2 * 35 / 100, "4 all_reduces of 16 MiB: %llu / %llu / %llu bytes "
+                d2[0] <= t2 * 35 / 100, "5 all_reduces of 16 MiB: %llu / %llu / %llu bytes "
                 "on lanes 0 / 1 / 2, expected lane 0 at most 35 %%", (unsigned long long)d2[0],
                 (unsigned long long)d2[1], (unsigned long long)d2[2]);
 }
