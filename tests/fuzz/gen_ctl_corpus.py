@@ -9,7 +9,8 @@ Protobuf is encoded by hand so that the script needs nothing beyond Python.  Run
 after a change to the reports in nexar.proto.
 """
 import os
-import struct
+
+from gen_corpus import f_bytes, f_double, f_packed, f_varint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "fuzz_ctl_reply")
@@ -17,42 +18,16 @@ STATUS, JOBS, COMMS, OPS, STATS, PEERS, CONFIG, RELOAD = range(8)
 U64 = (1 << 64) - 1
 
 
-def varint(v):
-    v &= U64
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def f_varint(field, v):
-    return varint(field << 3 | 0) + varint(v)
-
-
-def f_bytes(field, b):
-    if isinstance(b, str):
-        b = b.encode()
-    return varint(field << 3 | 2) + varint(len(b)) + b
-
-
-def f_double(field, v):
-    return varint(field << 3 | 1) + struct.pack("<d", v)
-
-
-def f_packed(field, values):
-    return f_bytes(field, b"".join(varint(v) for v in values))
+def f_int64(field, v):
+    """An int64 field: negative values as their two's complement (10 bytes)."""
+    return f_varint(field, v & U64)
 
 
 def status_info(uptime=3600.5, cert_end=1800000000, subject="O=nexar, CN=node0"):
     return (f_bytes(1, "0.1.0") + f_varint(2, 4242) + f_double(3, uptime) + f_varint(4, 2)
             + f_varint(5, 1) + f_varint(6, 1) + f_varint(7, 64 << 20) + f_varint(8, 30 << 20)
             + f_bytes(9, "/run/nexar/nexard.sock") + f_varint(10, 1 << 20)
-            + f_varint(11, cert_end) + f_bytes(12, subject))
+            + f_int64(11, cert_end) + f_bytes(12, subject))
 
 
 def rank(r, state="active"):
@@ -101,7 +76,7 @@ def peer(addr="10.0.0.2:7000", state="up", since=12.5, rtt=0.31, lanes=0,
          + f_varint(11, 49000) + f_varint(12, 3) + f_varint(13, 64) + f_varint(14, 64)
          + f_varint(15, 0) + f_varint(16, 2) + f_bytes(17, "TLS_AES_128_GCM_SHA256")
          + f_bytes(18, reason) + f_double(19, since) + f_varint(20, 1)
-         + f_bytes(21, "train") + f_varint(22, cert_end) + f_varint(23, 1)
+         + f_bytes(21, "train") + f_int64(22, cert_end) + f_varint(23, 1)
          + f_varint(24, 1))
     for i in range(lanes):
         m += f_bytes(25, lane(i))
@@ -127,7 +102,7 @@ SEEDS = {
     "ops": (OPS, reply(f_bytes(6, op()), f_bytes(6, op(1e300)))),
     "ops_nan": (OPS, reply(f_bytes(6, op(float("nan"))))),
     "stats": (STATS, reply(f_bytes(7, stats()))),
-    "stats_max": (STATS, reply(f_bytes(7, b"".join(f_varint(i, U64) for i in range(1, 14))))),
+    "stats_max": (STATS, reply(f_bytes(7, b"".join(f_int64(i, -1) for i in range(1, 14))))),
     "peers": (PEERS, reply(f_bytes(10, "10.0.0.1:7000"), f_bytes(8, peer()))),
     "peers_lanes": (PEERS, reply(f_bytes(10, "10.0.0.1:7000"), f_bytes(8, peer(lanes=4)),
                                  f_bytes(8, peer("[::1]:7001", "lost", reason="idle timeout")))),
