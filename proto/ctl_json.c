@@ -156,6 +156,29 @@ static void ops_json(struct nx_json *j, const Nexar__CtlReply *r)
     nx_json_arr_end(j);
 }
 
+/* A peer's connections with quic_lanes > 1, lane 0 first; [] for one connection. */
+static void lanes_json(struct nx_json *j, const Nexar__PeerInfo *p)
+{
+    nx_json_arr_begin(j, "lanes");
+    for (size_t k = 0; k < p->n_lanes; k++) {
+        const Nexar__LaneInfo *l = p->lanes[k];
+        nx_json_obj_begin(j, NULL);
+        nx_json_u64(j, "lane", l->lane);
+        nx_json_str(j, "state", l->state);
+        nx_json_double(j, "rtt_ms", l->rtt_ms);
+        nx_json_u64(j, "cwnd", l->cwnd);
+        nx_json_u64(j, "bytes_sent", l->bytes_sent);
+        nx_json_u64(j, "bytes_recv", l->bytes_recv);
+        nx_json_u64(j, "pkts_sent", l->pkts_sent);
+        nx_json_u64(j, "pkts_recv", l->pkts_recv);
+        nx_json_u64(j, "pkts_lost", l->pkts_lost);
+        nx_json_u64(j, "queued_bytes", l->queued_bytes);
+        nx_json_u64(j, "streams_open", l->streams_open);
+        nx_json_obj_end(j);
+    }
+    nx_json_arr_end(j);
+}
+
 static void peers_json(struct nx_json *j, const Nexar__CtlReply *r)
 {
     nx_json_str(j, "listen", r->listen && *r->listen ? r->listen : NULL);
@@ -187,24 +210,7 @@ static void peers_json(struct nx_json *j, const Nexar__CtlReply *r)
         nx_json_str(j, "reason", p->reason);
         nx_json_u64(j, "version", p->version);
         strs_json(j, "jobs", p->jobs, p->n_jobs);
-        nx_json_arr_begin(j, "lanes");
-        for (size_t k = 0; k < p->n_lanes; k++) {
-            const Nexar__LaneInfo *l = p->lanes[k];
-            nx_json_obj_begin(j, NULL);
-            nx_json_u64(j, "lane", l->lane);
-            nx_json_str(j, "state", l->state);
-            nx_json_double(j, "rtt_ms", l->rtt_ms);
-            nx_json_u64(j, "cwnd", l->cwnd);
-            nx_json_u64(j, "bytes_sent", l->bytes_sent);
-            nx_json_u64(j, "bytes_recv", l->bytes_recv);
-            nx_json_u64(j, "pkts_sent", l->pkts_sent);
-            nx_json_u64(j, "pkts_recv", l->pkts_recv);
-            nx_json_u64(j, "pkts_lost", l->pkts_lost);
-            nx_json_u64(j, "queued_bytes", l->queued_bytes);
-            nx_json_u64(j, "streams_open", l->streams_open);
-            nx_json_obj_end(j);
-        }
-        nx_json_arr_end(j);
+        lanes_json(j, p);
         nx_json_obj_end(j);
     }
     nx_json_arr_end(j);
