@@ -2,10 +2,11 @@
  * lanes_int.h - the lanes' internals (transport_lanes.c on the loop thread, lanes_thread.c
  * on each lane's thread).
  *
- * The threads share nothing but two kinds of queue, each a mutex-held list with a libuv
- * async handle to wake its reader: commands from the loop thread to a lane (send, close,
- * forget, adopt, reload, stop) and events from the lanes to the loop thread (message,
- * sent, up, lost).  A peer incarnation is named across them by an id the loop thread
+ * The threads share two kinds of queue, each a mutex-held list with a libuv async handle
+ * to wake its reader: commands from the loop thread to a lane (send, close, forget,
+ * adopt, reload, resume, stats, stop) and events from the lanes to the loop thread
+ * (message, sent, up, lost); besides them only the buffer pool, the hand-off counters
+ * and the answers to reload and stats, which the loop thread waits for.  A peer incarnation is named across them by an id the loop thread
  * gives it and never reuses, so an event about a peer forgotten meanwhile finds nothing
  * and is dropped.  Each queue is first in, first out: after a lane handled "forget id",
  * no event of its about id follows.
