@@ -96,6 +96,8 @@ SEEDS = {
     "status_absent": (STATUS, b""),
     "status_extremes": (STATUS, reply(f_bytes(3, status_info(
         uptime=float("inf"), cert_end=-(1 << 62), subject="\x1b[31mCN=\xff\xfe")))),
+    # The fuzz phase found this one: end - now overflowed in the "ROTATE IT SOON" test.
+    "status_cert_int64_min": (STATUS, reply(f_bytes(3, status_info(cert_end=-(1 << 63))))),
     "jobs": (JOBS, reply(f_bytes(4, job()), f_bytes(4, job("local", ())))),
     "jobs_hostile": (JOBS, reply(f_bytes(4, job("a\nFORGED LINE\x7f\xc0\xaf", ("x" * 300,))))),
     "comms": (COMMS, reply(f_bytes(5, comm()), f_bytes(5, comm("failed: rank 1 gone")))),
@@ -109,6 +111,7 @@ SEEDS = {
     "peers_extremes": (PEERS, reply(f_bytes(10, "10.0.0.1:7000"), f_bytes(8, peer(
         since=1e300, rtt=-1.0, lanes=2, cert_end=(1 << 62))), f_bytes(8, peer(
         since=float("-inf"), rtt=float("nan"), cert_end=-5)))),
+    "peers_cert_int64_min": (PEERS, reply(f_bytes(8, peer(cert_end=-(1 << 63))))),
     "peers_no_network": (PEERS, reply()),
     "config": (CONFIG, reply(f_bytes(11, config_entry("slot_bytes", "4194304")),
                              f_bytes(11, config_entry("quic_lanes", "4", "config file")),
