@@ -107,6 +107,11 @@ const char *nx_cert_time(time_t t, char *buf, size_t len)
     return buf;
 }
 
+int nx_cert_ends_soon(time_t end, time_t now)
+{
+    return difftime(end, now) < NX_CERT_WARN_S;
+}
+
 const char *nx_cert_left(time_t end, time_t now, char *buf, size_t len)
 {
     double s = difftime(end, now), a = s < 0 ? -s : s;

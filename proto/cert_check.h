@@ -56,6 +56,10 @@ int nx_cert_check_peer(gnutls_session_t s, gnutls_certificate_credentials_t cred
  * status and peers say so. */
 #define NX_CERT_WARN_S (14 * 86400)
 
+/* Whether a proof that ends at end is within NX_CERT_WARN_S of it (or past it) at now.
+ * end may be any value a peer or a remote daemon sent: no overflow. */
+int nx_cert_ends_soon(time_t end, time_t now);
+
 /* How far end is from now: "in 3.0 days", "in 5.2 hours", "5.2 hours ago"; returns buf. */
 const char *nx_cert_left(time_t end, time_t now, char *buf, size_t len);
 

@@ -27,7 +27,7 @@ static void check(double now, int at_start)
     if (at_start)
         NX_INFO("cluster", "this node's certificate (%s, tls_cert %s) proves it until %s (%s)",
                 subject, nxd.cfg.tls_cert ? nxd.cfg.tls_cert : "?", when, in);
-    if (end - wall >= NX_CERT_WARN_S || (cw.last_warn && now - cw.last_warn < WARN_EVERY_S))
+    if (!nx_cert_ends_soon(end, wall) || (cw.last_warn && now - cw.last_warn < WARN_EVERY_S))
         return;
     cw.last_warn = now;
     if (end <= wall)

@@ -112,7 +112,7 @@ void nxc_peers_human(FILE *f, const Nexar__CtlReply *r)
         if (p->reason && *p->reason && !strcmp(str(p->state), "lost"))
             fprintf(f, "%s lost: %s\n", p->addr, p->reason);
         time_t end = (time_t)p->cert_not_after, now = time(NULL);
-        if (end && difftime(end, now) < NX_CERT_WARN_S) { /* end may be any int64 */
+        if (end && nx_cert_ends_soon(end, now)) {
             char when[40], in[40];
             fprintf(f, "%s certificate proof ends at %s (%s)\n", p->addr,
                     nx_cert_time(end, when, sizeof(when)), nx_cert_left(end, now, in, sizeof(in)));

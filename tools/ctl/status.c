@@ -38,7 +38,7 @@ void nxc_status_human(FILE *f, const Nexar__CtlReply *r)
                                   s->cert_subject && *s->cert_subject ? s->cert_subject : "?",
                                   nx_cert_time(end, when, sizeof(when)),
                                   nx_cert_left(end, now, in, sizeof(in)),
-                                  difftime(end, now) < NX_CERT_WARN_S ? ": ROTATE IT SOON" : ""));
+                                  nx_cert_ends_soon(end, now) ? ": ROTATE IT SOON" : ""));
     }
     nxc_table_print(&t, f, "  ");
     nxc_table_free(&t);

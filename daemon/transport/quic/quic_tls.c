@@ -101,7 +101,7 @@ static int verify_cb(gnutls_session_t s)
         time_t now = time(NULL), left = end - now;
         c->cert_end = end;
         c->cert_deadline = nx_qnow() + (ngtcp2_tstamp)(left > 0 ? left : 0) * NGTCP2_SECONDS;
-        if (left < NX_CERT_WARN_S && !c->inspector) {
+        if (nx_cert_ends_soon(end, now) && !c->inspector) {
             char when[40], in[40];
             NX_WARN("quic", "%s: its certificate proof ends at %s, %s; connections with it end "
                     "then, and it must rotate its certificate (docs/operations.md, Rotation)",
