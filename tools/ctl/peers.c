@@ -39,6 +39,20 @@ static const char *since(double s, char *buf, size_t len)
     return s > 0 ? nxc_fmt_age(s, buf, len) : "-";
 }
 
+/* The columns RTT, CWND, SENT, RECEIVED, PKTS OUT/IN and LOST, alike in both tables. */
+static void traffic_cells(struct nxc_table *t, double rtt_ms, uint64_t cwnd, uint64_t sent,
+                          uint64_t recv, uint64_t pkts_sent, uint64_t pkts_recv,
+                          uint64_t pkts_lost)
+{
+    char b[32];
+    nxc_table_add(t, nxc_fmt("%.2f ms", rtt_ms));
+    nxc_table_add(t, nxt_xstrdup(nxt_fmt_bytes(cwnd, b, sizeof(b))));
+    nxc_table_add(t, nxt_xstrdup(nxt_fmt_bytes(sent, b, sizeof(b))));
+    nxc_table_add(t, nxt_xstrdup(nxt_fmt_bytes(recv, b, sizeof(b))));
+    nxc_table_add(t, nxc_fmt("%" PRIu64 "/%" PRIu64, pkts_sent, pkts_recv));
+    nxc_table_add(t, nxc_fmt("%" PRIu64, pkts_lost));
+}
+
 /* Peers carried by several connections (quic_lanes): a row per lane.  The table above
  * shows lane 0's RTT and window, and the sums of the rest. */
 static void lanes_human(FILE *f, const Nexar__CtlReply *r)
@@ -49,7 +63,7 @@ static void lanes_human(FILE *f, const Nexar__CtlReply *r)
     if (!any)
         return;
     struct nxc_table t;
-    char b1[32], b2[32];
+    char b[32];
     nxc_table_init(&t, 11, "PEER", "LANE", "STATE", "RTT", "CWND", "SENT", "RECEIVED",
                    "PKTS OUT/IN", "LOST", "QUEUED", "STREAMS");
     for (size_t i = 0; i < r->n_peers; i++) {
@@ -59,13 +73,9 @@ static void lanes_human(FILE *f, const Nexar__CtlReply *r)
             nxc_table_add(&t, nxt_xstrdup(str(p->addr)));
             nxc_table_add(&t, nxc_fmt("%u", l->lane));
             nxc_table_add(&t, nxt_xstrdup(str(l->state)));
-            nxc_table_add(&t, nxc_fmt("%.2f ms", l->rtt_ms));
-            nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(l->cwnd, b1, sizeof(b1))));
-            nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(l->bytes_sent, b1, sizeof(b1))));
-            nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(l->bytes_recv, b2, sizeof(b2))));
-            nxc_table_add(&t, nxc_fmt("%" PRIu64 "/%" PRIu64, l->pkts_sent, l->pkts_recv));
-            nxc_table_add(&t, nxc_fmt("%" PRIu64, l->pkts_lost));
-            nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(l->queued_bytes, b1, sizeof(b1))));
+            traffic_cells(&t, l->rtt_ms, l->cwnd, l->bytes_sent, l->bytes_recv, l->pkts_sent,
+                          l->pkts_recv, l->pkts_lost);
+            nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(l->queued_bytes, b, sizeof(b))));
             nxc_table_add(&t, nxc_fmt("%u", l->streams_open));
         }
     }
@@ -86,7 +96,7 @@ void nxc_peers_human(FILE *f, const Nexar__CtlReply *r)
         return;
     }
     struct nxc_table t;
-    char b1[32], b2[32], age[32];
+    char age[32];
     nxc_table_init(&t, 12, "PEER", "STATE", "SINCE", "DIR", "RTT", "CWND", "SENT", "RECEIVED",
                    "PKTS OUT/IN", "LOST", "STREAMS", "CIPHER");
     for (size_t i = 0; i < r->n_peers; i++) {
@@ -95,12 +105,8 @@ void nxc_peers_human(FILE *f, const Nexar__CtlReply *r)
         nxc_table_add(&t, nxt_xstrdup(str(p->state)));
         nxc_table_add(&t, nxt_xstrdup(since(p->since_s, age, sizeof(age))));
         nxc_table_add(&t, nxt_xstrdup(p->inbound ? "in" : "out"));
-        nxc_table_add(&t, nxc_fmt("%.2f ms", p->rtt_ms));
-        nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(p->cwnd, b1, sizeof(b1))));
-        nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(p->bytes_sent, b1, sizeof(b1))));
-        nxc_table_add(&t, nxt_xstrdup(nxt_fmt_bytes(p->bytes_recv, b2, sizeof(b2))));
-        nxc_table_add(&t, nxc_fmt("%" PRIu64 "/%" PRIu64, p->pkts_sent, p->pkts_recv));
-        nxc_table_add(&t, nxc_fmt("%" PRIu64, p->pkts_lost));
+        traffic_cells(&t, p->rtt_ms, p->cwnd, p->bytes_sent, p->bytes_recv, p->pkts_sent,
+                      p->pkts_recv, p->pkts_lost);
         nxc_table_add(&t, nxc_fmt("%u", p->streams_open));
         nxc_table_add(&t, nxt_xstrdup(str(p->cipher)));
     }
