@@ -190,7 +190,7 @@ int nx_quic_send_built(struct nx_tpeer *tp, uint64_t channel, void *msg, uint64_
 {
     struct nx_qpeer *p = (struct nx_qpeer *)tp;
     if (!sendable(p)) {
-        nx_bufpool_put(p->q->bufs, msg, ((struct nx_qmsg *)msg)->cap);
+        nx_quic_msg_free(p->q->bufs, msg);
         return -ENOTCONN;
     }
     int rv = nx_qstream_send_built(p, channel, msg, token);
