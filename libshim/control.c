@@ -194,6 +194,7 @@ static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
     m.coord_guessed = env->coord_guessed;
     m.algo = (char *)env->algo;
     m.joiner = env->joiner;
+    m.peer_reads = env->peer_reads && !env->joiner;
     if (env->joiner)
         m.rank = m.world_size = m.local_rank = 0;
     nexar_status_t s = send_msg(j->sock, NX_MSG_JOIN, &m.base, env->socket);
@@ -216,9 +217,12 @@ static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
     if (r->status != 0) {
         s = nx_status_from_wire(r->status);
         nx_fail(s, "%s", r->error && *r->error ? r->error : nexar_strerror(s));
-    } else if (nfds != 3) {
+    } else if (r->pull_count == 1 || r->pull_count > NX_PULL_MAX_RANKS ||
+               (r->pull_count && r->pull_index >= r->pull_count) ||
+               nfds != 3 + (r->pull_count ? (int)r->pull_count - 1 : 0)) {
         s = nx_fail(NEXAR_ERR_INTERNAL,
-                    "nexar_init: nexard's JOIN reply carried %d file descriptors, not 3", nfds);
+                    "nexar_init: nexard's JOIN reply carried %d file descriptors for %u peer "
+                    "segments (index %u)", nfds, r->pull_count, r->pull_index);
     } else if (r->size == 0 || r->rank >= r->size || r->segment_bytes == 0) {
         s = nx_fail(NEXAR_ERR_INTERNAL,
                     "nexar_init: nexard's JOIN reply is inconsistent (rank %u of %u, %llu "
@@ -228,6 +232,10 @@ static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
         j->memfd = fds[0];
         j->sq_efd = fds[1];
         j->cq_efd = fds[2];
+        j->pull_count = r->pull_count;
+        j->pull_index = r->pull_index;
+        for (uint32_t i = 0, k = 3; i < r->pull_count; i++)
+            j->pull_fds[i] = i == r->pull_index ? -1 : fds[k++];
         nfds = 0;
         j->client_id = r->client_id;
         j->world_comm = r->world_comm;
@@ -248,6 +256,8 @@ nexar_status_t nx_control_join(const struct nx_env *env, struct nx_join *j)
 {
     nexar_status_t s;
     *j = (struct nx_join){.sock = -1, .memfd = -1, .sq_efd = -1, .cq_efd = -1};
+    for (size_t i = 0; i < NX_PULL_MAX_RANKS; i++)
+        j->pull_fds[i] = -1;
     if ((s = connect_daemon(env, &j->sock)) != NEXAR_OK)
         return s;
     if ((s = hello(j->sock, env, j)) != NEXAR_OK)

@@ -175,6 +175,13 @@ static nexar_status_t read_misc(struct nx_env *e, const struct nx_env_source *sr
                        sizeof(e->algo) - 1);
     if (!v)
         e->algo[0] = '\0';
+    /* Peer reads (shm_abi.h) are on unless NEXAR_PEER_READS=0: for a comparison, or a
+     * rank that must not map its peers' slots. */
+    v = env("NEXAR_PEER_READS");
+    if (v && strcmp(v, "0") && strcmp(v, "1"))
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_init: NEXAR_PEER_READS=\"%s\" is not 0 or 1",
+                       v);
+    e->peer_reads = !v || !strcmp(v, "1");
     return NEXAR_OK;
 }
 

@@ -50,10 +50,16 @@ nexar_status_t nexar_init(nexar_comm_t **world)
         goto out;
     s = nx_control_map(&j);
     close_fd(&j.memfd); /* the mapping keeps the segment */
+    if (s == NEXAR_OK && (s = nx_pull_map(&j)) != NEXAR_OK) {
+        munmap(nx_S.seg, (size_t)nx_S.seg_bytes);
+        nx_S.seg = NULL;
+    }
+    for (uint32_t i = 0; i < j.pull_count; i++)
+        close_fd(&j.pull_fds[i]); /* the mappings keep the peers' segments */
     if (s != NEXAR_OK)
         goto fail_fds;
     if (nx_req_init() < 0)
-        goto fail_nomem_map;
+        goto fail_nomem_req; /* it frees what it took */
     if (nx_arena_init(nx_S.hdr.heap_bytes) < 0)
         goto fail_nomem_req;
     nx_list_init(&nx_S.active);
@@ -88,8 +94,8 @@ fail_nomem_arena:
     nx_arena_fini();
 fail_nomem_req:
     nx_req_fini();
-fail_nomem_map:
     s = nx_fail(NEXAR_ERR_NOMEM, "nexar_init: out of memory");
+    nx_pull_unmap();
     munmap(nx_S.seg, (size_t)nx_S.seg_bytes);
     nx_S.seg = NULL;
 fail_fds:
@@ -199,6 +205,7 @@ nexar_status_t nexar_finalize(void)
     nx_S.world = NULL;
     nx_arena_fini();
     nx_req_fini();
+    nx_pull_unmap();
     munmap(nx_S.seg, (size_t)nx_S.seg_bytes);
     nx_S.seg = NULL;
     nx_S.seg_bytes = 0;

@@ -145,7 +145,8 @@ void nx_progress_wait(struct nexar_request *r)
 {
     for (;;) {
         nx_progress();
-        if (r->complete || nx_S.dead)
+        /* Not before our peer-read notices are out: other ranks' ops wait on them. */
+        if ((r->complete && !nx_S.pulled_n) || nx_S.dead)
             return;
         if (nx_S.poller) {
             /* Another thread sleeps on the doorbell; it wakes us when it returns. */

@@ -111,11 +111,16 @@ int nx_req_init(void)
         nx_S.slot_cap = NX_MAX_SLOTS_PER_STREAM;
     nx_S.recv_held = 0;
     nx_S.recv_cap = n > 1 ? n / 2 : 1;
-    return 0;
+    nx_S.pulled_n = 0;
+    nx_S.pulled_q = calloc(n ? n : 1, sizeof(*nx_S.pulled_q));
+    return nx_S.pulled_q ? 0 : -1;
 }
 
 void nx_req_fini(void)
 {
+    free(nx_S.pulled_q);
+    nx_S.pulled_q = NULL;
+    nx_S.pulled_n = 0;
     free(nx_S.slots);
     free(nx_S.reqtab);
     free(nx_S.reqgen);
@@ -147,6 +152,7 @@ static void slot_release(struct nx_slot *sl)
     if (sl->req->tmpl.kind == NX_K_RECV)
         nx_S.recv_held--;
     sl->req = NULL;
+    sl->pulled = false;
     sl->gen = (sl->gen + 1) & GEN_MASK;
     sl->next_free = nx_S.free_head;
     nx_S.free_head = i;
@@ -524,6 +530,8 @@ void nx_pump(void)
     uint32_t space = nx_ring_sq_space();
     if (nx_S.dead)
         return;
+    /* Ranks wait on these (pull.c): before anything new. */
+    space -= nx_pull_flush(space);
     bool again = true;
     while (again) {
         again = false;
@@ -592,8 +600,20 @@ void nx_req_on_cqe(const struct nx_cqe *e)
         char text[NX_ERR_TEXT_BYTES];
         nx_ring_err_text(e, text, sizeof(text));
         nx_req_fail(r, s, text);
+    } else if (sl && e->pull_n) {
+        /* Peer reads (pull.c): the chunk is this rank's to copy from its peers' slots. */
+        uint64_t out_rel;
+        chunk_len(r, sl->chunk, &out_rel);
+        nx_pull_copy(r, sl, e, slot_base((uint32_t)(sl - nx_S.slots)) + out_rel);
+        if (e->pull_hold) {
+            /* Others read this slot: it is nexard's until the second completion. */
+            sl->pulled = true;
+            r->inflight++;
+            return;
+        }
+        r->done_units++;
     } else if (sl) {
-        if (!r->failed)
+        if (!r->failed && !sl->pulled)
             copy_out(r, sl);
         r->done_units++;
     } else {

@@ -82,6 +82,7 @@ struct nx_env {
     char socket[108]; /* sizeof(sun_path) */
     char algo[256];   /* NEXAR_ALGO, "" when unset; the daemon checks it */
     bool joiner;      /* NEXAR_JOIN=1: joins a running job (nexar_comm_grow) */
+    bool peer_reads;  /* NEXAR_PEER_READS, default 1: JoinRequest.peer_reads */
 };
 
 /* Reads the job description; NEXAR_OK or NEXAR_ERR_INVALID with the error text set. */
@@ -267,6 +268,23 @@ NX_HIDDEN bool nx_dev_ordered(const struct nx_dev_req *d);
 /* finalize: unregisters everything, destroys the events. */
 NX_HIDDEN void nx_dev_fini(void);
 
+/* ---- peer reads (pull.c) ------------------------------------------------------- */
+
+struct nx_join;
+struct nx_slot;
+
+/* Maps the peers' segments that j carries (closing the fds) into nx_S; NEXAR_OK when
+ * there are none.  Its failure names the peer and the cause. */
+NX_HIDDEN nexar_status_t nx_pull_map(struct nx_join *j);
+NX_HIDDEN void nx_pull_unmap(void);
+/* A peer-read completion of slot sl (e->pull_n entries at its output): copies each
+ * entry's bytes into r's output and queues the NX_K_PULLED notice.  False when nexard's
+ * table names what this rank did not map (r is failed with the reason). */
+NX_HIDDEN bool nx_pull_copy(struct nexar_request *r, const struct nx_slot *sl,
+                            const struct nx_cqe *e, uint8_t *table);
+/* Puts the queued notices into the ring, at most space of them; returns how many. */
+NX_HIDDEN uint32_t nx_pull_flush(uint32_t space);
+
 /* ---- rings and doorbells (ring.c) ---------------------------------------------- */
 
 /* Points nx_S at the rings, slots and arena of the mapped segment whose header is in
@@ -292,6 +310,10 @@ NX_HIDDEN void nx_ring_err_text(const struct nx_cqe *e, char *buf, size_t len);
 
 struct nx_join {
     int sock, memfd, sq_efd, cq_efd;
+    /* Peer reads: the job's ranks here (0: none), this rank's index among them, and the
+     * others' read-only segments by index (-1 at pull_index). */
+    uint32_t pull_count, pull_index;
+    int pull_fds[NX_PULL_MAX_RANKS];
     uint32_t client_id, world_comm, rank, size;
     bool local_plan; /* JoinReply.local_plan */
     uint32_t features;
@@ -376,6 +398,8 @@ NX_HIDDEN nexar_status_t nx_comm_drain(struct nexar_comm *c, uint64_t limit);
 struct nx_slot {
     struct nexar_request *req; /* NULL: free */
     uint64_t chunk;
+    bool pulled; /* the chunk's output was read from peers' slots (pull_hold): its second
+                    completion copies nothing out */
     size_t iov;   /* bucketed: cursor at the chunk's first element */
     uint64_t iov_off;
     uint32_t gen;
@@ -413,6 +437,15 @@ struct nx_shim {
     uint32_t sq_local_tail, sq_published;
     uint32_t cq_local_head;
     bool sq_blocked; /* work waits for ring space */
+
+    /* Peer reads (pull.c): the slots of the job's other ranks on this node, mapped
+     * read-only, by pull index (NULL at ours); and the NX_K_PULLED notices that wait for
+     * room in the submission ring (one per slot at most). */
+    uint32_t pull_count, pull_index;
+    const uint8_t *pull_seg[NX_PULL_MAX_RANKS];
+    uint64_t pull_len[NX_PULL_MAX_RANKS];
+    struct nx_sqe *pulled_q;
+    uint32_t pulled_n;
 
     struct nx_slot *slots;
     uint32_t free_head; /* free slot list; UINT32_MAX: none */

@@ -32,7 +32,8 @@
 #define NX_PROTO_VERSION 1u
 #define NX_FRAME_HDR_BYTES 16u
 #define NX_FRAME_MAX (1u << 20)
-#define NX_FRAME_MAX_FDS 4
+/* A JoinReply's three, and up to NX_PULL_MAX_RANKS - 1 peers' segments (shm_abi.h). */
+#define NX_FRAME_MAX_FDS 35
 
 enum nx_msg_type {
     NX_MSG_HELLO = 1,       /* Hello */

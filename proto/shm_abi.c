@@ -137,6 +137,7 @@ bool nx_kind_shape(uint8_t kind, uint32_t size, uint32_t rank, uint32_t root,
     case NX_K_COMM_ABORT:
     case NX_K_COMM_SHRINK:
     case NX_K_COMM_GROW:
+    case NX_K_PULLED:
         *s = (struct nx_shape){0};
         return true;
     default:
@@ -239,6 +240,7 @@ const char *nx_kind_name(uint8_t kind)
         [NX_K_COMM_ABORT] = "comm_abort",
         [NX_K_COMM_SHRINK] = "comm_shrink",
         [NX_K_COMM_GROW] = "comm_grow",
+        [NX_K_PULLED] = "pulled",
     };
     return kind >= 1 && kind <= NX_K_MAX ? names[kind] : "?";
 }

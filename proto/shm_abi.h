@@ -59,7 +59,10 @@ enum nx_kind {
                               sequences differ after a failure); result in the completion */
     NX_K_COMM_GROW = 19,   /* peer = add: the members' new communicator with `add` joiners;
                               not matched; result in the completion */
-    NX_K_MAX = 19
+    NX_K_PULLED = 20,      /* chunk `chunk` of collective seq `seq`: this rank has read what
+                              its peer-read completion named (struct nx_pull); no data, not
+                              matched, never completed */
+    NX_K_MAX = 20
 };
 
 /* nx_sqe.flags */
@@ -96,10 +99,25 @@ struct nx_cqe {
     uint32_t status;  /* nexar_status_t */
     uint32_t err_seq; /* when status != 0: err[err_seq % err_entries] holds the text
                          if its seq matches; NX_NO_ERR_TEXT when there is none */
-    uint32_t res_comm; /* split, shrink, grow: the new communicator id (split: 0 for
-                          NEXAR_UNDEFINED) */
-    uint32_t res_rank; /* split, shrink, grow: rank in the new communicator */
-    uint32_t res_size; /* split, shrink, grow: size of the new communicator */
+    union {
+        struct {
+            uint32_t res_comm; /* split, shrink, grow: the new communicator id (split: 0
+                                  for NEXAR_UNDEFINED) */
+            uint32_t res_rank; /* split, shrink, grow: rank in the new communicator */
+            uint32_t res_size; /* split, shrink, grow: size of the new communicator */
+        };
+        struct {
+            /* A staged broadcast or all_gather chunk run by peer reads (see struct
+             * nx_pull): nonzero, the number of entries in the table nexard wrote at the
+             * descriptor's out_off.  0: an ordinary completion. */
+            uint32_t pull_n;
+            /* 1: other ranks read this rank's slot too; it stays nexard's until a second
+             * completion (pull_n 0) of the same descriptor.  0: this completion ends the
+             * descriptor once the rank has read and said NX_K_PULLED. */
+            uint32_t pull_hold;
+            uint32_t pull_reserved;
+        };
+    };
     union {
         uint32_t algo;      /* collectives: the algorithm that ran across nodes (a code of
                                nx_algo_code_name), 0 when the op stayed on one node */
@@ -195,6 +213,30 @@ int nx_dev_op_check(const struct nx_sqe *e, const struct nx_dev_op *r, uint64_t 
 
 /* Bytes of the record with its iov table; false on overflow. */
 bool nx_dev_op_bytes(uint32_t niov, uint64_t *bytes);
+
+/* ---- peer reads ------------------------------------------------------------------
+ * On a communicator that lives on one node, the ranks of a job may read each other's
+ * staging slots (JoinRequest.peer_reads, JoinReply.pull_index / pull_count and the
+ * read-only segment fds that follow the three).  A staged broadcast or all_gather chunk
+ * then moves without nexard's copy: nexard writes, at each reader's out_off, a table of
+ * pull_n entries and completes the reader's descriptor with pull_n set.  The reader
+ * copies each entry's bytes from segment `peer` (its index among the job's ranks on the
+ * node) at byte offset `off` into block `block` of this chunk of its output, then
+ * submits NX_K_PULLED for (comm, seq, chunk).  Once every reader of the chunk has, nexard
+ * completes the descriptors of the ranks whose slots were read (pull_hold, or a
+ * broadcast's root, which gets only that completion).  So a slot is never reused while
+ * another rank reads it, and a chunk moves in two copies instead of three, by the ranks
+ * themselves.  The table is little more than the reader trusts of nexard anyway; it
+ * checks every entry against the segments it mapped. */
+#define NX_PULL_MAX_RANKS 32u          /* a job with more ranks on a node does not pull */
+#define NX_PULL_MIN_BYTES (64u << 10)  /* smaller chunk blocks are copied by nexard */
+
+struct nx_pull {
+    uint32_t peer;  /* index of the segment among the job's ranks on this node */
+    uint32_t block; /* output block of the chunk (broadcast: 0; all_gather: the rank) */
+    uint64_t off;   /* byte offset in that segment */
+    uint64_t bytes; /* the chunk's block: elements x element size */
+};
 
 /* The geometry the daemon chose; everything else is computed from it. */
 struct nx_shm_geom {

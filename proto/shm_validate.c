@@ -144,6 +144,12 @@ int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
     if (!nx_kind_shape(e->kind, lim->comm_size, lim->comm_rank, e->peer, &s))
         REJECT("unknown op kind");
 
+    if (e->kind == NX_K_PULLED) {
+        /* Names a chunk of an op; nexard checks that it was given to this rank to read. */
+        if (e->flags || e->count || e->dtype || e->peer || e->tag || e->in_off || e->out_off)
+            REJECT("a pulled notice carries only comm, seq and chunk");
+        return 0;
+    }
     if (!s.has_data) {
         if (e->count != 0 || e->chunk != 0)
             REJECT("count or chunk on an op without data");

@@ -46,6 +46,7 @@ void nx_config_defaults(struct nx_config *c)
     c->quic_lanes = 1;
     c->inspect = true;
     c->inspect_max_conns = 8;
+    c->peer_reads = true;
 }
 
 void nx_config_free(struct nx_config *c)
@@ -196,16 +197,17 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
     }
     if (!strcmp(key, "allow_uids"))
         return parse_uids(c, value, err, errlen);
-    if (!strcmp(key, "inspect")) {
+    if (!strcmp(key, "inspect") || !strcmp(key, "peer_reads")) {
+        bool *flag = !strcmp(key, "inspect") ? &c->inspect : &c->peer_reads;
         static const char *const on[] = {"on", "yes", "true", "1"};
         static const char *const off[] = {"off", "no", "false", "0"};
         for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
             if (!strcmp(value, on[i]) || !strcmp(value, off[i])) {
-                c->inspect = !strcmp(value, on[i]);
+                *flag = !strcmp(value, on[i]);
                 return 0;
             }
         }
-        snprintf(err, errlen, "inspect: '%s' is not on or off", value);
+        snprintf(err, errlen, "%s: '%s' is not on or off", key, value);
         return -EINVAL;
     }
     SIZE_KEY("slot_bytes", slot_bytes, 4096, 1ull << 30, v % 64 == 0,

@@ -76,6 +76,7 @@ struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid, char
     struct nx_client *cl = nx_xcalloc(1, sizeof(*cl));
     cl->id = next_id++;
     cl->dev.id = cl->id;
+    cl->pull_index = NX_PULL_NONE;
     cl->conn = conn;
     cl->pid = pid;
     cl->uid = uid;

@@ -18,6 +18,8 @@
 #include "device.h"
 #include "segment.h"
 
+#define NX_PULL_NONE UINT32_MAX
+
 struct nx_conn;
 struct nx_job;
 struct nx_comm;
@@ -34,6 +36,7 @@ struct nx_done {
     uint32_t res_comm, res_rank, res_size;
     bool res_local; /* nx_cqe.res_local, with res_comm */
     uint32_t algo;  /* nx_cqe.algo, without res_comm */
+    uint32_t pull_n, pull_hold; /* nx_cqe's: a peer-read chunk (without res_comm) */
 };
 
 struct nx_client {
@@ -63,6 +66,9 @@ struct nx_client {
     uint32_t dev_regs; /* device registrations held (device.h) */
     struct nx_dev_client dev; /* as the device backend sees it (device.h) */
     uint64_t p2p_buffered; /* eager send bytes held for this sender */
+    bool peer_reads;     /* its shim reads other ranks' slots when told (JoinRequest) */
+    uint32_t pull_index; /* its segment's index among its job's peer readers on this node
+                            (JoinReply.pull_index); NX_PULL_NONE: it reads no slot */
     /* nexarctl jobs: descriptors taken from the ring and completions posted (a staged
      * op has one per chunk; send/recv included), and the payload bytes of those
      * descriptors' inputs. */

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,7 +135,7 @@ static void list_ranks(const struct nx_job *j, bool want, char *buf, size_t len)
  * that failed (the client is dropped). */
 static bool hand_over(struct nx_client *cl, const struct nx_job *j, const struct nx_comm *c,
                       uint32_t rank, uint32_t size, uint32_t nodes, uint32_t local_size,
-                      uint32_t local_rank)
+                      uint32_t local_rank, const int *pull_fds, uint32_t pull_count)
 {
     Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
     rep.status = NEXAR_OK;
@@ -149,8 +150,15 @@ static bool hand_over(struct nx_client *cl, const struct nx_job *j, const struct
     rep.node = nx_cluster_ops->job_node(j);
     rep.local_size = local_size;
     rep.local_rank = local_rank;
-    int fds[3] = {cl->seg.memfd, cl->sq_efd, cl->cq_efd};
-    if (!cl->conn || nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, fds, 3) < 0 ||
+    int fds[3 + NX_PULL_MAX_RANKS] = {cl->seg.memfd, cl->sq_efd, cl->cq_efd}, nfds = 3;
+    if (pull_count) {
+        rep.pull_count = pull_count;
+        rep.pull_index = cl->pull_index;
+        for (uint32_t i = 0; i < pull_count; i++)
+            if (i != cl->pull_index)
+                fds[nfds++] = pull_fds[i];
+    }
+    if (!cl->conn || nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, fds, nfds) < 0 ||
         nx_client_start(cl) < 0) {
         nx_client_drop(cl, "could not hand over its segment");
         return false;
@@ -159,6 +167,37 @@ static bool hand_over(struct nx_client *cl, const struct nx_job *j, const struct
     close(cl->seg.memfd);
     cl->seg.memfd = -1;
     return true;
+}
+
+/*
+ * Peer reads (shm_abi.h): when every one of the n ranks here asked for them, each gets the
+ * others' segments, read-only, and reads a broadcast's or all_gather's chunks from their
+ * slots itself.  Read-only: a rank of the job may see its peers' slots, whose contents it
+ * is about to receive anyway, but never write into their rings.  Returns how many
+ * segments there are (0: none), with a read-only fd of each in fds, by pull index.
+ */
+static uint32_t pull_setup(struct nx_client **cls, uint32_t n, int *fds)
+{
+    if (!nxd.cfg.peer_reads || n < 2 || n > NX_PULL_MAX_RANKS)
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!cls[i]->peer_reads)
+            return 0;
+    for (uint32_t i = 0; i < n; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", cls[i]->seg.memfd);
+        fds[i] = open(path, O_RDONLY | O_CLOEXEC);
+        if (fds[i] < 0) {
+            NX_WARN("job", "no peer reads for job \"%s\": reopening a segment read-only: %s",
+                    cls[i]->job->name, strerror(errno));
+            while (i-- > 0)
+                close(fds[i]);
+            return 0;
+        }
+    }
+    for (uint32_t i = 0; i < n; i++)
+        cls[i]->pull_index = i;
+    return n;
 }
 
 void nx_job_form(struct nx_job *j)
@@ -185,8 +224,12 @@ void nx_job_form(struct nx_job *j)
     NX_INFO("job", "job \"%s\" formed: %u ranks (%u here, %u node%s), world comm %u", j->name,
             j->world_size, n, nodes, nodes == 1 ? "" : "s", j->world->id);
 
+    int pull_fds[NX_PULL_MAX_RANKS];
+    uint32_t pulls = pull_setup(cls, n, pull_fds);
     for (uint32_t i = 0; i < n; i++)
-        hand_over(cls[i], j, j->world, wr[i], j->world_size, nodes, n, i);
+        hand_over(cls[i], j, j->world, wr[i], j->world_size, nodes, n, i, pull_fds, pulls);
+    for (uint32_t i = 0; i < pulls; i++)
+        close(pull_fds[i]);
     free(cls);
     free(wr);
 }
@@ -327,7 +370,7 @@ void nx_job_take_joiner(struct nx_job *j, struct nx_client *cl, struct nx_comm *
     cl->world_rank = world_rank;
     set_rank(j, world_rank, cl);
     j->joined++;
-    hand_over(cl, j, c, rank, nx_comm_span_size(c), nodes, local_size, local_rank);
+    hand_over(cl, j, c, rank, nx_comm_span_size(c), nodes, local_size, local_rank, NULL, 0);
 }
 
 void nx_job_refuse_joiner(struct nx_client *cl, uint32_t status, const char *msg)
@@ -425,6 +468,7 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
     conn->client = cl;
     cl->job = j;
     cl->world_rank = req->rank;
+    cl->peer_reads = req->peer_reads;
     set_rank(j, req->rank, cl);
     j->joined++;
     j->live++;

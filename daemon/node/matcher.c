@@ -108,6 +108,9 @@ static void op_free(struct nx_comm *c, struct nx_op *op)
     if (op->xr)
         nx_cluster_ops->coll_free(op);
     TAILQ_REMOVE(&c->match.ops, op, link);
+    free(op->pull_owe);
+    free(op->pull_src);
+    free(op->pull_ud);
     for (uint32_t r = 0; r < c->size; r++) {
         free(op->parts[r].q);
         if (op->parts[r].dev) {
@@ -352,7 +355,14 @@ static void run_ready(struct nx_op *op)
         run_device(op);
         return nx_op_finish(op);
     }
-    while (op->next_chunk < op->nchunks && nx_op_chunk_ready(op)) {
+    while (op->next_chunk < op->nchunks && nx_op_chunk_ready(op) && nx_pull_room(op)) {
+        uint64_t off = op->next_chunk * op->chunk_elems;
+        uint64_t n = op->sig.count > off ? op->sig.count - off : 0;
+        if (nx_pull_chunk(op, n < op->chunk_elems ? n : op->chunk_elems)) {
+            op->next_chunk++;
+            op->started = nx_now();
+            continue;
+        }
         exec_chunk(op);
         for (uint32_t r = 0; r < c->size; r++) {
             struct nx_part *p = &op->parts[r];
@@ -366,7 +376,8 @@ static void run_ready(struct nx_op *op)
         op->next_chunk++;
         op->started = nx_now(); /* the deadline measures lack of progress */
     }
-    if (op->next_chunk < op->nchunks)
+    /* A chunk run by peer reads ends when its readers say so (pull.c). */
+    if (!nx_pull_release(op) || op->next_chunk < op->nchunks)
         return;
     if (op->sig.kind == NX_K_SPLIT) {
         if (c->nodes > 1)
@@ -461,6 +472,26 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
     run_ready(op);
 }
 
+/* rank read chunk e->chunk of op e->seq from its peers' slots (pull.c). */
+static void pulled(struct nx_client *cl, struct nx_comm *c, uint32_t rank,
+                   const struct nx_sqe *e)
+{
+    /* After a failure the op is gone and its held descriptors failed: a late notice is
+     * the reader's answer to what it was told before, not a violation. */
+    if (c->failed_status)
+        return;
+    struct nx_op *op = nx_match_op_find(&c->match, e->seq);
+    char why[192];
+    if (!op) {
+        snprintf(why, sizeof(why), "said it read chunk %u of op %" PRIu64 " on comm %u, "
+                 "which is not running", e->chunk, e->seq, c->id);
+        return nx_client_violation(cl, why);
+    }
+    if (!nx_pull_done(op, rank, e->chunk, why, sizeof(why)))
+        return nx_client_violation(cl, why);
+    run_ready(op);
+}
+
 /* The payload a validated descriptor hands in (its chunk's input, or a direct op's);
  * for device buffers the op's input, which is not in the arena. */
 static uint64_t input_bytes(const struct nx_sqe *e, const struct nx_sqe_limits *lim)
@@ -498,6 +529,9 @@ void nx_match_submit(struct nx_client *cl, const struct nx_sqe *e)
         snprintf(why, sizeof(why), "bad %s descriptor: %s", nx_kind_name(e->kind), reason);
         return nx_client_violation(cl, why);
     }
+    /* A notice, not an op: it parks nothing and gets no completion. */
+    if (e->kind == NX_K_PULLED)
+        return pulled(cl, c, rank, e);
     if (cl->pending >= nxd.cfg.max_pending) {
         snprintf(why, sizeof(why), "more than %u descriptors outstanding", nxd.cfg.max_pending);
         return nx_client_violation(cl, why);
@@ -548,6 +582,7 @@ void nx_match_fail_all(struct nx_comm *c)
 {
     while (!TAILQ_EMPTY(&c->match.ops)) {
         struct nx_op *op = TAILQ_FIRST(&c->match.ops);
+        nx_pull_fail(op);
         for (uint32_t r = 0; r < c->size; r++) {
             struct nx_part *p = &op->parts[r];
             if (!p->client)
@@ -602,7 +637,7 @@ void nx_match_tick(double now)
         struct nx_op *op = TAILQ_FIRST(&c->match.ops);
         if (!op || c->failed_status)
             continue;
-        char ranks[256];
+        char ranks[256], readers[256];
         waiting_ranks(op, ranks, sizeof(ranks));
         double limit = c->timeout_ms / 1000.0;
         /* Held up by other nodes only: the node where a rank is missing names it first,
@@ -625,6 +660,13 @@ void nx_match_tick(double now)
                          "rank(s) %s never arrived (%u of %u did%s)",
                          nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, limit,
                          ranks, op->arrived, c->size, c->x ? " at this node" : "");
+        } else if (nx_pull_waiting(op, readers, sizeof(readers)), readers[0]) {
+            nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
+                         "%s seq %" PRIu64 " on comm %u (job \"%s\") made no progress for "
+                         "%.0f s: rank(s) %s did not finish reading chunk %" PRIu64 " of %"
+                         PRIu64 " from the other ranks' slots",
+                         nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, limit,
+                         readers, op->pull_rel + 1, op->nchunks);
         } else {
             nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
                          "%s seq %" PRIu64 " on comm %u (job \"%s\") made no progress for "

@@ -47,6 +47,14 @@ struct nx_op {
     double started;
     struct nx_xrun *xr; /* on a communicator spanning nodes: its parts (xcoll.c) */
     uint32_t algo;      /* nx_cqe.algo of its completions (the algorithm across nodes) */
+    /* Peer reads (pull.c): chunks [pull_rel, next_chunk) ran; for each, in a ring of
+     * pull_win entries (chunk % pull_win), the ranks (bits) that still read it and the
+     * ranks whose slots they read, with those ranks' descriptors, completed in chunk
+     * order once nobody reads them.  NULL until the op's first chunk by peer reads. */
+    uint64_t pull_rel;
+    uint32_t pull_win;
+    uint32_t *pull_owe, *pull_src;
+    uint64_t *pull_ud; /* [chunk % pull_win * comm size + rank] */
     TAILQ_ENTRY(nx_op) link;
     struct nx_part parts[];
 };
@@ -64,6 +72,31 @@ void nx_op_chunk_io(const struct nx_op *op, uint64_t off, uint64_t n, struct nx_
 
 /* Every chunk of op ran: completes the direct descriptors, counts the op, frees it. */
 void nx_op_finish(struct nx_op *op);
+
+/* ---- peer reads (pull.c) ---- */
+
+/* Runs the op's next chunk by peer reads if it qualifies (a local staged broadcast or
+ * all_gather whose ranks all read peers' slots, blocks of NX_PULL_MIN_BYTES or more):
+ * writes each reader's table, completes the readers' descriptors with it and holds the
+ * read ones.  False: the chunk is nexard's to copy. */
+bool nx_pull_chunk(struct nx_op *op, uint64_t n);
+
+/* Whether the op's next chunk may run: false while pull_win chunks are still read. */
+bool nx_pull_room(const struct nx_op *op);
+
+/* Completes the held descriptors of the leading chunks nobody reads any more.  True when
+ * every chunk that ran is released. */
+bool nx_pull_release(struct nx_op *op);
+
+/* rank's NX_K_PULLED for chunk `chunk`.  False (nothing changed) when the rank was not
+ * given that chunk to read, with why. */
+bool nx_pull_done(struct nx_op *op, uint32_t rank, uint32_t chunk, char *why, size_t len);
+
+/* The communicator failed: completes the held descriptors with its failure. */
+void nx_pull_fail(struct nx_op *op);
+
+/* "1, 3": the ranks that still read the oldest unreleased chunk; "" when none. */
+void nx_pull_waiting(const struct nx_op *op, char *buf, size_t len);
 
 static inline bool nx_part_direct(const struct nx_part *p)
 {

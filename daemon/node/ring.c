@@ -96,6 +96,10 @@ void nx_client_complete(struct nx_client *cl, const struct nx_done *d, const cha
         c.res_local = d->res_local;
     else
         c.algo = d->algo;
+    if (d->pull_n) {
+        c.pull_n = d->pull_n;
+        c.pull_hold = d->pull_hold;
+    }
     if (cl->dead)
         return;
     cl->ops_completed++;

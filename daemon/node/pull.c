@@ -1,0 +1,203 @@
+/*
+ * pull.c - chunks that the ranks move themselves, by reading each other's staging slots
+ * (peer reads, shm_abi.h).  nexard's copy of a broadcast or all_gather chunk was the
+ * middle one of three (into the source's slot, into the reader's slot, out of it): here
+ * the reader copies from the source's slot straight into its output, so a chunk costs
+ * two copies, made by the ranks in parallel, and nexard only says where to read and
+ * when a slot may be reused.
+ */
+#include "op.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "comm.h"
+#include "context.h"
+#include "mem.h"
+#include "nexar.h"
+
+static bool part_pulls(const struct nx_part *p, uint64_t slots_end, uint64_t in_bytes)
+{
+    if (nx_part_direct(p) || p->q_head == p->q_len || p->client->pull_index == NX_PULL_NONE)
+        return false;
+    /* A source's input must lie in its slots: that is all a reader maps. */
+    const struct nx_staged *st = &p->q[p->q_head];
+    return st->in_off <= slots_end && in_bytes <= slots_end - st->in_off;
+}
+
+static bool qualifies(const struct nx_op *op, uint64_t n)
+{
+    const struct nx_comm *c = op->comm;
+    uint8_t kind = op->sig.kind;
+    uint64_t bytes = n * nx_dtype_size(op->sig.dtype);
+    if ((kind != NX_K_BROADCAST && kind != NX_K_ALL_GATHER) || c->x || !c->plan_local ||
+        (op->sig.flags & NX_SQE_DEVICE) || c->size < 2 || c->size > NX_PULL_MAX_RANKS ||
+        bytes < NX_PULL_MIN_BYTES || op->nchunks < 2)
+        return false;
+    /* A broadcast that the local plan cut small already overlaps its three copies, and
+     * its root would wait for the readers' copies instead of nexard's: measured 0.8 of
+     * the rate at 1 MiB and no gain up to 16 MiB (performance.md).  One slot a chunk, it
+     * gains. */
+    if (kind == NX_K_BROADCAST &&
+        op->chunk_elems != nx_chunk_elems(kind, c->size, nx_dtype_size(op->sig.dtype),
+                                          nxd.cfg.slot_bytes))
+        return false;
+    for (uint32_t r = 0; r < c->size; r++) {
+        const struct nx_part *p = &op->parts[r];
+        uint64_t slots_end = (uint64_t)p->client->seg.hdr.slot_count *
+                             p->client->seg.hdr.slot_bytes;
+        bool source = kind == NX_K_ALL_GATHER || r == op->sig.peer;
+        if (!part_pulls(p, slots_end, source ? bytes : 0))
+            return false;
+    }
+    return true;
+}
+
+static void ring_alloc(struct nx_op *op)
+{
+    if (op->pull_owe)
+        return;
+    /* A source holds a slot for every chunk of it still read, so no more than its slots
+     * can be: nx_pull_room enforces it for a rank that claims otherwise. */
+    op->pull_win = nxd.cfg.slots;
+    op->pull_owe = nx_xcalloc(op->pull_win, sizeof(*op->pull_owe));
+    op->pull_src = nx_xcalloc(op->pull_win, sizeof(*op->pull_src));
+    op->pull_ud = nx_xcalloc((size_t)op->pull_win * op->comm->size, sizeof(*op->pull_ud));
+    op->pull_rel = op->next_chunk;
+}
+
+bool nx_pull_room(const struct nx_op *op)
+{
+    return !op->pull_owe || op->next_chunk - op->pull_rel < op->pull_win;
+}
+
+/* Reader r's entry for block `block` of source s. */
+static struct nx_pull entry(const struct nx_op *op, uint32_t s, uint32_t block, uint64_t bytes)
+{
+    const struct nx_part *p = &op->parts[s];
+    return (struct nx_pull){
+        .peer = p->client->pull_index,
+        .block = block,
+        .off = p->client->seg.hdr.arena_off + p->q[p->q_head].in_off,
+        .bytes = bytes,
+    };
+}
+
+bool nx_pull_chunk(struct nx_op *op, uint64_t n)
+{
+    struct nx_comm *c = op->comm;
+    if (!qualifies(op, n))
+        return false;
+    ring_alloc(op);
+    uint32_t P = c->size, w = (uint32_t)(op->next_chunk % op->pull_win);
+    uint64_t bytes = n * nx_dtype_size(op->sig.dtype);
+    bool gather = op->sig.kind == NX_K_ALL_GATHER;
+    uint32_t root = op->sig.peer, owe = 0, src = 0;
+    for (uint32_t r = 0; r < P; r++) {
+        if (gather || r == root)
+            src |= 1u << r;
+        if (gather || r != root)
+            owe |= 1u << r;
+    }
+    /* Tables first, for every reader, while every part's oldest descriptor is this chunk. */
+    for (uint32_t r = 0; r < P; r++) {
+        if (!(owe & (1u << r)))
+            continue;
+        struct nx_part *p = &op->parts[r];
+        uint8_t *t = p->client->seg.arena + p->q[p->q_head].out_off;
+        uint32_t k = 0;
+        for (uint32_t s = 0; s < P; s++) {
+            if (s == r || !(src & (1u << s)))
+                continue;
+            struct nx_pull e = entry(op, s, gather ? s : 0, bytes);
+            memcpy(t + (size_t)k++ * sizeof(e), &e, sizeof(e));
+        }
+    }
+    for (uint32_t r = 0; r < P; r++) {
+        struct nx_part *p = &op->parts[r];
+        uint64_t ud = p->q[p->q_head].user_data;
+        bool reads = owe & (1u << r), read = src & (1u << r);
+        if (reads) {
+            struct nx_done d = {.user_data = ud, .pull_n = gather ? P - 1 : 1,
+                                .pull_hold = read};
+            nx_client_complete(p->client, &d, NULL);
+        }
+        if (read)
+            op->pull_ud[(size_t)w * P + r] = ud;
+        else
+            p->client->pending--;
+        p->q_head++;
+    }
+    op->pull_owe[w] = owe;
+    op->pull_src[w] = src;
+    nxd.stats.chunks++;
+    nxd.stats.bytes_pulled += bytes * (gather ? (uint64_t)P * (P - 1) : P - 1);
+    return true;
+}
+
+static void complete_held(struct nx_op *op, uint32_t w, uint32_t status, const char *text)
+{
+    uint32_t P = op->comm->size;
+    for (uint32_t r = 0; r < P; r++) {
+        if (!(op->pull_src[w] & (1u << r)))
+            continue;
+        struct nx_client *cl = op->parts[r].client;
+        struct nx_done d = {.user_data = op->pull_ud[(size_t)w * P + r], .status = status};
+        nx_client_complete(cl, &d, text);
+        cl->pending--;
+    }
+    op->pull_src[w] = 0;
+    op->pull_owe[w] = 0;
+}
+
+bool nx_pull_release(struct nx_op *op)
+{
+    if (!op->pull_owe)
+        return true;
+    /* In chunk order, so that a source's slots come back in the order it filled them. */
+    while (op->pull_rel < op->next_chunk) {
+        uint32_t w = (uint32_t)(op->pull_rel % op->pull_win);
+        if (op->pull_owe[w])
+            return false;
+        complete_held(op, w, NEXAR_OK, NULL);
+        op->pull_rel++;
+    }
+    return true;
+}
+
+bool nx_pull_done(struct nx_op *op, uint32_t rank, uint32_t chunk, char *why, size_t len)
+{
+    if (!op->pull_owe || rank >= 32 || chunk < op->pull_rel || chunk >= op->next_chunk ||
+        !(op->pull_owe[chunk % op->pull_win] & (1u << rank))) {
+        snprintf(why, len, "said it read chunk %u of op %" PRIu64 " on comm %u, which it was "
+                 "not given to read", chunk, op->seq, op->comm->id);
+        return false;
+    }
+    op->pull_owe[chunk % op->pull_win] &= ~(1u << rank);
+    op->started = nx_now(); /* the deadline measures lack of progress */
+    return true;
+}
+
+void nx_pull_fail(struct nx_op *op)
+{
+    if (!op->pull_owe)
+        return;
+    for (; op->pull_rel < op->next_chunk; op->pull_rel++)
+        complete_held(op, (uint32_t)(op->pull_rel % op->pull_win), op->comm->failed_status,
+                      op->comm->failed_text);
+}
+
+void nx_pull_waiting(const struct nx_op *op, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    if (!op->pull_owe || op->pull_rel >= op->next_chunk)
+        return;
+    uint32_t owe = op->pull_owe[op->pull_rel % op->pull_win];
+    for (uint32_t r = 0; r < op->comm->size && r < 32 && off < len; r++)
+        if (owe & (1u << r))
+            off += (size_t)snprintf(buf + off, len - off, "%s%u", off ? ", " : "", r);
+}

@@ -1,0 +1,134 @@
+/*
+ * pull.c - the rank's side of peer reads (shm_abi.h): the job's other ranks' staging
+ * slots, mapped read-only, and the chunks this rank copies out of them itself.
+ *
+ * The mappings cover a peer's segment up to the end of its slots: its header, rings and
+ * slots, not its nexar_alloc heap.  They are read-only, so a rank can never disturb its
+ * peers' rings.  Each table entry nexard writes is checked against them before a byte
+ * is copied.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+static nexar_status_t map_one(uint32_t i, int fd)
+{
+    const struct nx_shm_hdr *own = &nx_S.hdr;
+    uint64_t len = own->arena_off + (uint64_t)own->slot_count * own->slot_bytes;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_size < 0 || (uint64_t)st.st_size < len)
+        return nx_fail(NEXAR_ERR_INTERNAL,
+                       "nexar_init: the segment of peer %u (peer reads) is smaller than its "
+                       "slots; NEXAR_PEER_READS=0 turns peer reads off", i);
+    void *m = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED)
+        return nx_fail(errno == ENOMEM ? NEXAR_ERR_NOMEM : NEXAR_ERR_INTERNAL,
+                       "nexar_init: mapping the slots of peer %u for peer reads: %s; "
+                       "NEXAR_PEER_READS=0 turns peer reads off", i, strerror(errno));
+    struct nx_shm_hdr h;
+    memcpy(&h, m, sizeof(h));
+    /* nexard gives every rank the same geometry; a table is checked against ours. */
+    if (h.magic != own->magic || h.version != own->version || h.arena_off != own->arena_off ||
+        h.slot_count != own->slot_count || h.slot_bytes != own->slot_bytes) {
+        munmap(m, (size_t)len);
+        return nx_fail(NEXAR_ERR_INTERNAL,
+                       "nexar_init: the segment of peer %u (peer reads) has another layout "
+                       "than this rank's", i);
+    }
+    nx_S.pull_seg[i] = m;
+    nx_S.pull_len[i] = len;
+    return NEXAR_OK;
+}
+
+nexar_status_t nx_pull_map(struct nx_join *j)
+{
+    nx_S.pull_count = 0;
+    nx_S.pull_index = 0;
+    for (uint32_t i = 0; i < j->pull_count; i++) {
+        if (i == j->pull_index)
+            continue;
+        nexar_status_t s = map_one(i, j->pull_fds[i]);
+        if (s != NEXAR_OK) {
+            nx_S.pull_count = j->pull_count; /* what to undo */
+            nx_pull_unmap();
+            return s;
+        }
+    }
+    nx_S.pull_count = j->pull_count;
+    nx_S.pull_index = j->pull_index;
+    return NEXAR_OK;
+}
+
+void nx_pull_unmap(void)
+{
+    for (uint32_t i = 0; i < nx_S.pull_count; i++) {
+        if (nx_S.pull_seg[i])
+            munmap((void *)nx_S.pull_seg[i], (size_t)nx_S.pull_len[i]);
+        nx_S.pull_seg[i] = NULL;
+        nx_S.pull_len[i] = 0;
+    }
+    nx_S.pull_count = 0;
+}
+
+static bool entry_ok(const struct nexar_request *r, const struct nx_pull *p, uint64_t bytes)
+{
+    return p->peer < nx_S.pull_count && nx_S.pull_seg[p->peer] &&
+           p->block < r->shape.out_mul && p->bytes == bytes &&
+           p->off <= nx_S.pull_len[p->peer] && bytes <= nx_S.pull_len[p->peer] - p->off;
+}
+
+static void notice(const struct nexar_request *r, uint64_t chunk)
+{
+    /* One per slot at most: a slot is refilled only by nx_pump, which flushes these
+     * first, and cannot when there is no room for either. */
+    if (nx_S.pulled_n >= nx_S.hdr.slot_count) {
+        nx_shim_die(NEXAR_ERR_INTERNAL, "more peer-read notices queued than slots");
+        return;
+    }
+    nx_S.pulled_q[nx_S.pulled_n++] = (struct nx_sqe){
+        .comm_id = r->tmpl.comm_id,
+        .kind = NX_K_PULLED,
+        .seq = r->tmpl.seq,
+        .chunk = (uint32_t)chunk,
+    };
+}
+
+bool nx_pull_copy(struct nexar_request *r, const struct nx_slot *sl, const struct nx_cqe *e,
+                  uint8_t *table)
+{
+    uint64_t es = r->esize, count = r->tmpl.count, off = sl->chunk * r->chunk_elems;
+    uint64_t n = count - off < r->chunk_elems ? count - off : r->chunk_elems;
+    bool ok = e->pull_n <= NX_PULL_MAX_RANKS;
+    for (uint32_t k = 0; ok && !r->failed && k < e->pull_n; k++) {
+        struct nx_pull p;
+        memcpy(&p, table + (size_t)k * sizeof(p), sizeof(p));
+        if (!(ok = entry_ok(r, &p, n * es)))
+            break;
+        memcpy(r->out + (p.block * count + off) * es, nx_S.pull_seg[p.peer] + p.off, n * es);
+    }
+    if (!ok) {
+        char text[160];
+        snprintf(text, sizeof(text), "%s seq %llu: nexard's peer-read table for chunk %llu "
+                 "names bytes outside the slots this rank mapped", nx_kind_name(r->tmpl.kind),
+                 (unsigned long long)r->tmpl.seq, (unsigned long long)sl->chunk);
+        nx_req_fail(r, NEXAR_ERR_INTERNAL, text);
+    }
+    /* Also after a failure: the ranks whose slots nexard holds wait for it. */
+    notice(r, sl->chunk);
+    return ok;
+}
+
+uint32_t nx_pull_flush(uint32_t space)
+{
+    uint32_t n = nx_S.pulled_n < space ? nx_S.pulled_n : space;
+    for (uint32_t i = 0; i < n; i++)
+        nx_ring_put(&nx_S.pulled_q[i]);
+    memmove(nx_S.pulled_q, nx_S.pulled_q + n, (nx_S.pulled_n - n) * sizeof(*nx_S.pulled_q));
+    nx_S.pulled_n -= n;
+    return n;
+}

@@ -1,0 +1,358 @@
+/*
+ * test_pull.c - peer reads (shm_abi.h): ranks of one node read broadcast and all_gather
+ * chunks from each other's staging slots.
+ *
+ *   1. 3 ranks: broadcasts (every root) and all_gathers of f32 and u8, from one chunk to
+ *      many, staged and mixed with nexar_alloc buffers, each checked against the
+ *      reference; nexard's "bytes pulled" grows by exactly what the chunk plan says the
+ *      staged ones read (the mixed ones read nothing: a direct part is nexard's to copy).
+ *   2. The same with NEXAR_PEER_READS=0 on one rank: exact, and nothing pulled.
+ *   3. A reader that never says it read (a raw client beside a real root): the root's
+ *      broadcast fails with TIMEOUT naming that rank and the chunk; the peer's segment
+ *      it was given cannot be mapped writable.
+ *   4. A notice for a chunk nobody gave the client: it is dropped, with the reason in
+ *      nexard's log, and the daemon keeps serving.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#include "ctlrun.h"
+#include "frame.h"
+#include "itest.h"
+#include "nexar.pb-c.h"
+#include "rawclient.h"
+#include "shm_abi.h"
+#include "tjson.h"
+
+#define SLOT_BYTES (1u << 20)
+#define WORLD 3
+
+static int fails;
+static struct hx_daemon g_d;
+
+struct pcase {
+    int coll, dtype;
+    size_t count;
+};
+
+static const struct pcase cases[] = {
+    {TL_BROADCAST, NEXAR_F32, 1000},         /* one small chunk */
+    {TL_BROADCAST, NEXAR_U8, 300001},        /* one slot: the local plan's cut */
+    {TL_BROADCAST, NEXAR_F32, (1u << 20) + 3}, /* beyond 4 slots: 1 MiB chunks, pulled */
+    {TL_BROADCAST, NEXAR_U8, (5u << 20) + 7},
+    {TL_ALL_GATHER, NEXAR_F32, 999},
+    {TL_ALL_GATHER, NEXAR_U8, 300001},       /* cut small, odd blocks */
+    {TL_ALL_GATHER, NEXAR_F32, (1u << 19) + 5},
+    {TL_ALL_GATHER, NEXAR_U8, (3u << 20) + 1},
+};
+#define NCASES (sizeof(cases) / sizeof(cases[0]))
+
+static int kind_of(int coll)
+{
+    return coll == TL_BROADCAST ? NX_K_BROADCAST : NX_K_ALL_GATHER;
+}
+
+/* What nexard's peer reads move for one staged op of case k, from the chunk plan (pull.c's
+ * rule written out again: blocks of NX_PULL_MIN_BYTES or more, two chunks or more, and a
+ * broadcast only where its chunk is a whole slot). */
+static uint64_t pulled_bytes(const struct pcase *k, uint32_t P)
+{
+    uint32_t es = nx_dtype_size((uint8_t)k->dtype);
+    uint8_t kind = (uint8_t)kind_of(k->coll);
+    uint64_t E = nx_op_chunk_elems(kind, P, es, SLOT_BYTES, k->count, true);
+    uint64_t nch = nx_chunk_count(k->count, E), total = 0;
+    if (nch < 2 || (kind == NX_K_BROADCAST && E != nx_chunk_elems(kind, P, es, SLOT_BYTES)))
+        return 0;
+    for (uint64_t c = 0; c < nch; c++) {
+        uint64_t n = k->count - c * E < E ? k->count - c * E : E;
+        if (n * es >= NX_PULL_MIN_BYTES)
+            total += n * es * (kind == NX_K_BROADCAST ? P - 1 : (uint64_t)P * (P - 1));
+    }
+    return total;
+}
+
+static int rank_cases(struct hx_rank *r)
+{
+    nexar_comm_t *w;
+    int f = 0;
+    if (r->arg && r->rank == 0)
+        setenv("NEXAR_PEER_READS", "0", 1);
+    if (hx_init(&w) != NEXAR_OK)
+        return 1;
+    uint64_t seed = 1;
+    for (size_t i = 0; i < NCASES; i++) {
+        int roots = cases[i].coll == TL_BROADCAST ? r->size : 1;
+        for (int root = 0; root < roots; root++)
+            for (int mode = TL_HEAP; mode <= TL_MIXED; mode += TL_MIXED - TL_HEAP) {
+                struct tl_case k = {.coll = cases[i].coll, .dtype = cases[i].dtype,
+                                    .count = cases[i].count, .root = root, .mode = mode,
+                                    .call = root % 2 ? TL_WAIT : TL_BLOCKING, .seed = seed++};
+                if (tl_run_case(w, &k) != TL_CASE_OK)
+                    f++;
+            }
+    }
+    nexar_finalize();
+    return f ? 1 : 0;
+}
+
+static uint64_t stat_pulled(void)
+{
+    int rc;
+    uint64_t v = 0;
+    struct tj *j = tl_ctl_json(g_d.dir, g_d.sock, "stats", &rc);
+    if (!j || rc != 0 || tj_u64(j, "bytes_pulled", &v) < 0) {
+        tl_log("FAIL nexarctl --json stats: exit %d, no bytes_pulled", rc);
+        fails++;
+    }
+    tj_free(j);
+    return v;
+}
+
+static void phase_cases(const char *what, bool rank0_off, uint64_t want)
+{
+    uint64_t before = stat_pulled();
+    struct hx_job_opts o = {.sock = g_d.sock, .size = WORLD, .fn = rank_cases,
+                            .arg = rank0_off ? (void *)1 : NULL, .nexar_timeout_s = 60};
+    if (hx_run(&o, 240)) {
+        tl_log("FAIL %s: the ranks' results", what);
+        fails++;
+        return;
+    }
+    uint64_t got = stat_pulled() - before;
+    EXPECT_TRUE(fails, got == want, "%s: nexard counted %llu bytes pulled, the plan says %llu",
+                what, (unsigned long long)got, (unsigned long long)want);
+    if (got == want)
+        tl_log("ok: %s: every result exact, %llu bytes pulled", what, (unsigned long long)got);
+}
+
+/* ---- a raw reader beside a real rank ---- */
+
+struct raw {
+    int fd, sq_efd;
+    uint8_t *base;
+    size_t bytes;
+    struct nx_shm_hdr h;
+    uint32_t comm, tail;
+};
+
+/* Joins job as rank `rank` of 2 with peer reads, like the shim does. */
+static int raw_join(struct raw *c, const char *job, uint32_t rank)
+{
+    memset(c, 0, sizeof(*c));
+    c->fd = rc_connect(g_d.sock);
+    if (c->fd < 0)
+        return -1;
+    uint8_t *p = NULL, *pl = NULL;
+    size_t n = rc_pack_hello(1, &p);
+    struct nx_frame_hdr fh;
+    int fds[NX_FRAME_MAX_FDS], nfds = 0;
+    int rv = nx_chan_send(c->fd, NX_MSG_HELLO, p, (uint32_t)n, NULL, 0);
+    free(p);
+    if (rv || nx_chan_recv(c->fd, &fh, &pl, 5000, NULL, 0, &nfds))
+        return -1;
+    free(pl);
+    Nexar__JoinRequest m = NEXAR__JOIN_REQUEST__INIT;
+    m.job = (char *)job;
+    m.rank = rank;
+    m.world_size = 2;
+    m.local_rank = rank;
+    m.timeout_ms = 3000;
+    m.coord = (char *)"";
+    m.peer_reads = true;
+    n = nexar__join_request__get_packed_size(&m);
+    p = malloc(n);
+    nexar__join_request__pack(&m, p);
+    rv = nx_chan_send(c->fd, NX_MSG_JOIN, p, (uint32_t)n, NULL, 0);
+    free(p);
+    if (rv || nx_chan_recv(c->fd, &fh, &pl, 10000, fds, NX_FRAME_MAX_FDS, &nfds) ||
+        fh.type != NX_MSG_JOIN_REPLY)
+        return -1;
+    Nexar__JoinReply *jr = nexar__join_reply__unpack(NULL, fh.length, pl);
+    free(pl);
+    if (!jr || jr->status != 0 || jr->pull_count != 2 || nfds != 4) {
+        tl_log("FAIL raw reader: JOIN_REPLY status %d, %u peer segments, %d fds",
+               jr ? (int)jr->status : -1, jr ? jr->pull_count : 0, nfds);
+        if (jr)
+            nexar__join_reply__free_unpacked(jr, NULL);
+        return -1;
+    }
+    c->comm = jr->world_comm;
+    uint64_t bytes = jr->segment_bytes;
+    nexar__join_reply__free_unpacked(jr, NULL);
+    /* The peer's segment is read-only: a write mapping must be refused. */
+    void *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fds[3], 0);
+    EXPECT_TRUE(fails, w == MAP_FAILED, "a peer's segment could be mapped writable");
+    if (w != MAP_FAILED)
+        munmap(w, 4096);
+    c->bytes = bytes;
+    c->base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    c->sq_efd = fds[1];
+    close(fds[0]);
+    close(fds[2]);
+    close(fds[3]);
+    if (c->base == MAP_FAILED)
+        return -1;
+    memcpy(&c->h, c->base, sizeof(c->h));
+    c->tail = ((struct nx_ring_ctl *)(void *)(c->base + c->h.sq_ctl_off))->tail;
+    return 0;
+}
+
+static void raw_push(struct raw *c, const struct nx_sqe *s)
+{
+    struct nx_ring_ctl *ctl = (struct nx_ring_ctl *)(void *)(c->base + c->h.sq_ctl_off);
+    struct nx_sqe *sq = (struct nx_sqe *)(void *)(c->base + c->h.sq_off);
+    sq[c->tail & (c->h.sq_entries - 1)] = *s;
+    nx_store_release(&ctl->tail, ++c->tail);
+    uint64_t one = 1;
+    if (write(c->sq_efd, &one, sizeof(one)) < 0)
+        tl_log("doorbell: %s", strerror(errno));
+}
+
+static void raw_close(struct raw *c)
+{
+    if (c->base && c->base != MAP_FAILED)
+        munmap(c->base, c->bytes);
+    if (c->sq_efd > 0)
+        close(c->sq_efd);
+    if (c->fd >= 0)
+        close(c->fd);
+}
+
+#define BIG_COUNT ((5u << 20) / 4) /* f32: 5 MiB, 5 chunks of one 1 MiB slot */
+
+static int root_rank(struct hx_rank *r)
+{
+    nexar_comm_t *w;
+    if (hx_init(&w) != NEXAR_OK)
+        return 1;
+    float *buf = malloc(BIG_COUNT * sizeof(float));
+    for (size_t i = 0; i < BIG_COUNT; i++)
+        buf[i] = (float)i;
+    nexar_status_t s = nexar_broadcast(w, buf, BIG_COUNT, NEXAR_F32, 0);
+    const char *text = nexar_last_error();
+    int bad = 0;
+    if (s != NEXAR_ERR_TIMEOUT ||
+        !strstr(text, "rank(s) 1 did not finish reading chunk 1 of 5 from the other ranks' "
+                      "slots") ||
+        !strstr(text, "broadcast seq 0")) {
+        tl_log("FAIL root: broadcast gave %s: \"%s\"", nexar_strerror(s), text);
+        bad = 1;
+    } else {
+        tl_log("ok: a reader that never reads: \"%s\"", text);
+    }
+    free(buf);
+    nexar_finalize();
+    return bad;
+}
+
+static void phase_silent_reader(void)
+{
+    char job[96];
+    hx_job_name(job, sizeof(job), "silent");
+    /* The real root is rank 0 of 2, forked here; this process is rank 1. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("NEXAR_SOCKET", g_d.sock, 1);
+        setenv("NEXAR_JOB", job, 1);
+        setenv("NEXAR_RANK", "0", 1);
+        setenv("NEXAR_WORLD_SIZE", "2", 1);
+        setenv("NEXAR_TIMEOUT", "2", 1);
+        struct hx_rank r = {.rank = 0, .size = 2, .job = job, .sock = g_d.sock};
+        _exit(root_rank(&r));
+    }
+    struct raw c;
+    if (raw_join(&c, job, 1)) {
+        tl_log("FAIL: the raw reader could not join");
+        fails++;
+        kill(pid, SIGKILL);
+        hx_wait_pid(pid, 30, NULL);
+        return;
+    }
+    /* Its chunks, staged, as the non-root: nexard answers each with a peer-read table,
+     * and this client never says NX_K_PULLED. */
+    uint64_t per = nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, c.h.slot_bytes, BIG_COUNT, true);
+    for (uint32_t k = 0; k * per < BIG_COUNT && k < c.h.slot_count; k++) {
+        struct nx_sqe s = {.user_data = 100 + k, .comm_id = c.comm, .kind = NX_K_BROADCAST,
+                           .dtype = NEXAR_F32, .count = BIG_COUNT, .chunk = k,
+                           .in_off = k * c.h.slot_bytes, .out_off = k * c.h.slot_bytes};
+        raw_push(&c, &s);
+    }
+    int ws = 0;
+    if (hx_wait_pid(pid, 60, &ws) || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+        tl_log("FAIL: the root of the broadcast with a silent reader");
+        fails++;
+    }
+    raw_close(&c);
+}
+
+/* A notice for a chunk of an op that is not running: the client is dropped, with why. */
+static void phase_bogus_notice(void)
+{
+    char job[96];
+    hx_job_name(job, sizeof(job), "bogus");
+    struct raw a, b;
+    /* Two raw ranks: the JoinReply of the first comes when the second joined. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (raw_join(&b, job, 1))
+            _exit(1);
+        pause(); /* killed below */
+        _exit(0);
+    }
+    if (raw_join(&a, job, 0)) {
+        tl_log("FAIL: the raw ranks could not join");
+        fails++;
+        kill(pid, SIGKILL);
+        hx_wait_pid(pid, 30, NULL);
+        return;
+    }
+    struct nx_sqe s = {.user_data = 1, .comm_id = a.comm, .kind = NX_K_PULLED, .seq = 4,
+                       .chunk = 2};
+    raw_push(&a, &s);
+    if (rc_wait_closed(a.fd, 5000) != 0) {
+        tl_log("FAIL: a client that said it read a chunk of an op not running was not "
+               "dropped");
+        fails++;
+    }
+    raw_close(&a);
+    kill(pid, SIGKILL);
+    hx_wait_pid(pid, 30, NULL);
+    /* nexard says why in its log. */
+    FILE *f = fopen(g_d.log, "r");
+    char line[1024];
+    int seen = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (strstr(line, "said it read chunk 2 of op 4 on comm") && strstr(line, "not running"))
+            seen = 1;
+    if (f)
+        fclose(f);
+    EXPECT_TRUE(fails, seen, "nexard's log names no reason for the dropped client");
+    if (seen)
+        tl_log("ok: a notice for an op not running drops the client, with the reason");
+    double t = hx_timed_allreduces(g_d.sock, 50);
+    EXPECT_TRUE(fails, t >= 0, "nexard stopped serving after the bogus notice");
+}
+
+int main(void)
+{
+    hx_require_nexard();
+    if (hx_daemon_start(&g_d, (const char *const[]){"--slot-bytes", "1048576", "--slots", "4",
+                                                    NULL}))
+        return 1;
+    uint64_t want = 0;
+    for (size_t i = 0; i < NCASES; i++)
+        want += pulled_bytes(&cases[i], WORLD) * (cases[i].coll == TL_BROADCAST ? WORLD : 1);
+    EXPECT_TRUE(fails, want > 0, "the cases pull nothing: the test tests nothing");
+    phase_cases("peer reads on", false, want);
+    phase_cases("NEXAR_PEER_READS=0 on rank 0", true, 0);
+    phase_silent_reader();
+    phase_bogus_notice();
+    if (hx_daemon_stop(&g_d))
+        fails++;
+    tl_log("%s", fails ? "FAILED" : "PASSED");
+    return fails ? 1 : 0;
+}
