@@ -182,7 +182,7 @@ WIRE_SEEDS = {
 
 K = dict(all_reduce=1, broadcast=2, reduce=3, all_gather=4, reduce_scatter=5, gather=6,
          scatter=7, all_to_all=8, scan=9, exscan=10, bucketed=11, barrier=12, send=13,
-         recv=14, split=15, free=16, abort=17, shrink=18, grow=19)
+         recv=14, split=15, free=16, abort=17, shrink=18, grow=19, pulled=20)
 DIRECT = 0x01
 
 
@@ -232,6 +232,9 @@ SQE_SEEDS = {
     "abort": sqe("abort") + L4,
     "shrink": sqe("shrink") + L4,
     "grow": sqe("grow", peer=2) + L4,
+    # Peer reads: a rank read chunk 3 of op 9; and one that also names a count (refused).
+    "pulled": sqe("pulled", seq=9, chunk=3) + L2LOCAL,
+    "pulled_with_count": sqe("pulled", seq=9, chunk=3, count=4) + L2LOCAL,
     "bad_kind": sqe("all_reduce", count=1)[:12] + b"\x63" + sqe("all_reduce", count=1)[13:] + L4,
     "outside_arena": sqe("all_reduce", flags=DIRECT, count=1 << 40) + L4,
 }

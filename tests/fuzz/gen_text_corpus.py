@@ -45,6 +45,7 @@ quic_cc = cubic
 quic_lanes = 4
 inspect = off
 inspect_max_conns = 8
+peer_reads = off
 algo = all_reduce=ring,broadcast=tree
 """
 

@@ -43,6 +43,7 @@ static void test_defaults(void)
     CHECK(c.heap_bytes == 256u << 20);
     CHECK(c.op_timeout_s == 300);
     CHECK(!c.foreground);
+    CHECK(c.peer_reads);
     CHECK(nx_config_uid_allowed(&c, 1000, 1000));
     CHECK(!nx_config_uid_allowed(&c, 1000, 1001));
     /* Root joins no other uid's job, and no uid joins root's. */
@@ -59,7 +60,7 @@ static void test_file(void)
     nx_config_defaults(&c);
     char *p = write_tmp("# comment\n\n socket = /tmp/x.sock  # trailing\n"
                         "slot_bytes = 64K\nslots=2\nheap_bytes = 1M\nlog_level = debug\n"
-                        "allow_uids = 1001, 1002\nop_timeout_s = 7\n");
+                        "allow_uids = 1001, 1002\nop_timeout_s = 7\npeer_reads = off\n");
     CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == 0);
     CHECK(!strcmp(c.socket_path, "/tmp/x.sock"));
     CHECK(c.slot_bytes == 65536);
@@ -67,6 +68,7 @@ static void test_file(void)
     CHECK(c.heap_bytes == 1u << 20);
     CHECK(c.log_level == NX_LOG_DEBUG);
     CHECK(c.op_timeout_s == 7);
+    CHECK(!c.peer_reads);
     CHECK(c.n_allow_uids == 2);
     /* allow_uids is a group: its members share jobs among themselves only. */
     CHECK(nx_config_uid_allowed(&c, 1001, 1002));
