@@ -240,6 +240,7 @@ static const struct {
     {NX_K_COMM_ABORT, {0, 0, false, false}, {0, 0, false, false}},
     {NX_K_COMM_SHRINK, {0, 0, false, false}, {0, 0, false, false}},
     {NX_K_COMM_GROW, {0, 0, false, false}, {0, 0, false, false}},
+    {NX_K_PULLED, {0, 0, false, false}, {0, 0, false, false}},
 };
 #define N_KINDS (sizeof shape_table / sizeof shape_table[0])
 
@@ -447,7 +448,7 @@ static void test_tables(void)
         "?", "all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "gather",
         "scatter", "all_to_all", "scan", "exscan", "all_reduce_bucketed", "barrier", "send",
         "recv", "split", "comm_free", "comm_abort", "comm_shrink",
-        "comm_grow"};
+        "comm_grow", "pulled"};
     for (unsigned k = 0; k <= NX_K_MAX; k++)
         EXPECT(strcmp(nx_kind_name((uint8_t)k), knames[k]) == 0);
     EXPECT(strcmp(nx_kind_name(NX_K_MAX + 1), "?") == 0);
@@ -516,6 +517,20 @@ static void test_validate_accepts(void)
 {
     const uint64_t slot = lim4.slot_bytes;
     struct nx_sqe e;
+
+    /* A peer-read notice names (comm, seq, chunk) and nothing else. */
+    e = sqe(NX_K_PULLED, 0, 0, 0);
+    e.seq = 9;
+    e.chunk = 12345;
+    OK(e, &lim4);
+    e.count = 4;
+    BAD(e, &lim4, "pulled notice");
+    e.count = 0;
+    e.out_off = 64;
+    BAD(e, &lim4, "pulled notice");
+    e.out_off = 0;
+    e.flags = NX_SQE_DIRECT;
+    BAD(e, &lim4, "pulled notice");
 
     /* Every data kind, staged in slot 2, chunk 0 of a 3-chunk op. */
     for (size_t i = 0; i < N_KINDS; i++) {
