@@ -264,7 +264,8 @@ static void fill_ops(struct arena *a, Nexar__CtlReply *rep)
             oi->chunks_done = op->next_chunk;
             oi->chunks_total = op->nchunks;
             oi->age_s = now - op->started;
-            oi->algorithm = (char *)nx_coll_local_algo(op->sig.kind);
+            oi->algorithm = (char *)(op->pull_owe ? "local-peer-reads"
+                                                  : nx_coll_local_algo(op->sig.kind));
             const char *across = nx_xcoll_algo(op);
             if (across) {
                 oi->algorithm = keep(a, nx_xasprintf("%s + %s across %u nodes", oi->algorithm,
@@ -282,6 +283,15 @@ static void fill_ops(struct arena *a, Nexar__CtlReply *rep)
                     (!direct && p->q_head == p->q_len && op->next_chunk < op->nchunks))
                     oi->waiting_for[oi->n_waiting_for++] = nx_comm_span_rank(c, r);
             }
+            /* A reader of its peers' slots holds up the ranks whose slots it reads (they
+             * have none left for the next chunk): it is the one to name, as the deadline's
+             * text does (matcher.c). */
+            uint32_t owing = nx_pull_owing(op);
+            if (owing)
+                oi->n_waiting_for = 0;
+            for (uint32_t r = 0; r < c->size && r < 32; r++)
+                if (owing & (1u << r))
+                    oi->waiting_for[oi->n_waiting_for++] = nx_comm_span_rank(c, r);
             rep->ops[rep->n_ops++] = oi;
         }
     }

@@ -95,7 +95,10 @@ bool nx_pull_done(struct nx_op *op, uint32_t rank, uint32_t chunk, char *why, si
 /* The communicator failed: completes the held descriptors with its failure. */
 void nx_pull_fail(struct nx_op *op);
 
-/* "1, 3": the ranks that still read the oldest unreleased chunk; "" when none. */
+/* The ranks (bits) that still read the oldest unreleased chunk; 0 when none. */
+uint32_t nx_pull_owing(const struct nx_op *op);
+
+/* The same as "1, 3"; "" when none. */
 void nx_pull_waiting(const struct nx_op *op, char *buf, size_t len);
 
 static inline bool nx_part_direct(const struct nx_part *p)

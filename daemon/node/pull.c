@@ -190,13 +190,18 @@ void nx_pull_fail(struct nx_op *op)
                       op->comm->failed_text);
 }
 
+uint32_t nx_pull_owing(const struct nx_op *op)
+{
+    if (!op->pull_owe || op->pull_rel >= op->next_chunk)
+        return 0;
+    return op->pull_owe[op->pull_rel % op->pull_win];
+}
+
 void nx_pull_waiting(const struct nx_op *op, char *buf, size_t len)
 {
     size_t off = 0;
+    uint32_t owe = nx_pull_owing(op);
     buf[0] = '\0';
-    if (!op->pull_owe || op->pull_rel >= op->next_chunk)
-        return;
-    uint32_t owe = op->pull_owe[op->pull_rel % op->pull_win];
     for (uint32_t r = 0; r < op->comm->size && r < 32 && off < len; r++)
         if (owe & (1u << r))
             off += (size_t)snprintf(buf + off, len - off, "%s%u", off ? ", " : "", r);

@@ -7,9 +7,10 @@
  *      reference; nexard's "bytes pulled" grows by exactly what the chunk plan says the
  *      staged ones read (the mixed ones read nothing: a direct part is nexard's to copy).
  *   2. The same with NEXAR_PEER_READS=0 on one rank: exact, and nothing pulled.
- *   3. A reader that never says it read (a raw client beside a real root): the root's
- *      broadcast fails with TIMEOUT naming that rank and the chunk; the peer's segment
- *      it was given cannot be mapped writable.
+ *   3. A reader that never says it read (a raw client beside a real root): nexarctl ops
+ *      names it while the root waits, and the root's broadcast fails with TIMEOUT naming
+ *      that rank and the chunk; the peer's segment it was given cannot be mapped
+ *      writable.
  *   4. A notice for a chunk nobody gave the client: it is dropped, with the reason in
  *      nexard's log, and the daemon keeps serving.
  */
@@ -281,6 +282,28 @@ static void phase_silent_reader(void)
                            .in_off = k * c.h.slot_bytes, .out_off = k * c.h.slot_bytes};
         raw_push(&c, &s);
     }
+    /* While the root waits, nexarctl ops names the reader that holds the op up. */
+    struct tj *v = NULL;
+    uint64_t waiting = 99, done = 0;
+    const char *algo = NULL;
+    for (double end = tl_now() + 1.5; tl_now() < end; usleep(50000)) {
+        int rc;
+        tj_free(v);
+        v = tl_ctl_json(g_d.dir, g_d.sock, "ops", &rc);
+        algo = v ? tj_str(v, "ops[0].algorithm") : NULL;
+        if (v && tj_len(v, "ops[0].waiting_for") == 1 &&
+            tj_u64(v, "ops[0].waiting_for[0]", &waiting) == 0 &&
+            tj_u64(v, "ops[0].chunks_done", &done) == 0 && done == 3)
+            break;
+    }
+    EXPECT_TRUE(fails, algo && !strcmp(algo, "local-peer-reads") && waiting == 1 && done == 3,
+                "nexarctl ops while the reader is silent: algorithm %s, waiting for rank %llu, "
+                "%llu chunks run (expected local-peer-reads, rank 1, 3: the root's slots)",
+                algo ? algo : "(none)", (unsigned long long)waiting, (unsigned long long)done);
+    if (algo && !strcmp(algo, "local-peer-reads") && waiting == 1)
+        tl_log("ok: nexarctl ops: local-peer-reads, %llu chunks run, waiting for rank 1",
+               (unsigned long long)done);
+    tj_free(v);
     int ws = 0;
     if (hx_wait_pid(pid, 60, &ws) || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
         tl_log("FAIL: the root of the broadcast with a silent reader");
