@@ -176,6 +176,9 @@ static bool hand_over(struct nx_client *cl, const struct nx_job *j, const struct
  * is about to receive anyway, but never write into their rings.  Returns how many
  * segments there are (0: none), with a read-only fd of each in fds, by pull index.
  */
+_Static_assert(3 + NX_PULL_MAX_RANKS - 1 <= NX_FRAME_MAX_FDS,
+               "a JoinReply carries three fds and every other peer reader's segment");
+
 static uint32_t pull_setup(struct nx_client **cls, uint32_t n, int *fds)
 {
     if (!nxd.cfg.peer_reads || n < 2 || n > NX_PULL_MAX_RANKS)
