@@ -89,6 +89,7 @@ static void fmt_uids(const struct nx_config *c, const uid_t *v, char *b, size_t 
     X("max_timeout_s", max_timeout_s)                        \
     X("max_pending", max_pending)                            \
     X("workers", workers)                                    \
+    X("peer_reads", peer_reads)                              \
     X("allow_uids", allow_uids)                              \
     X("listen", listen)                                      \
     X("advertise", advertise)                                \
