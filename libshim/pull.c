@@ -61,13 +61,18 @@ nexar_status_t nx_pull_map(struct nx_join *j)
     }
     nx_S.pull_count = j->pull_count;
     nx_S.pull_index = j->pull_index;
+    if (j->pull_count) { /* a rank reads its own slot too (gather, scatter, all_to_all) */
+        nx_S.pull_seg[j->pull_index] = nx_S.seg;
+        nx_S.pull_len[j->pull_index] =
+            nx_S.hdr.arena_off + (uint64_t)nx_S.hdr.slot_count * nx_S.hdr.slot_bytes;
+    }
     return NEXAR_OK;
 }
 
 void nx_pull_unmap(void)
 {
     for (uint32_t i = 0; i < nx_S.pull_count; i++) {
-        if (nx_S.pull_seg[i])
+        if (nx_S.pull_seg[i] && nx_S.pull_seg[i] != nx_S.seg)
             munmap((void *)nx_S.pull_seg[i], (size_t)nx_S.pull_len[i]);
         nx_S.pull_seg[i] = NULL;
         nx_S.pull_len[i] = 0;

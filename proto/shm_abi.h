@@ -107,7 +107,7 @@ struct nx_cqe {
             uint32_t res_size; /* split, shrink, grow: size of the new communicator */
         };
         struct {
-            /* A staged broadcast or all_gather chunk run by peer reads (see struct
+            /* A staged chunk of an op that only moves data, run by peer reads (see struct
              * nx_pull): nonzero, the number of entries in the table nexard wrote at the
              * descriptor's out_off.  0: an ordinary completion. */
             uint32_t pull_n;
@@ -217,14 +217,16 @@ bool nx_dev_op_bytes(uint32_t niov, uint64_t *bytes);
 /* ---- peer reads ------------------------------------------------------------------
  * On a communicator that lives on one node, the ranks of a job may read each other's
  * staging slots (JoinRequest.peer_reads, JoinReply.pull_index / pull_count and the
- * read-only segment fds that follow the three).  A staged broadcast or all_gather chunk
- * then moves without nexard's copy: nexard writes, at each reader's out_off, a table of
- * pull_n entries and completes the reader's descriptor with pull_n set.  The reader
- * copies each entry's bytes from segment `peer` (its index among the job's ranks on the
- * node) at byte offset `off` into block `block` of this chunk of its output, then
- * submits NX_K_PULLED for (comm, seq, chunk).  Once every reader of the chunk has, nexard
- * completes the descriptors of the ranks whose slots were read (pull_hold, or a
- * broadcast's root, which gets only that completion).  So a slot is never reused while
+ * read-only segment fds that follow the three).  A staged chunk of an op that only moves
+ * data (broadcast, all_gather, gather, scatter, all_to_all) then moves without nexard's
+ * copy: nexard writes, at each reader's out_off, a table of pull_n entries and completes
+ * the reader's descriptor with pull_n set.  The reader copies each entry's bytes from
+ * segment `peer` (its index among the job's ranks on the node; its own segment too) at
+ * byte offset `off` into block `block` of this chunk of its output, then submits
+ * NX_K_PULLED for (comm, seq, chunk).  Once every reader of the chunk has, nexard
+ * completes the descriptors of the ranks whose slots others read (pull_hold; or, for a
+ * rank that reads nothing, as a broadcast's root or a gather's non-root, its only
+ * completion).  So a slot is never reused while
  * another rank reads it, and a chunk moves in two copies instead of three, by the ranks
  * themselves.  The table is little more than the reader trusts of nexard anyway; it
  * checks every entry against the segments it mapped. */
@@ -233,7 +235,8 @@ bool nx_dev_op_bytes(uint32_t niov, uint64_t *bytes);
 
 struct nx_pull {
     uint32_t peer;  /* index of the segment among the job's ranks on this node */
-    uint32_t block; /* output block of the chunk (broadcast: 0; all_gather: the rank) */
+    uint32_t block; /* output block of the chunk (broadcast, scatter: 0; all_gather,
+                       gather, all_to_all: the source's rank) */
     uint64_t off;   /* byte offset in that segment */
     uint64_t bytes; /* the chunk's block: elements x element size */
 };

@@ -171,7 +171,8 @@ static bool hand_over(struct nx_client *cl, const struct nx_job *j, const struct
 
 /*
  * Peer reads (shm_abi.h): when every one of the n ranks here asked for them, each gets the
- * others' segments, read-only, and reads a broadcast's or all_gather's chunks from their
+ * others' segments, read-only, and reads the chunks of ops that only move data (broadcast,
+ * all_gather, gather, scatter, all_to_all) from their
  * slots itself.  Read-only: a rank of the job may see its peers' slots, whose contents it
  * is about to receive anyway, but never write into their rings.  Returns how many
  * segments there are (0: none), with a read-only fd of each in fds, by pull index.

@@ -1,7 +1,8 @@
 /*
  * pull.c - chunks that the ranks move themselves, by reading each other's staging slots
- * (peer reads, shm_abi.h).  nexard's copy of a broadcast or all_gather chunk was the
- * middle one of three (into the source's slot, into the reader's slot, out of it): here
+ * (peer reads, shm_abi.h).  nexard's copy of a broadcast, all_gather, gather, scatter or
+ * all_to_all chunk was the middle one of three (into the source's slot, into the reader's
+ * slot, out of it): here
  * the reader copies from the source's slot straight into its output, so a chunk costs
  * two copies, made by the ranks in parallel, and nexard only says where to read and
  * when a slot may be reused.
@@ -28,29 +29,64 @@ static bool part_pulls(const struct nx_part *p, uint64_t slots_end, uint64_t in_
     return st->in_off <= slots_end && in_bytes <= slots_end - st->in_off;
 }
 
+/* Whether reader r reads from source s's slot in kind's chunk, and which block of its
+ * output (*out_blk) that is, from which block of s's input (*in_blk).  A rank may read its
+ * own slot (gather's root, scatter's root, all_to_all): that makes it no source. */
+static bool reads(uint8_t kind, uint32_t root, uint32_t r, uint32_t s, uint32_t *out_blk,
+                  uint32_t *in_blk)
+{
+    *out_blk = s;
+    *in_blk = 0;
+    switch (kind) {
+    case NX_K_BROADCAST:
+        *out_blk = 0;
+        return r != root && s == root;
+    case NX_K_ALL_GATHER: /* the rank's own block is its shim's (shm_abi.h) */
+        return r != s;
+    case NX_K_GATHER:
+        return r == root;
+    case NX_K_SCATTER:
+        *out_blk = 0;
+        *in_blk = r;
+        return s == root;
+    case NX_K_ALL_TO_ALL:
+        *in_blk = r;
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool kind_pulls(uint8_t kind)
+{
+    uint32_t o, i;
+    return reads(kind, 0, 1, 0, &o, &i) || reads(kind, 0, 0, 0, &o, &i);
+}
+
 static bool qualifies(const struct nx_op *op, uint64_t n)
 {
     const struct nx_comm *c = op->comm;
     uint8_t kind = op->sig.kind;
-    uint64_t bytes = n * nx_dtype_size(op->sig.dtype);
-    if ((kind != NX_K_BROADCAST && kind != NX_K_ALL_GATHER) || c->x || !c->plan_local ||
-        (op->sig.flags & NX_SQE_DEVICE) || c->size < 2 || c->size > NX_PULL_MAX_RANKS ||
-        bytes < NX_PULL_MIN_BYTES || op->nchunks < 2)
+    uint32_t es = nx_dtype_size(op->sig.dtype);
+    uint64_t bytes = n * es;
+    if (!kind_pulls(kind) || c->x || !c->plan_local || (op->sig.flags & NX_SQE_DEVICE) ||
+        c->size < 2 || c->size > NX_PULL_MAX_RANKS || bytes < NX_PULL_MIN_BYTES ||
+        op->nchunks < 2)
         return false;
     /* A broadcast that the local plan cut small already overlaps its three copies, and
      * its root would wait for the readers' copies instead of nexard's: measured 0.8 of
      * the rate at 1 MiB and no gain up to 16 MiB (performance.md).  One slot a chunk, it
      * gains. */
     if (kind == NX_K_BROADCAST &&
-        op->chunk_elems != nx_chunk_elems(kind, c->size, nx_dtype_size(op->sig.dtype),
-                                          nxd.cfg.slot_bytes))
+        op->chunk_elems != nx_chunk_elems(kind, c->size, es, nxd.cfg.slot_bytes))
         return false;
     for (uint32_t r = 0; r < c->size; r++) {
         const struct nx_part *p = &op->parts[r];
+        struct nx_shape sh;
+        nx_kind_shape(kind, c->size, r, op->sig.peer, &sh);
         uint64_t slots_end = (uint64_t)p->client->seg.hdr.slot_count *
                              p->client->seg.hdr.slot_bytes;
-        bool source = kind == NX_K_ALL_GATHER || r == op->sig.peer;
-        if (!part_pulls(p, slots_end, source ? bytes : 0))
+        if (!part_pulls(p, slots_end, sh.in_mul * bytes))
             return false;
     }
     return true;
@@ -74,18 +110,6 @@ bool nx_pull_room(const struct nx_op *op)
     return !op->pull_owe || op->next_chunk - op->pull_rel < op->pull_win;
 }
 
-/* Reader r's entry for block `block` of source s. */
-static struct nx_pull entry(const struct nx_op *op, uint32_t s, uint32_t block, uint64_t bytes)
-{
-    const struct nx_part *p = &op->parts[s];
-    return (struct nx_pull){
-        .peer = p->client->pull_index,
-        .block = block,
-        .off = p->client->seg.hdr.arena_off + p->q[p->q_head].in_off,
-        .bytes = bytes,
-    };
-}
-
 bool nx_pull_chunk(struct nx_op *op, uint64_t n)
 {
     struct nx_comm *c = op->comm;
@@ -93,36 +117,43 @@ bool nx_pull_chunk(struct nx_op *op, uint64_t n)
         return false;
     ring_alloc(op);
     uint32_t P = c->size, w = (uint32_t)(op->next_chunk % op->pull_win);
-    uint64_t bytes = n * nx_dtype_size(op->sig.dtype);
-    bool gather = op->sig.kind == NX_K_ALL_GATHER;
-    uint32_t root = op->sig.peer, owe = 0, src = 0;
-    for (uint32_t r = 0; r < P; r++) {
-        if (gather || r == root)
-            src |= 1u << r;
-        if (gather || r != root)
-            owe |= 1u << r;
-    }
+    uint32_t root = op->sig.peer, owe = 0, src = 0, ob, ib, nent[NX_PULL_MAX_RANKS] = {0};
+    uint64_t bytes = n * nx_dtype_size(op->sig.dtype), entries = 0;
     /* Tables first, for every reader, while every part's oldest descriptor is this chunk. */
     for (uint32_t r = 0; r < P; r++) {
-        if (!(owe & (1u << r)))
-            continue;
         struct nx_part *p = &op->parts[r];
         uint8_t *t = p->client->seg.arena + p->q[p->q_head].out_off;
         uint32_t k = 0;
         for (uint32_t s = 0; s < P; s++) {
-            if (s == r || !(src & (1u << s)))
+            if (!reads(op->sig.kind, root, r, s, &ob, &ib))
                 continue;
-            struct nx_pull e = entry(op, s, gather ? s : 0, bytes);
+            const struct nx_part *ps = &op->parts[s];
+            struct nx_pull e = {
+                .peer = ps->client->pull_index,
+                .block = ob,
+                .off = ps->client->seg.hdr.arena_off + ps->q[ps->q_head].in_off + ib * bytes,
+                .bytes = bytes,
+            };
             memcpy(t + (size_t)k++ * sizeof(e), &e, sizeof(e));
+            if (s != r)
+                src |= 1u << s;
+        }
+        if (k) {
+            owe |= 1u << r;
+            entries += k;
+            nent[r] = k;
         }
     }
     for (uint32_t r = 0; r < P; r++) {
         struct nx_part *p = &op->parts[r];
         uint64_t ud = p->q[p->q_head].user_data;
-        bool reads = owe & (1u << r), read = src & (1u << r);
-        if (reads) {
-            struct nx_done d = {.user_data = ud, .pull_n = gather ? P - 1 : 1,
-                                .pull_hold = read};
+        bool reader = owe & (1u << r), read = src & (1u << r);
+        if (reader) {
+            struct nx_done d = {.user_data = ud, .pull_n = nent[r], .pull_hold = read};
+            nx_client_complete(p->client, &d, NULL);
+        }
+        if (!reader && !read) { /* no such rank in these kinds; its part is done */
+            struct nx_done d = {.user_data = ud};
             nx_client_complete(p->client, &d, NULL);
         }
         if (read)
@@ -134,7 +165,7 @@ bool nx_pull_chunk(struct nx_op *op, uint64_t n)
     op->pull_owe[w] = owe;
     op->pull_src[w] = src;
     nxd.stats.chunks++;
-    nxd.stats.bytes_pulled += bytes * (gather ? (uint64_t)P * (P - 1) : P - 1);
+    nxd.stats.bytes_pulled += entries * bytes;
     return true;
 }
 

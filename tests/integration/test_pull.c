@@ -1,9 +1,9 @@
 /*
- * test_pull.c - peer reads (shm_abi.h): ranks of one node read broadcast and all_gather
- * chunks from each other's staging slots.
+ * test_pull.c - peer reads (shm_abi.h): ranks of one node read broadcast, all_gather,
+ * gather, scatter and all_to_all chunks from each other's staging slots.
  *
- *   1. 3 ranks: broadcasts (every root) and all_gathers of f32 and u8, from one chunk to
- *      many, staged and mixed with nexar_alloc buffers, each checked against the
+ *   1. 3 ranks: broadcasts, gathers and scatters (every root), all_gathers and
+ *      all_to_alls, of f32 and u8, from one chunk to many, staged and mixed with nexar_alloc buffers, each checked against the
  *      reference; nexard's "bytes pulled" grows by exactly what the chunk plan says the
  *      staged ones read (the mixed ones read nothing: a direct part is nexard's to copy).
  *   2. The same with NEXAR_PEER_READS=0 on one rank: exact, and nothing pulled.
@@ -49,12 +49,39 @@ static const struct pcase cases[] = {
     {TL_ALL_GATHER, NEXAR_U8, 300001},       /* cut small, odd blocks */
     {TL_ALL_GATHER, NEXAR_F32, (1u << 19) + 5},
     {TL_ALL_GATHER, NEXAR_U8, (3u << 20) + 1},
+    {TL_GATHER, NEXAR_F32, 2000},
+    {TL_GATHER, NEXAR_F32, (1u << 18) + 9},   /* 3 blocks of 1 MiB in 1 MiB slots */
+    {TL_SCATTER, NEXAR_U8, 100001},
+    {TL_SCATTER, NEXAR_F32, (1u << 18) + 9},
+    {TL_ALL_TO_ALL, NEXAR_U8, 5000},
+    {TL_ALL_TO_ALL, NEXAR_F32, (1u << 17) + 1},
+    {TL_ALL_TO_ALL, NEXAR_F64, (1u << 16) + 3}, /* 8-byte and 2-byte elements */
+    {TL_GATHER, NEXAR_BF16, (1u << 19) + 1},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
 static int kind_of(int coll)
 {
-    return coll == TL_BROADCAST ? NX_K_BROADCAST : NX_K_ALL_GATHER;
+    switch (coll) {
+    case TL_BROADCAST: return NX_K_BROADCAST;
+    case TL_ALL_GATHER: return NX_K_ALL_GATHER;
+    case TL_GATHER: return NX_K_GATHER;
+    case TL_SCATTER: return NX_K_SCATTER;
+    default: return NX_K_ALL_TO_ALL;
+    }
+}
+
+/* Blocks the ranks read by peer reads in one chunk (a rank's reads of its own slot
+ * included; an all_gather's own block is its shim's). */
+static uint64_t reads_per_chunk(uint8_t kind, uint64_t P)
+{
+    switch (kind) {
+    case NX_K_BROADCAST: return P - 1;
+    case NX_K_ALL_GATHER: return P * (P - 1);
+    case NX_K_GATHER:
+    case NX_K_SCATTER: return P;
+    default: return P * P;
+    }
 }
 
 /* What nexard's peer reads move for one staged op of case k, from the chunk plan (pull.c's
@@ -71,7 +98,7 @@ static uint64_t pulled_bytes(const struct pcase *k, uint32_t P)
     for (uint64_t c = 0; c < nch; c++) {
         uint64_t n = k->count - c * E < E ? k->count - c * E : E;
         if (n * es >= NX_PULL_MIN_BYTES)
-            total += n * es * (kind == NX_K_BROADCAST ? P - 1 : (uint64_t)P * (P - 1));
+            total += n * es * reads_per_chunk(kind, P);
     }
     return total;
 }
@@ -86,7 +113,9 @@ static int rank_cases(struct hx_rank *r)
         return 1;
     uint64_t seed = 1;
     for (size_t i = 0; i < NCASES; i++) {
-        int roots = cases[i].coll == TL_BROADCAST ? r->size : 1;
+        int rooted = cases[i].coll == TL_BROADCAST || cases[i].coll == TL_GATHER ||
+                     cases[i].coll == TL_SCATTER;
+        int roots = rooted ? r->size : 1;
         for (int root = 0; root < roots; root++)
             for (int mode = TL_HEAP; mode <= TL_MIXED; mode += TL_MIXED - TL_HEAP) {
                 struct tl_case k = {.coll = cases[i].coll, .dtype = cases[i].dtype,
@@ -368,7 +397,11 @@ int main(void)
         return 1;
     uint64_t want = 0;
     for (size_t i = 0; i < NCASES; i++)
-        want += pulled_bytes(&cases[i], WORLD) * (cases[i].coll == TL_BROADCAST ? WORLD : 1);
+        want += pulled_bytes(&cases[i], WORLD) *
+                (cases[i].coll == TL_BROADCAST || cases[i].coll == TL_GATHER ||
+                         cases[i].coll == TL_SCATTER
+                     ? WORLD
+                     : 1);
     EXPECT_TRUE(fails, want > 0, "the cases pull nothing: the test tests nothing");
     phase_cases("peer reads on", false, want);
     phase_cases("NEXAR_PEER_READS=0 on rank 0", true, 0);
