@@ -2,10 +2,9 @@
  * pull.c - chunks that the ranks move themselves, by reading each other's staging slots
  * (peer reads, shm_abi.h).  nexard's copy of a broadcast, all_gather, gather, scatter or
  * all_to_all chunk was the middle one of three (into the source's slot, into the reader's
- * slot, out of it): here
- * the reader copies from the source's slot straight into its output, so a chunk costs
- * two copies, made by the ranks in parallel, and nexard only says where to read and
- * when a slot may be reused.
+ * slot, out of it): here the reader copies from the source's slot straight into its
+ * output, so a chunk costs two copies, made by the ranks in parallel, and nexard only
+ * says where to read and when a slot may be reused.
  */
 #include "op.h"
 
