@@ -103,7 +103,7 @@ static void notice(const struct nexar_request *r, uint64_t chunk)
     };
 }
 
-bool nx_pull_copy(struct nexar_request *r, const struct nx_slot *sl, const struct nx_cqe *e,
+void nx_pull_copy(struct nexar_request *r, const struct nx_slot *sl, const struct nx_cqe *e,
                   uint8_t *table)
 {
     uint64_t es = r->esize, count = r->tmpl.count, off = sl->chunk * r->chunk_elems;
@@ -125,7 +125,6 @@ bool nx_pull_copy(struct nexar_request *r, const struct nx_slot *sl, const struc
     }
     /* Also after a failure: the ranks whose slots nexard holds wait for it. */
     notice(r, sl->chunk);
-    return ok;
 }
 
 uint32_t nx_pull_flush(uint32_t space)
