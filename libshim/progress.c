@@ -271,7 +271,7 @@ nexar_status_t nexar_test(nexar_request_t *req, int *done)
     }
     /* As in a wait: not done before our peer-read notices are out (the ring may have
      * been full), or a rank that tests once and goes off to compute holds its peers. */
-    if (req->complete && !nx_S.pulled_n) {
+    if (req->complete && (!nx_S.pulled_n || nx_S.dead)) {
         *done = 1;
         s = nx_req_result(req);
         nx_req_free(req);
