@@ -38,6 +38,7 @@ void nx_shim_die(nexar_status_t s, const char *text)
         return;
     nx_S.dead = s;
     snprintf(nx_S.dead_text, sizeof(nx_S.dead_text), "%s", text);
+    nx_S.pulled_n = 0; /* nothing more reaches nexard */
     nx_req_abandon_all(s, nx_S.dead_text);
     pthread_cond_broadcast(&nx_S.cv);
 }

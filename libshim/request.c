@@ -630,7 +630,6 @@ void nx_req_on_cqe(const struct nx_cqe *e)
 
 void nx_req_abandon_all(nexar_status_t s, const char *text)
 {
-    nx_S.pulled_n = 0; /* nothing more reaches nexard */
     for (uint32_t i = 0; i < nx_S.hdr.slot_count && nx_S.slots; i++)
         if (nx_S.slots[i].req)
             slot_release(&nx_S.slots[i]);
