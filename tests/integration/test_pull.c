@@ -120,7 +120,8 @@ static int rank_cases(struct hx_rank *r)
             for (int mode = TL_HEAP; mode <= TL_MIXED; mode += TL_MIXED - TL_HEAP) {
                 struct tl_case k = {.coll = cases[i].coll, .dtype = cases[i].dtype,
                                     .count = cases[i].count, .root = root, .mode = mode,
-                                    .call = root % 2 ? TL_WAIT : TL_BLOCKING, .seed = seed++};
+                                    .call = (int)(seed % 3), /* blocking, wait, test loop */
+                                    .seed = seed++};
                 if (tl_run_case(w, &k) != TL_CASE_OK)
                     f++;
             }
