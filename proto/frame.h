@@ -16,7 +16,8 @@
  * decoded.
  *
  * Version history:
- *   1  HELLO, JOIN (memfd + 2 eventfds on JOIN_REPLY), CTL, ERROR.
+ *   1  HELLO, JOIN (memfd + 2 eventfds on JOIN_REPLY, then the peers' segments when
+ *      JoinReply.pull_count says so: shm_abi.h, peer reads), CTL, ERROR.
  *      Later additions that keep version 1, announced in HelloReply.features so that a
  *      client never sends a type its daemon does not know:
  *        DEV_REGISTER, DEV_UNREGISTER, DEV_REPLY (NX_FEATURE_DEVICE: CUDA buffers).

@@ -23,6 +23,10 @@
  * Version history:
  *   1  first layout.  Compatible addition: NX_SQE_DEVICE and struct nx_dev_op (device
  *      buffers), used only with a daemon that announces NX_FEATURE_DEVICE (frame.h).
+ *   3  the chunk plan depends on the count (docs/shm-protocol.md).  Compatible addition:
+ *      peer reads (NX_K_PULLED, struct nx_pull, nx_cqe.pull_n / pull_hold), used only
+ *      with a shim that asked for them (JoinRequest.peer_reads) and got its peers'
+ *      segments.
  */
 #ifndef NX_SHM_ABI_H
 #define NX_SHM_ABI_H
@@ -226,10 +230,10 @@ bool nx_dev_op_bytes(uint32_t niov, uint64_t *bytes);
  * NX_K_PULLED for (comm, seq, chunk).  Once every reader of the chunk has, nexard
  * completes the descriptors of the ranks whose slots others read (pull_hold; or, for a
  * rank that reads nothing, as a broadcast's root or a gather's non-root, its only
- * completion).  So a slot is never reused while
- * another rank reads it, and a chunk moves in two copies instead of three, by the ranks
- * themselves.  The table is little more than the reader trusts of nexard anyway; it
- * checks every entry against the segments it mapped. */
+ * completion).  So a slot is never reused while another rank reads it, and a chunk moves
+ * in two copies instead of three, by the ranks themselves.  The table is little more than
+ * the reader trusts of nexard anyway; it checks every entry against the segments it
+ * mapped. */
 #define NX_PULL_MAX_RANKS 32u          /* a job with more ranks on a node does not pull */
 #define NX_PULL_MIN_BYTES (64u << 10)  /* smaller chunk blocks are copied by nexard */
 

@@ -169,17 +169,17 @@ static bool hand_over(struct nx_client *cl, const struct nx_job *j, const struct
     return true;
 }
 
-/*
- * Peer reads (shm_abi.h): when every one of the n ranks here asked for them, each gets the
- * others' segments, read-only, and reads the chunks of ops that only move data (broadcast,
- * all_gather, gather, scatter, all_to_all) from their
- * slots itself.  Read-only: a rank of the job may see its peers' slots, whose contents it
- * is about to receive anyway, but never write into their rings.  Returns how many
- * segments there are (0: none), with a read-only fd of each in fds, by pull index.
- */
 _Static_assert(3 + NX_PULL_MAX_RANKS - 1 <= NX_FRAME_MAX_FDS,
                "a JoinReply carries three fds and every other peer reader's segment");
 
+/*
+ * Peer reads (shm_abi.h): when every one of the n ranks here asked for them, each gets the
+ * others' segments, read-only, and reads the chunks of ops that only move data (broadcast,
+ * all_gather, gather, scatter, all_to_all) from their slots itself.  Read-only: a rank of
+ * the job may see its peers' slots, whose contents it is about to receive anyway, but
+ * never write into their rings.  Returns how many segments there are (0: none), with a
+ * read-only fd of each in fds, by pull index.
+ */
 static uint32_t pull_setup(struct nx_client **cls, uint32_t n, int *fds)
 {
     if (!nxd.cfg.peer_reads || n < 2 || n > NX_PULL_MAX_RANKS)
