@@ -118,10 +118,11 @@ static int rank_cases(struct hx_rank *r)
         int roots = rooted ? r->size : 1;
         for (int root = 0; root < roots; root++)
             for (int mode = TL_HEAP; mode <= TL_MIXED; mode += TL_MIXED - TL_HEAP) {
+                uint64_t sd = seed++;
                 struct tl_case k = {.coll = cases[i].coll, .dtype = cases[i].dtype,
                                     .count = cases[i].count, .root = root, .mode = mode,
-                                    .call = (int)(seed % 3), /* blocking, wait, test loop */
-                                    .seed = seed++};
+                                    .call = (int)(sd % 3), /* blocking, wait, test loop */
+                                    .seed = sd};
                 if (tl_run_case(w, &k) != TL_CASE_OK)
                     f++;
             }
