@@ -16,10 +16,16 @@
 
 #include "shim.h"
 
+/* A segment up to the end of its slots, where the heap starts. */
+static uint64_t slots_len(const struct nx_shm_hdr *h)
+{
+    return h->arena_off + h->heap_off;
+}
+
 static nexar_status_t map_one(uint32_t i, int fd)
 {
     const struct nx_shm_hdr *own = &nx_S.hdr;
-    uint64_t len = own->arena_off + (uint64_t)own->slot_count * own->slot_bytes;
+    uint64_t len = slots_len(own);
     struct stat st;
     if (fstat(fd, &st) < 0 || st.st_size < 0 || (uint64_t)st.st_size < len)
         return nx_fail(NEXAR_ERR_INTERNAL,
@@ -32,9 +38,9 @@ static nexar_status_t map_one(uint32_t i, int fd)
                        "NEXAR_PEER_READS=0 turns peer reads off", i, strerror(errno));
     struct nx_shm_hdr h;
     memcpy(&h, m, sizeof(h));
-    /* nexard gives every rank the same geometry; a table is checked against ours. */
-    if (h.magic != own->magic || h.version != own->version || h.arena_off != own->arena_off ||
-        h.slot_count != own->slot_count || h.slot_bytes != own->slot_bytes) {
+    /* nexard gives every rank the same geometry (the header holds nothing else); a table
+     * is checked against ours. */
+    if (memcmp(&h, own, sizeof(h)) != 0) {
         munmap(m, (size_t)len);
         return nx_fail(NEXAR_ERR_INTERNAL,
                        "nexar_init: the segment of peer %u (peer reads) has another layout "
@@ -63,8 +69,7 @@ nexar_status_t nx_pull_map(struct nx_join *j)
     nx_S.pull_index = j->pull_index;
     if (j->pull_count) { /* a rank reads its own slot too (gather, scatter, all_to_all) */
         nx_S.pull_seg[j->pull_index] = nx_S.seg;
-        nx_S.pull_len[j->pull_index] =
-            nx_S.hdr.arena_off + (uint64_t)nx_S.hdr.slot_count * nx_S.hdr.slot_bytes;
+        nx_S.pull_len[j->pull_index] = slots_len(&nx_S.hdr);
     }
     return NEXAR_OK;
 }
@@ -104,10 +109,9 @@ static void notice(const struct nexar_request *r, uint64_t chunk)
 }
 
 void nx_pull_copy(struct nexar_request *r, const struct nx_slot *sl, const struct nx_cqe *e,
-                  uint8_t *table)
+                  uint8_t *table, uint64_t n)
 {
     uint64_t es = r->esize, count = r->tmpl.count, off = sl->chunk * r->chunk_elems;
-    uint64_t n = count - off < r->chunk_elems ? count - off : r->chunk_elems;
     bool ok = e->pull_n <= NX_PULL_MAX_RANKS;
     for (uint32_t k = 0; ok && !r->failed && k < e->pull_n; k++) {
         struct nx_pull p;

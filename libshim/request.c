@@ -602,9 +602,8 @@ void nx_req_on_cqe(const struct nx_cqe *e)
         nx_req_fail(r, s, text);
     } else if (sl && e->pull_n) {
         /* Peer reads (pull.c): the chunk is this rank's to copy from its peers' slots. */
-        uint64_t out_rel;
-        chunk_len(r, sl->chunk, &out_rel);
-        nx_pull_copy(r, sl, e, slot_base((uint32_t)(sl - nx_S.slots)) + out_rel);
+        uint64_t out_rel, n = chunk_len(r, sl->chunk, &out_rel);
+        nx_pull_copy(r, sl, e, slot_base((uint32_t)(sl - nx_S.slots)) + out_rel, n);
         if (e->pull_hold) {
             /* Others read this slot: it is nexard's until the second completion. */
             sl->pulled = true;

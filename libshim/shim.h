@@ -277,11 +277,12 @@ struct nx_slot;
  * there are none.  Its failure names the peer and the cause. */
 NX_HIDDEN nexar_status_t nx_pull_map(struct nx_join *j);
 NX_HIDDEN void nx_pull_unmap(void);
-/* A peer-read completion of slot sl (e->pull_n entries at its output): copies each
- * entry's bytes into r's output and queues the NX_K_PULLED notice.  A table that names
+/* A peer-read completion of slot sl (e->pull_n entries at its output, table), whose chunk
+ * has n elements a block: copies each entry's bytes into r's output and queues the
+ * NX_K_PULLED notice.  A table that names
  * what this rank did not map fails r with the reason (the notice goes all the same). */
 NX_HIDDEN void nx_pull_copy(struct nexar_request *r, const struct nx_slot *sl,
-                            const struct nx_cqe *e, uint8_t *table);
+                            const struct nx_cqe *e, uint8_t *table, uint64_t n);
 /* Puts the queued notices into the ring, at most space of them; returns how many. */
 NX_HIDDEN uint32_t nx_pull_flush(uint32_t space);
 

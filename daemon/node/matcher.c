@@ -639,6 +639,7 @@ void nx_match_tick(double now)
             continue;
         char ranks[256], readers[256];
         waiting_ranks(op, ranks, sizeof(ranks));
+        nx_pull_waiting(op, readers, sizeof(readers));
         double limit = c->timeout_ms / 1000.0;
         /* Held up by other nodes only: the node where a rank is missing names it first,
          * and its text reaches us through the communicator's abort. */
@@ -660,7 +661,7 @@ void nx_match_tick(double now)
                          "rank(s) %s never arrived (%u of %u did%s)",
                          nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, limit,
                          ranks, op->arrived, c->size, c->x ? " at this node" : "");
-        } else if (nx_pull_waiting(op, readers, sizeof(readers)), readers[0]) {
+        } else if (readers[0]) {
             nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
                          "%s seq %" PRIu64 " on comm %u (job \"%s\") made no progress for "
                          "%.0f s: rank(s) %s did not finish reading chunk %" PRIu64 " of %"

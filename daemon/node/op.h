@@ -75,8 +75,9 @@ void nx_op_finish(struct nx_op *op);
 
 /* ---- peer reads (pull.c) ---- */
 
-/* Runs the op's next chunk by peer reads if it qualifies (a local staged broadcast or
- * all_gather whose ranks all read peers' slots, blocks of NX_PULL_MIN_BYTES or more):
+/* Runs the op's next chunk by peer reads if it qualifies (a local staged broadcast,
+ * all_gather, gather, scatter or all_to_all whose ranks all read peers' slots, blocks of
+ * NX_PULL_MIN_BYTES or more):
  * writes each reader's table, completes the readers' descriptors with it and holds the
  * read ones.  False: the chunk is nexard's to copy. */
 bool nx_pull_chunk(struct nx_op *op, uint64_t n);

@@ -19,18 +19,21 @@
 #include "mem.h"
 #include "nexar.h"
 
-static bool part_pulls(const struct nx_part *p, uint64_t slots_end, uint64_t in_bytes)
+static bool part_pulls(const struct nx_part *p, uint64_t in_bytes)
 {
     if (nx_part_direct(p) || p->q_head == p->q_len || p->client->pull_index == NX_PULL_NONE)
         return false;
-    /* A source's input must lie in its slots: that is all a reader maps. */
+    /* A source's input must lie in its slots, which end where the heap starts: that is
+     * all a reader maps. */
     const struct nx_staged *st = &p->q[p->q_head];
+    uint64_t slots_end = p->client->seg.hdr.heap_off;
     return st->in_off <= slots_end && in_bytes <= slots_end - st->in_off;
 }
 
 /* Whether reader r reads from source s's slot in kind's chunk, and which block of its
  * output (*out_blk) that is, from which block of s's input (*in_blk).  A rank may read its
- * own slot (gather's root, scatter's root, all_to_all): that makes it no source. */
+ * own slot (gather's root, scatter's root, all_to_all): that makes it no source.  Every
+ * rank of a kind here reads or is read (nx_pull_chunk completes it either way). */
 static bool reads(uint8_t kind, uint32_t root, uint32_t r, uint32_t s, uint32_t *out_blk,
                   uint32_t *in_blk)
 {
@@ -80,12 +83,9 @@ static bool qualifies(const struct nx_op *op, uint64_t n)
         op->chunk_elems != nx_chunk_elems(kind, c->size, es, nxd.cfg.slot_bytes))
         return false;
     for (uint32_t r = 0; r < c->size; r++) {
-        const struct nx_part *p = &op->parts[r];
         struct nx_shape sh;
         nx_kind_shape(kind, c->size, r, op->sig.peer, &sh);
-        uint64_t slots_end = (uint64_t)p->client->seg.hdr.slot_count *
-                             p->client->seg.hdr.slot_bytes;
-        if (!part_pulls(p, slots_end, sh.in_mul * bytes))
+        if (!part_pulls(&op->parts[r], sh.in_mul * bytes))
             return false;
     }
     return true;
@@ -149,10 +149,6 @@ bool nx_pull_chunk(struct nx_op *op, uint64_t n)
         bool reader = owe & (1u << r), read = src & (1u << r);
         if (reader) {
             struct nx_done d = {.user_data = ud, .pull_n = nent[r], .pull_hold = read};
-            nx_client_complete(p->client, &d, NULL);
-        }
-        if (!reader && !read) { /* no such rank in these kinds; its part is done */
-            struct nx_done d = {.user_data = ud};
             nx_client_complete(p->client, &d, NULL);
         }
         if (read)
