@@ -27,6 +27,7 @@
  *      peer reads (NX_K_PULLED, struct nx_pull, nx_cqe.pull_n / pull_hold), used only
  *      with a shim that asked for them (JoinRequest.peer_reads) and got its peers'
  *      segments.
+ *   4  a local all_gather's chunks are at least NX_PIPE_MIN_BYTES of block, not of slot.
  */
 #ifndef NX_SHM_ABI_H
 #define NX_SHM_ABI_H
@@ -36,7 +37,7 @@
 #include <stdint.h>
 
 #define NX_SHM_MAGIC 0x534d584eu /* "NXMS" */
-#define NX_SHM_VERSION 3u
+#define NX_SHM_VERSION 4u
 #define NX_SHM_ALIGN 64u
 #define NX_ERR_TEXT_BYTES 512u
 
@@ -296,12 +297,15 @@ uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t sl
 /* The chunk plan of a collective with `count` elements per block on a communicator
  * whose ranks were told it lives on one node (`local`: JoinReply.nodes == 1, or
  * nx_cqe.res_local): what nx_chunk_elems allows, except that a local broadcast or
- * all_gather that fits in NX_PIPE_SLOTS slots is cut into NX_PIPE_CHUNKS chunks (a
- * multiple of NX_PIPE_ALIGN elements, at least NX_PIPE_MIN_BYTES of slot each), so that
- * the root's or owner's copy into its slot, nexard's copy and the other ranks' copies out
- * overlap instead of following one another.  Reductions and ops across nodes measured no
- * gain from smaller chunks, or a loss (docs/performance.md), and keep nx_chunk_elems.
- * Every rank and the daemon compute the same plan from the op's signature. */
+ * all_gather that fits in NX_PIPE_SLOTS slots is cut into up to NX_PIPE_CHUNKS chunks (a
+ * multiple of NX_PIPE_ALIGN elements, at least NX_PIPE_MIN_BYTES of block each; an
+ * all_gather into at least two), so that the root's or owner's copy into its slot, the
+ * copy to the other ranks and their copies out overlap instead of following one another.
+ * The minimum is of block, not of slot: each chunk costs the same hand-offs, and an
+ * all_gather's slot holds 1 + size blocks of it.  Reductions and ops across nodes
+ * measured no gain from smaller chunks, or a loss (docs/performance.md), and keep
+ * nx_chunk_elems.  Every rank and the daemon compute the same plan from the op's
+ * signature. */
 #define NX_PIPE_SLOTS 4u
 #define NX_PIPE_CHUNKS 16u
 #define NX_PIPE_MIN_BYTES (512u << 10)

@@ -354,8 +354,8 @@ static void test_chunk_elems(void)
 }
 
 /* The plan by count: the slot's capacity, but for a local broadcast or all_gather of at
- * most NX_PIPE_SLOTS slots, NX_PIPE_CHUNKS chunks of NX_PIPE_ALIGN elements each at least
- * NX_PIPE_MIN_BYTES of slot. */
+ * most NX_PIPE_SLOTS slots, up to NX_PIPE_CHUNKS chunks of NX_PIPE_ALIGN elements each at
+ * least NX_PIPE_MIN_BYTES of block (an all_gather in at least two). */
 static void test_op_chunk_elems(void)
 {
     static const uint64_t counts[] = {0, 1, 1000, 65536, 131073, 1u << 20, 3u << 20,
@@ -382,9 +382,13 @@ static void test_op_chunk_elems(void)
                         if (n == cap)
                             continue;
                         EXPECT_EQ(n % NX_PIPE_ALIGN, 0);
-                        /* slots[k] / cap >= the slot bytes of one element */
-                        EXPECT(n * (slots[k] / cap) + NX_PIPE_ALIGN * (slots[k] / cap) >
-                               NX_PIPE_MIN_BYTES || n == NX_PIPE_ALIGN);
+                        /* At least the minimum of block, or as near as the alignment
+                         * allows; an all_gather in two chunks when the minimum would
+                         * leave it one. */
+                        bool halved = kind == NX_K_ALL_GATHER && n >= (cnt + 1) / 2 &&
+                                      n < (cnt + 1) / 2 + NX_PIPE_ALIGN;
+                        EXPECT((n + NX_PIPE_ALIGN) * es > NX_PIPE_MIN_BYTES ||
+                               n == NX_PIPE_ALIGN || halved);
                         EXPECT(nx_chunk_count(cnt, n) <= NX_PIPE_CHUNKS);
                     }
                 }
@@ -401,8 +405,16 @@ static void test_op_chunk_elems(void)
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 4 * MIB, true), 256 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 8 * MIB, true), MIB);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 2 * MIB, false), MIB);
-    /* all_gather of u8 on 2 ranks (3 regions of a chunk in the slot). */
-    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 1, 4 * MIB, MIB, true), 174784);
+    /* all_gather on 2 ranks (3 regions of a chunk in the slot: 1398101 u8 a chunk at
+     * most): 1 MiB blocks in 2 chunks of 512 KiB, 512 KiB blocks in 2 of 256 KiB, 4 MiB
+     * of f32 in 8 of 512 KiB, 6 MiB of f32 (beyond 4 slots) in whole slots; across nodes
+     * whole slots. */
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 1, 4 * MIB, MIB, true), 512 * 1024);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 1, 4 * MIB, MIB / 2, true), 256 * 1024);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 4, 4 * MIB, MIB, true), 128 * 1024);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 4, 4 * MIB, 3 * MIB / 2, true),
+              4 * MIB / 12);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 1, 4 * MIB, MIB, false), 4 * MIB / 3);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_REDUCE, 2, 4, 4 * MIB, 2 * MIB, true), MIB);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_SEND, 1, 4, 4 * MIB, 1000, true), MIB);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BARRIER, 4, 4, 4 * MIB, 0, true), UINT64_MAX);
