@@ -81,14 +81,25 @@ static int check_desc(struct nx_xop *x, char *err, size_t errlen)
     return 0;
 }
 
-/* Copies the rank table and builds the per-node rank lists. */
+/* Copies the rank table and builds the per-node rank lists.  Every array an op keeps
+ * sized by its window, ranks or nodes, and the scratch of scan_peers, is carved from one
+ * block (x->geo): a small op allocated a dozen of them before. */
 static int place_ranks(struct nx_xop *x, char *err, size_t errlen)
 {
     uint32_t N = x->d.nnodes, P = x->d.nranks;
-    x->rank_node = nx_xcalloc(P, sizeof(uint32_t));
-    x->lidx = nx_xcalloc(P, sizeof(uint32_t));
-    x->nr_rank = nx_xcalloc(P, sizeof(uint32_t));
-    x->nr_off = nx_xcalloc((size_t)N + 1, sizeof(uint32_t));
+    x->window = x->d.window ? x->d.window : NX_XOP_DEFAULT_WINDOW;
+    x->geo = nx_xcalloc((size_t)x->window * sizeof(*x->slots) + (size_t)N * sizeof(uint64_t) +
+                            ((size_t)3 * P + 3 * N + 1) * sizeof(uint32_t) + N,
+                        1);
+    x->slots = x->geo;
+    x->credit = (uint64_t *)(x->slots + x->window);
+    x->rank_node = (uint32_t *)(x->credit + N);
+    x->lidx = x->rank_node + P;
+    x->nr_rank = x->lidx + P;
+    x->nr_off = x->nr_rank + P;
+    x->in_peers = x->nr_off + N + 1;
+    uint32_t *fill = x->in_peers + N;
+    x->geo_from = (bool *)(fill + N);
     for (uint32_t r = 0; r < P; r++) {
         uint32_t n = x->d.rank_node[r];
         if (n >= N)
@@ -103,13 +114,11 @@ static int place_ranks(struct nx_xop *x, char *err, size_t errlen)
             x->max_local = x->nr_off[n + 1];
         x->nr_off[n + 1] += x->nr_off[n];
     }
-    uint32_t *fill = nx_xcalloc(N, sizeof(uint32_t));
     for (uint32_t r = 0; r < P; r++) {
         uint32_t n = x->rank_node[r];
         x->lidx[r] = fill[n]++;
         x->nr_rank[x->nr_off[n] + x->lidx[r]] = r;
     }
-    free(fill);
     x->d.rank_node = x->rank_node;
     return 0;
 }
@@ -120,7 +129,7 @@ static int scan_peers(struct nx_xop *x, char *err, size_t errlen)
     uint32_t N = x->d.nnodes;
     struct nx_xpiece pc = {.idx = 0, .e0 = 0, .n = x->d.count < x->piece_elems
                                                         ? x->d.count : x->piece_elems};
-    bool *from = nx_xcalloc(N, sizeof(bool));
+    bool *from = x->geo_from;
     uint64_t biggest = 0;
     for (uint32_t s = 0; s < x->nsteps; s++) {
         nx_xplan_clear(&x->vplan);
@@ -131,11 +140,9 @@ static int scan_peers(struct nx_xop *x, char *err, size_t errlen)
         for (uint32_t i = 0; i < x->vplan.nrecv; i++)
             from[x->vplan.recv[i].peer] = true;
     }
-    x->in_peers = nx_xcalloc(N, sizeof(uint32_t));
     for (uint32_t n = 0; n < N; n++)
         if (from[n] && n != x->d.me)
             x->in_peers[x->n_in++] = n;
-    free(from);
     if (x->net.msg_max && biggest > (uint64_t)x->net.msg_max - MSG_OVERHEAD)
         return bad(err, errlen, "%s: a message of %llu bytes exceeds the transport's %u",
                    x->alg->name, (unsigned long long)biggest, x->net.msg_max - MSG_OVERHEAD);
@@ -193,7 +200,6 @@ int nx_xop_create(const struct nx_xop_desc *desc, const struct nx_xnet *net,
      * (and far from overflowing) whatever chunk_bytes says. */
     if (x->chunk_elems > x->d.count)
         x->chunk_elems = x->d.count ? x->d.count : 1;
-    x->window = x->d.window ? x->d.window : NX_XOP_DEFAULT_WINDOW;
     x->max_inflight = x->d.max_inflight ? x->d.max_inflight : NX_XOP_DEFAULT_INFLIGHT;
     if ((rv = x->alg->init(x, err, errlen)) < 0)
         goto fail;
@@ -203,8 +209,6 @@ int nx_xop_create(const struct nx_xop_desc *desc, const struct nx_xnet *net,
 
     x->sig = x->d.sig ? x->d.sig
                       : nx_xop_sig(x->d.kind, x->d.dtype, x->d.count, x->d.root, x->d.redop);
-    x->credit = nx_xcalloc(x->d.nnodes, sizeof(uint64_t));
-    x->slots = nx_xcalloc(x->window, sizeof(*x->slots));
     x->next_token = 1;
     x->st.pieces = x->npieces;
     x->st.piece_elems = x->piece_elems;

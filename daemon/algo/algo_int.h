@@ -45,14 +45,21 @@ struct nx_xfer {
     bool done;           /* receive consumed (engine's bookkeeping) */
 };
 
+/* Most steps send to and receive from a node or two, in a few regions: those fit in the
+ * plan itself, so that a small op does not allocate and free its plans' arrays. */
+#define NX_XPLAN_INL_XFERS 2
+#define NX_XPLAN_INL_REGS 4
+
 struct nx_xplan {
-    struct nx_xfer *send, *recv;
+    struct nx_xfer *send, *recv; /* send_inl / recv_inl until they outgrow them */
     uint32_t nsend, nrecv;
     size_t cap_send, cap_recv;
-    struct nx_xreg *reg;
+    struct nx_xreg *reg; /* reg_inl, likewise */
     uint32_t nreg;
     size_t cap_reg;
     struct nx_xfer *cur; /* the transfer regions are being added to */
+    struct nx_xfer send_inl[NX_XPLAN_INL_XFERS], recv_inl[NX_XPLAN_INL_XFERS];
+    struct nx_xreg reg_inl[NX_XPLAN_INL_REGS];
 };
 
 /* One piece of the pipeline: elements [e0, e0 + n) of every block. */
@@ -117,6 +124,8 @@ struct nx_xop {
     /* rank placement: the ranks of node n are nr_rank[nr_off[n] .. nr_off[n + 1]),
      * ascending; rank r is the lidx[r]-th of its node. */
     uint32_t *rank_node, *nr_off, *nr_rank, *lidx;
+    void *geo;      /* the one block these, slots, credit and in_peers are carved from */
+    bool *geo_from; /* scan_peers' scratch in it */
     uint32_t max_local; /* most ranks on one node */
 
     /* geometry, set by alg->init */
@@ -169,6 +178,7 @@ void nx_xop_fail_adapter(struct nx_xop *x, const char *what, int rv);
 /* ---- plan building (algo_plan.c) ------------------------------------------------------------- */
 
 void nx_xplan_clear(struct nx_xplan *pl);
+/* Frees what the plan allocated, leaving it unusable (the xop is going away). */
 void nx_xplan_free(struct nx_xplan *pl);
 /* Starts a transfer; the regions added next belong to it. */
 void nx_xplan_send(struct nx_xplan *pl, uint32_t peer);

@@ -1,7 +1,6 @@
 /* algo_plan.c - what the schedules build their plans with, and the local data movement
  * they do through the adapter (see algo_int.h). */
 #include <stdlib.h>
-#include <string.h>
 
 #include "algo_int.h"
 #include "mem.h"
@@ -16,16 +15,19 @@ void nx_xplan_clear(struct nx_xplan *pl)
 
 void nx_xplan_free(struct nx_xplan *pl)
 {
-    free(pl->send);
-    free(pl->recv);
-    free(pl->reg);
-    memset(pl, 0, sizeof(*pl));
+    if (pl->send && pl->send != pl->send_inl)
+        free(pl->send);
+    if (pl->recv && pl->recv != pl->recv_inl)
+        free(pl->recv);
+    if (pl->reg && pl->reg != pl->reg_inl)
+        free(pl->reg);
 }
 
-static void add_xfer(struct nx_xfer **arr, uint32_t *n, size_t *cap, struct nx_xplan *pl,
-                     uint32_t peer)
+static void add_xfer(struct nx_xfer **arr, struct nx_xfer *inl, uint32_t *n, size_t *cap,
+                     struct nx_xplan *pl, uint32_t peer)
 {
-    nx_grow((void **)arr, cap, (size_t)*n + 1, sizeof(**arr));
+    nx_grow_inline((void **)arr, cap, inl, NX_XPLAN_INL_XFERS, (size_t)*n + 1,
+                   sizeof(**arr));
     struct nx_xfer *f = &(*arr)[(*n)++];
     *f = (struct nx_xfer){.peer = peer, .reg0 = pl->nreg};
     pl->cur = f;
@@ -33,12 +35,12 @@ static void add_xfer(struct nx_xfer **arr, uint32_t *n, size_t *cap, struct nx_x
 
 void nx_xplan_send(struct nx_xplan *pl, uint32_t peer)
 {
-    add_xfer(&pl->send, &pl->nsend, &pl->cap_send, pl, peer);
+    add_xfer(&pl->send, pl->send_inl, &pl->nsend, &pl->cap_send, pl, peer);
 }
 
 void nx_xplan_recv(struct nx_xplan *pl, uint32_t peer)
 {
-    add_xfer(&pl->recv, &pl->nrecv, &pl->cap_recv, pl, peer);
+    add_xfer(&pl->recv, pl->recv_inl, &pl->nrecv, &pl->cap_recv, pl, peer);
 }
 
 static void add_reg(struct nx_xop *x, struct nx_xplan *pl, uint8_t buf, uint64_t off,
@@ -46,7 +48,8 @@ static void add_reg(struct nx_xop *x, struct nx_xplan *pl, uint8_t buf, uint64_t
 {
     if (n == 0)
         return;
-    nx_grow((void **)&pl->reg, &pl->cap_reg, (size_t)pl->nreg + 1, sizeof(*pl->reg));
+    nx_grow_inline((void **)&pl->reg, &pl->cap_reg, pl->reg_inl, NX_XPLAN_INL_REGS,
+                   (size_t)pl->nreg + 1, sizeof(*pl->reg));
     pl->reg[pl->nreg++] =
         (struct nx_xreg){.buf = buf, .act = act, .keep = keep, .off = off, .n = n};
     pl->cur->nreg++;

@@ -446,17 +446,11 @@ void nx_xrun_free(struct nx_xop *x)
             free(x->slots[i].scr);
         }
     nx_xplan_free(&x->vplan);
-    free(x->slots);
-    free(x->credit);
-    free(x->in_peers);
     free(x->infl);
     free(x->stage);
     free(x->tmp);
     free(x->priv);
-    free(x->rank_node);
-    free(x->nr_off);
-    free(x->nr_rank);
-    free(x->lidx);
+    free(x->geo);
     free(x->what);
     free(x->text);
     free(x);

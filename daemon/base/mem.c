@@ -69,6 +69,27 @@ void nx_grow(void **arr, size_t *cap, size_t need, size_t elem)
     *cap = ncap;
 }
 
+void nx_grow_inline(void **arr, size_t *cap, void *inl, size_t inl_n, size_t need,
+                    size_t elem)
+{
+    if (!*arr) {
+        *arr = inl;
+        *cap = inl_n;
+    }
+    if (need <= *cap)
+        return;
+    if (*arr != inl) {
+        nx_grow(arr, cap, need, elem);
+        return;
+    }
+    void *heap = NULL;
+    size_t ncap = 0;
+    nx_grow(&heap, &ncap, need > 2 * inl_n ? need : 2 * inl_n, elem);
+    memcpy(heap, inl, *cap * elem);
+    *arr = heap;
+    *cap = ncap;
+}
+
 void nx_u32_set_add(uint32_t **v, uint32_t *n, uint32_t x)
 {
     uint32_t i = 0;

@@ -18,4 +18,10 @@ void nx_u32_set_add(uint32_t **v, uint32_t *n, uint32_t x);
 /* Grows *arr (of *cap elements of size elem) to hold at least need elements. */
 void nx_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
+/* nx_grow for an array whose first inl_n elements live in its owner (`inl`): a NULL *arr
+ * starts there, and moves to the heap only when it outgrows them.  The owner frees *arr
+ * only when it is not inl.  Small per-op arrays then cost no allocation. */
+void nx_grow_inline(void **arr, size_t *cap, void *inl, size_t inl_n, size_t need,
+                    size_t elem);
+
 #endif

@@ -78,9 +78,6 @@ static void part_free(struct xpart *p)
         free(p->in);
         free(p->out);
     }
-    free(p->io);
-    free(p->user_data);
-    free(p->staged);
     free(p->text);
     free(p);
 }
@@ -305,16 +302,19 @@ static void part_start(struct nx_op *op)
     struct nx_comm *c = op->comm;
     struct nx_xrun *xr = op->xr;
     uint64_t k = op->next_chunk++, off = k * op->chunk_elems;
-    struct xpart *p = nx_xcalloc(1, sizeof(*p));
+    /* The part and its per-rank arrays in one allocation (part_free frees it whole). */
+    struct xpart *p = nx_xcalloc(1, sizeof(*p) + c->size * (sizeof(*p->io) +
+                                                            sizeof(*p->user_data) +
+                                                            sizeof(*p->staged)));
+    p->io = (struct nx_rank_io *)(p + 1);
+    p->user_data = (uint64_t *)(p->io + c->size);
+    p->staged = (bool *)(p->user_data + c->size);
     p->op = op;
     p->index = k;
     p->n = op->sig.count > off ? op->sig.count - off : 0;
     if (p->n > op->chunk_elems)
         p->n = op->chunk_elems;
     p->id = new_id();
-    p->io = nx_xcalloc(c->size, sizeof(*p->io));
-    p->user_data = nx_xcalloc(c->size, sizeof(*p->user_data));
-    p->staged = nx_xcalloc(c->size, sizeof(*p->staged));
     if (!xc_is_dev(op)) /* a device part's io is its host staging (below) */
         nx_op_chunk_io(op, off, p->n, p->io);
     /* The staged chunks are the part's now: completed when it ends. */
@@ -612,10 +612,10 @@ void nx_xcoll_run(struct nx_op *op)
     xc_enter();
     if (!op->xr) {
         struct nx_comm *c = op->comm;
-        struct nx_xrun *xr = nx_xcalloc(1, sizeof(*xr));
+        struct nx_xrun *xr = nx_xcalloc(1, sizeof(*xr) + c->x->nnodes);
         LIST_INIT(&xr->parts);
         xr->sig = xc_op_sig(op);
-        xr->confirmed = nx_xcalloc(c->x->nnodes, 1);
+        xr->confirmed = (uint8_t *)(xr + 1); /* freed with xr */
         op->xr = xr;
         /* Another node may have started something else at this sequence already; what
          * it confirmed is counted now. */
@@ -674,7 +674,6 @@ void nx_xcoll_op_free(struct nx_op *op)
     }
     if (w)
         nx_devwait_arm(w);
-    free(xr->confirmed);
     free(xr);
     op->xr = NULL;
 }

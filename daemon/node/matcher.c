@@ -112,7 +112,8 @@ static void op_free(struct nx_comm *c, struct nx_op *op)
     free(op->pull_src);
     free(op->pull_ud);
     for (uint32_t r = 0; r < c->size; r++) {
-        free(op->parts[r].q);
+        if (op->parts[r].q != op->parts[r].q_inl)
+            free(op->parts[r].q);
         if (op->parts[r].dev) {
             nx_dev_part_release(op->parts[r].dev);
             free(op->parts[r].dev);
@@ -164,7 +165,7 @@ static void push_staged(struct nx_part *p, const struct nx_sqe *e)
     if (p->q_head > 0 && p->q_head == p->q_len) {
         p->q_head = p->q_len = 0;
     }
-    nx_grow((void **)&p->q, &p->q_cap, p->q_len + 1, sizeof(*p->q));
+    nx_grow_inline((void **)&p->q, &p->q_cap, p->q_inl, 2, p->q_len + 1, sizeof(*p->q));
     p->q[p->q_len++] = (struct nx_staged){
         .user_data = e->user_data, .in_off = e->in_off, .out_off = e->out_off, .chunk = e->chunk};
     p->next_chunk = e->chunk + 1;

@@ -31,8 +31,9 @@ struct nx_staged {
 struct nx_part {
     struct nx_client *client; /* NULL until the rank arrived */
     struct nx_sqe first;      /* the descriptor that brought the rank in */
-    struct nx_staged *q;      /* staged chunks not yet run, in chunk order */
+    struct nx_staged *q;      /* staged chunks not yet run, in chunk order (q_inl first) */
     size_t q_head, q_len, q_cap;
+    struct nx_staged q_inl[2];
     uint32_t next_chunk; /* staged: the chunk index the rank must submit next */
     struct nx_dev_part *dev; /* device descriptor (NX_SQE_DEVICE): its loaded record */
 };
