@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "shim.h"
 
 #define NX_DEFAULT_SOCKET "/run/nexar/nexard.sock"
@@ -141,6 +142,21 @@ static nexar_status_t read_misc(struct nx_env *e, const struct nx_env_source *sr
     }
     if (n < 0 || (size_t)n >= sizeof(e->coord))
         return nx_fail(NEXAR_ERR_INVALID, "nexar_init: NEXAR_COORD is too long");
+    if (e->coord[0] && nx_addr_split(e->coord, true, NULL, 0, NULL) == 0) {
+        /* A host name is looked up here, in the rank, which is the one to wait for its
+         * name server: nexard takes numeric addresses only (addr.h).  What is not an
+         * address at all goes as it is, for nexard to refuse in its own words. */
+        char canon[NX_ADDR_MAX], err[160];
+        if (nx_addr_canon(e->coord, canon, sizeof(canon), err, sizeof(err)) == 0) {
+            snprintf(e->coord, sizeof(e->coord), "%s", canon);
+        } else if (e->coord_guessed) {
+            /* As nexard did with a MASTER_ADDR it could not use: a job of this node. */
+            e->coord[0] = '\0';
+            e->coord_guessed = false;
+        } else {
+            return nx_fail(NEXAR_ERR_INVALID, "nexar_init: NEXAR_COORD=%s: %s", v, err);
+        }
+    }
 
     v = env("NEXAR_SOCKET");
     if (!v)

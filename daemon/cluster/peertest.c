@@ -325,7 +325,7 @@ void nx_peertest_start(struct nx_conn *conn, const Nexar__PeerTestRequest *req)
     if (!nx_cluster_enabled())
         return refuse(conn, NEXAR_ERR_UNAVAILABLE, "nexard at %s has no network (set listen=...)",
                       nxd.cfg.socket_path);
-    if (nx_addr_canon(req->addr, canon, sizeof(canon), err, sizeof(err)) < 0 ||
+    if (nx_addr_numeric(req->addr, canon, sizeof(canon), err, sizeof(err)) < 0 ||
         nx_addr_port(canon) == 0)
         return refuse(conn, NEXAR_ERR_INVALID, "peer-test: %s",
                       nx_addr_port(canon) == 0 ? "the address needs a port" : err);

@@ -300,7 +300,7 @@ void nx_rdvc_register(struct nx_tpeer *from, const Nexar__PeerRegister *g)
         bool named = nx_addr_is_wildcard(nx_cluster_addr()) && j && j->net;
         snprintf(addr, sizeof(addr), "%s", named ? j->coord : nx_cluster_addr());
     }
-    else if (nx_addr_canon(g->addr, addr, sizeof(addr), err, sizeof(err)) < 0 ||
+    else if (nx_addr_numeric(g->addr, addr, sizeof(addr), err, sizeof(err)) < 0 ||
              nx_addr_is_wildcard(addr))
         snprintf(addr, sizeof(addr), "%s", from->addr);
     struct rdv *r = find(g->job);

@@ -88,7 +88,7 @@ static uint32_t guess_coord(const char *coord, char *canon, size_t canonlen)
     bool v6 = strchr(host, ':') != NULL;
     snprintf(with_port, sizeof(with_port), v6 ? "[%s]:%u" : "%s:%u", host,
              nx_addr_port(nx_cluster_addr()));
-    if (nx_addr_canon(with_port, canon, canonlen, err, sizeof(err)) < 0)
+    if (nx_addr_numeric(with_port, canon, canonlen, err, sizeof(err)) < 0)
         canon[0] = '\0';
     return 0;
 }
@@ -108,7 +108,7 @@ uint32_t nx_rdv_check_coord(const char *coord, bool guessed, char *canon, size_t
         return NEXAR_ERR_UNAVAILABLE;
     }
     char err[160];
-    if (nx_addr_canon(coord, canon, canonlen, err, sizeof(err)) < 0) {
+    if (nx_addr_numeric(coord, canon, canonlen, err, sizeof(err)) < 0) {
         snprintf(msg, msglen, "NEXAR_COORD: %s", err);
         canon[0] = '\0';
         return NEXAR_ERR_INVALID;

@@ -10,6 +10,11 @@
  *  - a daemon without listen and a rank with NEXAR_COORD: NEXAR_ERR_UNAVAILABLE,
  *    "has no network (set listen=...)";
  *  - a coordinator address where nothing answers: NEXAR_ERR_UNAVAILABLE naming it;
+ *  - a JOIN (from a client other than the library, which looks names up itself) whose
+ *    coordinator is a host name, NEXAR_COORD's or a guessed MASTER_ADDR's: refused at
+ *    once with NEXAR_ERR_INVALID ("is a host name, not an address"), or for the guess
+ *    taken as a job of this node, without a lookup on nexard's loop (tests/netns/
+ *    test_netns_names.sh shows what a lookup there held up);
  *  - a rank of another uid: the job is created by uid 65534 at A, and uid 65533 joins at
  *    B: NEXAR_ERR_PERMISSION from the coordinator;
  *  - root is no exception: uid 65534's job, root's rank joins at B (the coordinator
@@ -20,16 +25,21 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cluster_util.h"
 #include "itest.h"
 #include "nexar.h"
+#include "nexar.pb-c.h"
+#include "rawclient.h"
 
 static int fails;
 static struct cu_node A, B;
@@ -184,6 +194,75 @@ static void coordinator_unreachable(void)
 }
 
 /* A rank as another uid (the test runs as root). */
+/* A raw JOIN of rank 0 of 2 at `sock` with the given coord; its JoinReply's status (-1
+ * without one within 5 s), text, and how long it took in ms. */
+static int raw_join(const char *sock, const char *job, const char *coord, bool guessed,
+                    char *text, size_t len, long *ms)
+{
+    text[0] = '\0';
+    int fd = rc_connect(sock);
+    const char *why = NULL;
+    if (fd < 0 || rc_hello(fd, NEXAR__CLIENT_KIND__CLIENT_RANK, 5000, &why) < 0) {
+        if (fd >= 0)
+            close(fd);
+        snprintf(text, len, "no HELLO: %s", why ? why : "cannot connect");
+        return -1;
+    }
+    Nexar__JoinRequest jr = NEXAR__JOIN_REQUEST__INIT;
+    jr.job = (char *)job;
+    jr.world_size = 2;
+    jr.timeout_ms = 3000;
+    jr.coord = (char *)coord;
+    jr.coord_guessed = guessed;
+    size_t n = nexar__join_request__get_packed_size(&jr);
+    uint8_t *p = malloc(n ? n : 1);
+    nexar__join_request__pack(&jr, p);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int st = -1;
+    struct rc_frame fr;
+    if (rc_send_frame(fd, 3 /* JOIN */, p, (uint32_t)n) == 0 &&
+        rc_recv_frame(fd, &fr, 5000) == 0) {
+        if (fr.type == 4) {
+            Nexar__JoinReply *r = nexar__join_reply__unpack(NULL, fr.length, fr.payload);
+            if (r) {
+                st = (int)r->status;
+                snprintf(text, len, "%s", r->error ? r->error : "");
+                nexar__join_reply__free_unpacked(r, NULL);
+            }
+        }
+        free(fr.payload);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    free(p);
+    close(fd);
+    return st;
+}
+
+static void host_names(void)
+{
+    char job[64], coord[96], text[512];
+    long ms;
+    /* "localhost" resolves at once here; nexard must not try either way. */
+    snprintf(coord, sizeof(coord), "localhost%s", strrchr(A.addr, ':'));
+    hx_job_name(job, sizeof(job), "name");
+    int st = raw_join(A.d.sock, job, coord, false, text, sizeof(text), &ms);
+    EXPECT_TRUE(fails, st == NEXAR_ERR_INVALID && strstr(text, "NEXAR_COORD") &&
+                strstr(text, "'localhost' is a host name, not an address") && ms < 1000,
+                "a raw JOIN with coord %s: status %d in %ld ms: %s", coord, st, ms, text);
+    tl_log("a raw JOIN with coord %s: status %d in %ld ms: %s", coord, st, ms, text);
+    /* A guessed coordinator nexard cannot use makes a job of this node (as one it could
+     * not resolve did): the JOIN waits for rank 1, which never comes, until its 3 s. */
+    hx_job_name(job, sizeof(job), "guess");
+    st = raw_join(A.d.sock, job, "localhost:29500", true, text, sizeof(text), &ms);
+    EXPECT_TRUE(fails, st == NEXAR_ERR_TIMEOUT && strstr(text, "1") && ms < 4500,
+                "a raw JOIN with a guessed coord localhost:29500: status %d in %ld ms: %s", st,
+                ms, text);
+    tl_log("a raw JOIN with a guessed coord localhost:29500: status %d in %ld ms: %s", st, ms,
+           text);
+}
+
 static pid_t rank_as(uid_t uid, const char *sock, const char *job, int rank, int world)
 {
     pid_t p = fork();
@@ -285,6 +364,7 @@ int main(void)
     world_mismatch();
     no_network();
     coordinator_unreachable();
+    host_names();
     uid_refused();
     root_refused();
     if (hx_daemon_stop(&A.d) || hx_daemon_stop(&B.d))

@@ -295,7 +295,7 @@ static int run(void)
     srv = (struct nx_quic *)s.t;
     char err[128];
     server_len = sizeof(server);
-    QH_CHECK(nx_qaddr_resolve(s.t->local_addr, &server, &server_len, err, sizeof(err)) == 0);
+    QH_CHECK(nx_qaddr_resolve(s.t->local_addr, false, &server, &server_len, err, sizeof(err)) == 0);
     QH_CHECK(gnutls_certificate_allocate_credentials(&cred) == 0);
 
     /* Forged: nothing the server sealed. */

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "cert_check.h"
 
 #include "conn.h"
@@ -251,6 +252,19 @@ int nxc_peer_test_main(int argc, char **argv)
     struct pt_opts o;
     pt_parse(&o, argc, argv);
     char err[512];
+    /* nexard takes numeric addresses only (addr.h): a host name is looked up here, before
+     * the daemon is asked.  What is not an address at all goes as it is, for nexard to
+     * refuse in its own words. */
+    char canon[NX_ADDR_MAX];
+    if (nx_addr_split(o.addr, true, NULL, 0, NULL) == 0) {
+        if (nx_addr_canon(o.addr, canon, sizeof(canon), err, sizeof(err)) < 0) {
+            nxt_warn("peer-test %s: %s", o.addr, err);
+            if (o.json)
+                pt_json(&o, NEXAR_ERR_INVALID, err, NULL);
+            return NEXAR_ERR_INVALID;
+        }
+        o.addr = canon;
+    }
     const char *path = nxt_socket_path(o.socket);
     int fd = nxt_connect(path, NEXAR__CLIENT_KIND__CLIENT_CTL, 5000, NULL, err, sizeof(err));
     if (fd < 0) {

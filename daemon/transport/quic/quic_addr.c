@@ -90,7 +90,8 @@ int nx_qaddr_is_loopback(const struct sockaddr *sa)
     return n.fam == 6 && IN6_IS_ADDR_LOOPBACK((const struct in6_addr *)n.b);
 }
 
-int nx_qaddr_resolve(const char *s, union nx_qsa *out, socklen_t *len, char *err, size_t errlen)
+int nx_qaddr_resolve(const char *s, bool may_resolve, union nx_qsa *out, socklen_t *len,
+                     char *err, size_t errlen)
 {
     char host[256];
     const char *port;
@@ -128,8 +129,12 @@ int nx_qaddr_resolve(const char *s, union nx_qsa *out, socklen_t *len, char *err
                     *res = NULL;
     const char *h = host[0] ? host : "0.0.0.0";
     int rv = getaddrinfo(h, port, &hints, &res);
+    if (rv == EAI_NONAME && !may_resolve) {
+        snprintf(err, errlen, "bad address \"%s\": '%s' is a host name, not an address", s, h);
+        return -EINVAL;
+    }
     if (rv == EAI_NONAME) {
-        hints.ai_flags = AI_NUMERICSERV; /* a name: one blocking lookup, at peer creation */
+        hints.ai_flags = AI_NUMERICSERV; /* a name: one blocking lookup, at the start */
         rv = getaddrinfo(h, port, &hints, &res);
     }
     if (rv != 0 || !res) {

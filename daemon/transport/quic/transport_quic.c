@@ -135,7 +135,7 @@ static struct nx_tpeer *quic_peer(struct nx_transport *t, const char *addr, char
         }
     union nx_qsa sa;
     socklen_t len;
-    if (nx_qaddr_resolve(addr, &sa, &len, err, errlen) != 0 ||
+    if (nx_qaddr_resolve(addr, false, &sa, &len, err, errlen) != 0 ||
         nx_qaddr_to_family(q->udp.family, &sa, &len, err, errlen) != 0)
         return NULL;
     char canon[NX_TADDR_MAX];
@@ -415,7 +415,7 @@ static void set_local_addr(struct nx_quic *q)
     socklen_t l;
     char err[128];
     if (q->conf.advertise &&
-        nx_qaddr_resolve(q->conf.advertise, &a, &l, err, sizeof(err)) == 0)
+        nx_qaddr_resolve(q->conf.advertise, true, &a, &l, err, sizeof(err)) == 0)
         nx_qaddr_format(&a.sa, q->base.local_addr, sizeof(q->base.local_addr));
     else if (q->conf.advertise)
         snprintf(q->base.local_addr, sizeof(q->base.local_addr), "%s", q->conf.advertise);
@@ -432,7 +432,7 @@ struct nx_transport *nx_quic_new(uv_loop_t *loop, const struct nx_quic_conf *con
         snprintf(err, errlen, "listen address is required");
         return NULL;
     }
-    if (nx_qaddr_resolve(conf->listen, &bind_addr, &bind_len, err, errlen) != 0)
+    if (nx_qaddr_resolve(conf->listen, true, &bind_addr, &bind_len, err, errlen) != 0)
         return NULL;
     struct nx_quic *q = nx_xcalloc(1, sizeof(*q));
     q->base.ops = &quic_ops;
