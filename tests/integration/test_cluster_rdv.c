@@ -219,20 +219,9 @@ static int raw_join(const char *sock, const char *job, const char *coord, bool g
     nexar__join_request__pack(&jr, p);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int st = -1;
-    struct rc_frame fr;
-    if (rc_send_frame(fd, 3 /* JOIN */, p, (uint32_t)n) == 0 &&
-        rc_recv_frame(fd, &fr, 5000) == 0) {
-        if (fr.type == 4) {
-            Nexar__JoinReply *r = nexar__join_reply__unpack(NULL, fr.length, fr.payload);
-            if (r) {
-                st = (int)r->status;
-                snprintf(text, len, "%s", r->error ? r->error : "");
-                nexar__join_reply__free_unpacked(r, NULL);
-            }
-        }
-        free(fr.payload);
-    }
+    int st = rc_send_frame(fd, 3 /* JOIN */, p, (uint32_t)n) == 0
+                 ? rc_join_reply(fd, 5000, text, len)
+                 : -1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     *ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
     free(p);

@@ -84,26 +84,6 @@ static int join(const char *sock, const char *job, uint32_t rank, uint32_t world
     return fd;
 }
 
-/* The JOIN_REPLY on fd within limit_ms: its status and text, or -1 without one. */
-static int reply(int fd, int limit_ms, char *text, size_t len)
-{
-    struct rc_frame fr;
-    text[0] = '\0';
-    if (rc_recv_frame(fd, &fr, limit_ms) != 0)
-        return -1;
-    int st = -1;
-    if (fr.type == 4) {
-        Nexar__JoinReply *jr = nexar__join_reply__unpack(NULL, fr.length, fr.payload);
-        if (jr) {
-            st = (int)jr->status;
-            snprintf(text, len, "%s", jr->error ? jr->error : "");
-            nexar__join_reply__free_unpacked(jr, NULL);
-        }
-    }
-    free(fr.payload);
-    return st;
-}
-
 int main(void)
 {
     hx_require_nexard();
@@ -119,7 +99,7 @@ int main(void)
         char job[32];
         snprintf(job, sizeof(job), "huge-%d", i);
         int fd = join(d.sock, job, 0, 1u << 20, 60000);
-        int st = fd >= 0 ? reply(fd, 5000, text, sizeof(text)) : -1;
+        int st = fd >= 0 ? rc_join_reply(fd, 5000, text, sizeof(text)) : -1;
         refused += st == NEXAR_ERR_INVALID && strstr(text, "max_world_size") != NULL;
         if (fd >= 0)
             close(fd);
@@ -136,7 +116,7 @@ int main(void)
 
     /* The default maximum is accepted and waits for its other ranks. */
     int big = join(d.sock, "max-world", 0, 65536, 60000);
-    int st = big >= 0 ? reply(big, 300, text, sizeof(text)) : -2;
+    int st = big >= 0 ? rc_join_reply(big, 300, text, sizeof(text)) : -2;
     if (big < 0 || st != -1) {
         tl_log("FAIL a JOIN of 65536 ranks: %s (status %d: %s)",
                big < 0 ? "no connection" : "answered instead of waiting", st, text);
@@ -171,7 +151,7 @@ int main(void)
     /* A deadline of 0xffffffff ms is cut to max_timeout_s. */
     double t0 = tl_now();
     int fd = join(d.sock, "forever", 0, 2, 0xffffffffu);
-    st = fd >= 0 ? reply(fd, 10000, text, sizeof(text)) : -2;
+    st = fd >= 0 ? rc_join_reply(fd, 10000, text, sizeof(text)) : -2;
     double dt = tl_now() - t0;
     if (st != NEXAR_ERR_TIMEOUT || dt > 4.0) {
         tl_log("FAIL a JOIN asking for 0xffffffff ms: status %d after %.2f s: %s", st, dt,

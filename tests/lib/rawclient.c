@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -208,6 +209,25 @@ size_t rc_pack_join(const char *job, uint32_t rank, uint32_t world, uint32_t tim
     if (!*out)
         return 0;
     return nexar__join_request__pack(&m, *out);
+}
+
+int rc_join_reply(int fd, int limit_ms, char *text, size_t len)
+{
+    struct rc_frame fr;
+    text[0] = '\0';
+    if (rc_recv_frame(fd, &fr, limit_ms) != 0)
+        return -1;
+    int st = -1;
+    if (fr.type == 4 /* JOIN_REPLY */) {
+        Nexar__JoinReply *jr = nexar__join_reply__unpack(NULL, fr.length, fr.payload);
+        if (jr) {
+            st = (int)jr->status;
+            snprintf(text, len, "%s", jr->error ? jr->error : "");
+            nexar__join_reply__free_unpacked(jr, NULL);
+        }
+    }
+    free(fr.payload);
+    return st;
 }
 
 int rc_hello(int fd, int kind, int timeout_ms, const char **why)

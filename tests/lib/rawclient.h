@@ -52,4 +52,8 @@ size_t rc_pack_hello_v(int kind, uint32_t proto_version, uint8_t **out);
 size_t rc_pack_join(const char *job, uint32_t rank, uint32_t world, uint32_t timeout_ms,
                     uint8_t **out);
 
+/* The JOIN_REPLY on fd within limit_ms: its status, with its text in text; -1 (text
+ * empty) without one. */
+int rc_join_reply(int fd, int limit_ms, char *text, size_t len);
+
 #endif /* TL_RAWCLIENT_H */
