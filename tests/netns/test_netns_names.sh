@@ -52,10 +52,14 @@ fi
 # Before the daemons start: `ip netns exec` mounts these over /etc/resolv.conf and
 # /etc/hosts for everything it runs in namespace A.
 etc_ns=/etc/netns/$NX_NS_A
-mkdir -p "$etc_ns"
-printf 'nameserver %s\noptions timeout:%s attempts:1\n' "$NX_NETNS_V4B" "$stall" \
-    >"$etc_ns/resolv.conf"
-{ cat /etc/hosts; printf '%s nxnames-a\n' "$NX_NETNS_V4A"; } >"$etc_ns/hosts"
+if ! mkdir -p "$etc_ns" 2>/dev/null ||
+    ! printf 'nameserver %s\noptions timeout:%s attempts:1\n' "$NX_NETNS_V4B" "$stall" \
+        2>/dev/null >"$etc_ns/resolv.conf" ||
+    ! { cat /etc/hosts; printf '%s nxnames-a\n' "$NX_NETNS_V4A"; } 2>/dev/null >"$etc_ns/hosts"
+then
+    echo "SKIP: cannot write $etc_ns (ip netns exec's per-namespace resolv.conf and hosts)"
+    exit 77
+fi
 ip netns exec "$NX_NS_B" nft -f - <<EOF
 table inet nxdns {
     chain input {
