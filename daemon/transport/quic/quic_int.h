@@ -350,7 +350,7 @@ struct nx_qpeer {
     size_t keylen;
     int in_map;                   /* the live record for its address */
     int visible;                  /* the layer above knows it (peer() or on_peer UP) */
-    char alias[NX_TADDR_MAX];     /* the last other name peer() knew it by ("node7:7000") */
+    char alias[NX_TADDR_MAX];     /* the last other spelling peer() knew it by */
     enum nx_tpeer_state state;
     int inbound;
     int up_notified, lost_posted, forget_req, close_req;

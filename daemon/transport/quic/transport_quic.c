@@ -126,8 +126,9 @@ static struct nx_tpeer *quic_peer(struct nx_transport *t, const char *addr, char
                                   size_t errlen)
 {
     struct nx_quic *q = (struct nx_quic *)t;
-    /* Every message to a peer names it by address: a name seen before is found without
-     * parsing, and a host name without a lookup per message. */
+    /* Every message to a peer names it by address: one seen before is found without
+     * parsing, in either spelling it came in ("[::ffff:10.0.0.7]:7000" and
+     * "10.0.0.7:7000"). */
     for (struct nx_qpeer *p = addr && *addr ? q->all : NULL; p; p = p->next)
         if (p->in_map && (!strcmp(p->base.addr, addr) || !strcmp(p->alias, addr))) {
             p->visible = 1;
