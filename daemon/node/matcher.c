@@ -165,7 +165,8 @@ static void push_staged(struct nx_part *p, const struct nx_sqe *e)
     if (p->q_head > 0 && p->q_head == p->q_len) {
         p->q_head = p->q_len = 0;
     }
-    nx_grow_inline((void **)&p->q, &p->q_cap, p->q_inl, 2, p->q_len + 1, sizeof(*p->q));
+    nx_grow_inline((void **)&p->q, &p->q_cap, p->q_inl, NX_PART_Q_INL, p->q_len + 1,
+                   sizeof(*p->q));
     p->q[p->q_len++] = (struct nx_staged){
         .user_data = e->user_data, .in_off = e->in_off, .out_off = e->out_off, .chunk = e->chunk};
     p->next_chunk = e->chunk + 1;

@@ -27,13 +27,16 @@ struct nx_staged {
     uint32_t chunk;
 };
 
+/* Staged chunks a part holds without an allocation (most small ops have one). */
+#define NX_PART_Q_INL 2
+
 /* One rank's part in one op. */
 struct nx_part {
     struct nx_client *client; /* NULL until the rank arrived */
     struct nx_sqe first;      /* the descriptor that brought the rank in */
     struct nx_staged *q;      /* staged chunks not yet run, in chunk order (q_inl first) */
     size_t q_head, q_len, q_cap;
-    struct nx_staged q_inl[2];
+    struct nx_staged q_inl[NX_PART_Q_INL];
     uint32_t next_chunk; /* staged: the chunk index the rank must submit next */
     struct nx_dev_part *dev; /* device descriptor (NX_SQE_DEVICE): its loaded record */
 };
