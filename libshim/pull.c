@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "reduce.h"
 #include "shim.h"
 
 /* A segment up to the end of its slots, where the heap starts. */
@@ -108,23 +110,51 @@ static void notice(const struct nexar_request *r, uint64_t chunk)
     };
 }
 
+/* A reduce_scatter chunk: this rank's block of every rank's slot (entries in rank order),
+ * folded into its output as nexard's kernel would have.  The kernels want element-aligned
+ * buffers; an output that is not (nexar.h asks that it be) takes the fold in the slot, where
+ * the table was, and a copy. */
+static bool reduce_into(struct nexar_request *r, uint8_t *dst, uint8_t *table,
+                        const void *const *srcs, uint32_t nsrc, uint64_t n)
+{
+    uint64_t es = r->esize;
+    void *d = (uintptr_t)dst % es ? (void *)table : (void *)dst;
+    if (nx_reduce_fanout(&d, 1, srcs, nsrc, n, r->tmpl.dtype, r->tmpl.redop) != 0)
+        return false;
+    if (d != dst)
+        memcpy(dst, d, n * es);
+    return true;
+}
+
 void nx_pull_copy(struct nexar_request *r, const struct nx_slot *sl, const struct nx_cqe *e,
                   uint8_t *table, uint64_t n)
 {
     uint64_t es = r->esize, count = r->tmpl.count, off = sl->chunk * r->chunk_elems;
+    bool reduce = r->tmpl.kind == NX_K_REDUCE_SCATTER;
+    const void *srcs[NX_PULL_MAX_RANKS];
     bool ok = e->pull_n <= NX_PULL_MAX_RANKS;
     for (uint32_t k = 0; ok && !r->failed && k < e->pull_n; k++) {
         struct nx_pull p;
         memcpy(&p, table + (size_t)k * sizeof(p), sizeof(p));
         if (!(ok = entry_ok(r, &p, n * es)))
             break;
-        memcpy(r->out + (p.block * count + off) * es, nx_S.pull_seg[p.peer] + p.off, n * es);
+        if (reduce)
+            srcs[k] = nx_S.pull_seg[p.peer] + p.off;
+        else
+            memcpy(r->out + (p.block * count + off) * es, nx_S.pull_seg[p.peer] + p.off,
+                   n * es);
+    }
+    const char *why = "names bytes outside the slots this rank mapped";
+    if (ok && reduce && !r->failed && !reduce_into(r, r->out + off * es, table, srcs,
+                                                   e->pull_n, n)) {
+        ok = false;
+        why = "could not be reduced";
     }
     if (!ok) {
         char text[160];
         snprintf(text, sizeof(text), "%s seq %llu: nexard's peer-read table for chunk %llu "
-                 "names bytes outside the slots this rank mapped", nx_kind_name(r->tmpl.kind),
-                 (unsigned long long)r->tmpl.seq, (unsigned long long)sl->chunk);
+                 "%s", nx_kind_name(r->tmpl.kind), (unsigned long long)r->tmpl.seq,
+                 (unsigned long long)sl->chunk, why);
         nx_req_fail(r, NEXAR_ERR_INTERNAL, text);
     }
     /* Also after a failure: the ranks whose slots nexard holds wait for it. */

@@ -28,6 +28,7 @@
  *      with a shim that asked for them (JoinRequest.peer_reads) and got its peers'
  *      segments.
  *   4  a local all_gather's chunks are at least NX_PIPE_MIN_BYTES of block, not of slot.
+ *   5  peer reads of reduce_scatter chunks: the reader folds its table's entries.
  */
 #ifndef NX_SHM_ABI_H
 #define NX_SHM_ABI_H
@@ -37,7 +38,7 @@
 #include <stdint.h>
 
 #define NX_SHM_MAGIC 0x534d584eu /* "NXMS" */
-#define NX_SHM_VERSION 4u
+#define NX_SHM_VERSION 5u
 #define NX_SHM_ALIGN 64u
 #define NX_ERR_TEXT_BYTES 512u
 
@@ -232,16 +233,19 @@ bool nx_dev_op_bytes(uint32_t niov, uint64_t *bytes);
  * completes the descriptors of the ranks whose slots others read (pull_hold; or, for a
  * rank that reads nothing, as a broadcast's root or a gather's non-root, its only
  * completion).  So a slot is never reused while another rank reads it, and a chunk moves
- * in two copies instead of three, by the ranks themselves.  The table is little more than
- * the reader trusts of nexard anyway; it checks every entry against the segments it
- * mapped. */
+ * in two copies instead of three, by the ranks themselves.  A reduce_scatter chunk too
+ * (version 5): its table names the reader's block of every rank's input, in rank order,
+ * and the reader folds them into its output (block 0) in that order instead of copying
+ * them.  The table is little more than the reader trusts of nexard anyway; it checks every
+ * entry against the segments it mapped. */
 #define NX_PULL_MAX_RANKS 32u          /* a job with more ranks on a node does not pull */
 #define NX_PULL_MIN_BYTES (64u << 10)  /* smaller chunk blocks are copied by nexard */
+#define NX_PULL_MIN_REDUCE_BYTES (256u << 10) /* reduce_scatter: smaller ones it folds */
 
 struct nx_pull {
     uint32_t peer;  /* index of the segment among the job's ranks on this node */
-    uint32_t block; /* output block of the chunk (broadcast, scatter: 0; all_gather,
-                       gather, all_to_all: the source's rank) */
+    uint32_t block; /* output block of the chunk (broadcast, scatter, reduce_scatter: 0;
+                       all_gather, gather, all_to_all: the source's rank) */
     uint64_t off;   /* byte offset in that segment */
     uint64_t bytes; /* the chunk's block: elements x element size */
 };

@@ -4,7 +4,10 @@
  * all_to_all chunk was the middle one of three (into the source's slot, into the reader's
  * slot, out of it): here the reader copies from the source's slot straight into its
  * output, so a chunk costs two copies, made by the ranks in parallel, and nexard only
- * says where to read and when a slot may be reused.
+ * says where to read and when a slot may be reused.  A reduce_scatter chunk
+ * the same way: each rank reduces its block of every rank's slot into its output, so the
+ * reduction runs on all the ranks' CPUs at once instead of nexard's, and no copy out
+ * follows it.
  */
 #include "op.h"
 
@@ -54,6 +57,13 @@ static bool reads(uint8_t kind, uint32_t root, uint32_t r, uint32_t s, uint32_t 
     case NX_K_ALL_TO_ALL:
         *in_blk = r;
         return true;
+    /* A reducing reader's entries come in rank order, its own block among them: the shim
+     * folds them in that order, as nexard's kernel would (reduce.h).  (An all_reduce's
+     * staged output shares its slot with the input its peers read: no room for a table.) */
+    case NX_K_REDUCE_SCATTER:
+        *out_blk = 0;
+        *in_blk = r;
+        return true;
     default:
         return false;
     }
@@ -71,9 +81,14 @@ static bool qualifies(const struct nx_op *op, uint64_t n)
     uint8_t kind = op->sig.kind;
     uint32_t es = nx_dtype_size(op->sig.dtype);
     uint64_t bytes = n * es;
+    /* A reduction gains from one chunk on: the fold moves from nexard to every rank at
+     * once, and no copy out follows it.  Below 256 KiB of block nexard's fold on its loop
+     * was faster than the reader's notice and the second completion (performance.md). */
+    bool reduce = kind == NX_K_REDUCE_SCATTER;
     if (!kind_pulls(kind) || c->x || !c->plan_local || (op->sig.flags & NX_SQE_DEVICE) ||
-        c->size < 2 || c->size > NX_PULL_MAX_RANKS || bytes < NX_PULL_MIN_BYTES ||
-        op->nchunks < 2)
+        c->size < 2 || c->size > NX_PULL_MAX_RANKS ||
+        bytes < (reduce ? NX_PULL_MIN_REDUCE_BYTES : NX_PULL_MIN_BYTES) ||
+        op->nchunks < (reduce ? 1u : 2u))
         return false;
     /* A broadcast that the local plan cut small already overlaps its three copies, and
      * its root would wait for the readers' copies instead of nexard's: measured 0.8 of

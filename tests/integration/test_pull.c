@@ -1,11 +1,15 @@
 /*
  * test_pull.c - peer reads (shm_abi.h): ranks of one node read broadcast, all_gather,
- * gather, scatter and all_to_all chunks from each other's staging slots.
+ * gather, scatter and all_to_all chunks from each other's staging slots, and fold
+ * reduce_scatter chunks from them.
  *
- *   1. 3 ranks: broadcasts, gathers and scatters (every root), all_gathers and
- *      all_to_alls, of f32 and u8, from one chunk to many, staged and mixed with nexar_alloc buffers, each checked against the
- *      reference; nexard's "bytes pulled" grows by exactly what the chunk plan says the
- *      staged ones read (the mixed ones read nothing: a direct part is nexard's to copy).
+ *   1. 3 ranks: broadcasts, gathers and scatters (every root), all_gathers, all_to_alls
+ *      and reduce_scatters, of 1-, 2-, 4- and 8-byte elements, from one chunk to many,
+ *      staged and mixed with nexar_alloc buffers, each checked bit for bit against the
+ *      reference; a reduce_scatter of i32 whose input and output are not element-aligned
+ *      (the fold's way around the kernels' alignment); nexard's "bytes pulled" grows by
+ *      exactly what the chunk plan says the staged ones read (the mixed ones read nothing:
+ *      a direct part is nexard's to copy).
  *   2. The same with NEXAR_PEER_READS=0 on one rank: exact, and nothing pulled.
  *   3. A reader that never says it read (a raw client beside a real root): nexarctl ops
  *      names it while the root waits, and the root's broadcast fails with TIMEOUT naming
@@ -38,25 +42,34 @@ static struct hx_daemon g_d;
 struct pcase {
     int coll, dtype;
     size_t count;
+    int op; /* reduce_scatter */
 };
 
 static const struct pcase cases[] = {
-    {TL_BROADCAST, NEXAR_F32, 1000},         /* one small chunk */
-    {TL_BROADCAST, NEXAR_U8, 300001},        /* one slot: the local plan's cut */
-    {TL_BROADCAST, NEXAR_F32, (1u << 20) + 3}, /* beyond 4 slots: 1 MiB chunks, pulled */
-    {TL_BROADCAST, NEXAR_U8, (5u << 20) + 7},
-    {TL_ALL_GATHER, NEXAR_F32, 999},
-    {TL_ALL_GATHER, NEXAR_U8, 300001},       /* cut small, odd blocks */
-    {TL_ALL_GATHER, NEXAR_F32, (1u << 19) + 5},
-    {TL_ALL_GATHER, NEXAR_U8, (3u << 20) + 1},
-    {TL_GATHER, NEXAR_F32, 2000},
-    {TL_GATHER, NEXAR_F32, (1u << 18) + 9},   /* 3 blocks of 1 MiB in 1 MiB slots */
-    {TL_SCATTER, NEXAR_U8, 100001},
-    {TL_SCATTER, NEXAR_F32, (1u << 18) + 9},
-    {TL_ALL_TO_ALL, NEXAR_U8, 5000},
-    {TL_ALL_TO_ALL, NEXAR_F32, (1u << 17) + 1},
-    {TL_ALL_TO_ALL, NEXAR_F64, (1u << 16) + 3}, /* 8-byte and 2-byte elements */
-    {TL_GATHER, NEXAR_BF16, (1u << 19) + 1},
+    {TL_BROADCAST, NEXAR_F32, 1000, 0},         /* one small chunk */
+    {TL_BROADCAST, NEXAR_U8, 300001, 0},        /* one slot: the local plan's cut */
+    {TL_BROADCAST, NEXAR_F32, (1u << 20) + 3, 0}, /* beyond 4 slots: 1 MiB chunks, pulled */
+    {TL_BROADCAST, NEXAR_U8, (5u << 20) + 7, 0},
+    {TL_ALL_GATHER, NEXAR_F32, 999, 0},
+    {TL_ALL_GATHER, NEXAR_U8, 300001, 0},       /* cut small, odd blocks */
+    {TL_ALL_GATHER, NEXAR_F32, (1u << 19) + 5, 0},
+    {TL_ALL_GATHER, NEXAR_U8, (3u << 20) + 1, 0},
+    {TL_GATHER, NEXAR_F32, 2000, 0},
+    {TL_GATHER, NEXAR_F32, (1u << 18) + 9, 0},   /* 3 blocks of 1 MiB in 1 MiB slots */
+    {TL_SCATTER, NEXAR_U8, 100001, 0},
+    {TL_SCATTER, NEXAR_F32, (1u << 18) + 9, 0},
+    {TL_ALL_TO_ALL, NEXAR_U8, 5000, 0},
+    {TL_ALL_TO_ALL, NEXAR_F32, (1u << 17) + 1, 0},
+    {TL_ALL_TO_ALL, NEXAR_F64, (1u << 16) + 3, 0}, /* 8-byte and 2-byte elements */
+    {TL_GATHER, NEXAR_BF16, (1u << 19) + 1, 0},
+    /* Blocks of 256 KiB fill a 1 MiB slot of 3 ranks: one chunk, folded by the ranks;
+     * smaller chunks (the last ones here) are nexard's. */
+    {TL_REDUCE_SCATTER, NEXAR_F32, 1000, NEXAR_SUM},
+    {TL_REDUCE_SCATTER, NEXAR_F32, 1u << 16, NEXAR_SUM},
+    {TL_REDUCE_SCATTER, NEXAR_U8, 300001, NEXAR_MAX},
+    {TL_REDUCE_SCATTER, NEXAR_BF16, (1u << 18) + 3, NEXAR_SUM},
+    {TL_REDUCE_SCATTER, NEXAR_F64, (1u << 16) + 1, NEXAR_MIN},
+    {TL_REDUCE_SCATTER, NEXAR_I64, 1u << 16, NEXAR_PROD},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -67,6 +80,7 @@ static int kind_of(int coll)
     case TL_ALL_GATHER: return NX_K_ALL_GATHER;
     case TL_GATHER: return NX_K_GATHER;
     case TL_SCATTER: return NX_K_SCATTER;
+    case TL_REDUCE_SCATTER: return NX_K_REDUCE_SCATTER;
     default: return NX_K_ALL_TO_ALL;
     }
 }
@@ -80,27 +94,77 @@ static uint64_t reads_per_chunk(uint8_t kind, uint64_t P)
     case NX_K_ALL_GATHER: return P * (P - 1);
     case NX_K_GATHER:
     case NX_K_SCATTER: return P;
-    default: return P * P;
+    default: return P * P; /* all_to_all, reduce_scatter */
     }
 }
 
 /* What nexard's peer reads move for one staged op of case k, from the chunk plan (pull.c's
  * rule written out again: blocks of NX_PULL_MIN_BYTES or more, two chunks or more, and a
- * broadcast only where its chunk is a whole slot). */
+ * broadcast only where its chunk is a whole slot; a reduce_scatter from one chunk on, its
+ * blocks of NX_PULL_MIN_REDUCE_BYTES or more). */
 static uint64_t pulled_bytes(const struct pcase *k, uint32_t P)
 {
     uint32_t es = nx_dtype_size((uint8_t)k->dtype);
     uint8_t kind = (uint8_t)kind_of(k->coll);
+    bool reduce = kind == NX_K_REDUCE_SCATTER;
     uint64_t E = nx_op_chunk_elems(kind, P, es, SLOT_BYTES, k->count, true);
     uint64_t nch = nx_chunk_count(k->count, E), total = 0;
-    if (nch < 2 || (kind == NX_K_BROADCAST && E != nx_chunk_elems(kind, P, es, SLOT_BYTES)))
+    if (nch < (reduce ? 1u : 2u) ||
+        (kind == NX_K_BROADCAST && E != nx_chunk_elems(kind, P, es, SLOT_BYTES)))
         return 0;
     for (uint64_t c = 0; c < nch; c++) {
         uint64_t n = k->count - c * E < E ? k->count - c * E : E;
-        if (n * es >= NX_PULL_MIN_BYTES)
+        if (n * es >= (reduce ? NX_PULL_MIN_REDUCE_BYTES : NX_PULL_MIN_BYTES))
             total += n * es * reads_per_chunk(kind, P);
     }
     return total;
+}
+
+/* Two chunks of 256 KiB blocks, both folded by the ranks (NX_PULL_MIN_REDUCE_BYTES). */
+#define UNALIGNED_COUNT (1u << 17)
+
+static uint32_t ua_in(int rank, uint32_t blk, uint32_t i)
+{
+    return (uint32_t)rank * 2654435761u + blk * 40503u + i * 2246822519u;
+}
+
+/* A reduce_scatter of i32 whose buffers start one byte past an element boundary (nexar.h
+ * asks for aligned ones; the staged path copes): exact, as the wrapping sum of ua_in. */
+static int unaligned_rs(nexar_comm_t *w, int rank, int P)
+{
+    size_t n = UNALIGNED_COUNT, es = sizeof(uint32_t);
+    uint8_t *in = malloc(n * es * (size_t)P + 1), *out = malloc(n * es + 1);
+    int f = 0;
+    if (!in || !out) {
+        free(in);
+        free(out);
+        tl_log("FAIL rank %d: no memory for the unaligned reduce_scatter", rank);
+        return 1;
+    }
+    for (uint32_t b = 0; b < (uint32_t)P; b++)
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t v = ua_in(rank, b, i);
+            memcpy(in + 1 + ((size_t)b * n + i) * es, &v, es);
+        }
+    nexar_status_t s = nexar_reduce_scatter(w, in + 1, out + 1, n, NEXAR_I32, NEXAR_SUM);
+    if (s != NEXAR_OK) {
+        tl_log("FAIL rank %d: unaligned reduce_scatter: %s", rank, nexar_last_error());
+        f = 1;
+    }
+    for (uint32_t i = 0; !f && i < n; i++) {
+        uint32_t want = 0, got;
+        for (int q = 0; q < P; q++)
+            want += ua_in(q, (uint32_t)rank, i);
+        memcpy(&got, out + 1 + (size_t)i * es, es);
+        if (got != want) {
+            tl_log("FAIL rank %d: unaligned reduce_scatter element %u: %u, want %u", rank, i,
+                   got, want);
+            f = 1;
+        }
+    }
+    free(in);
+    free(out);
+    return f;
 }
 
 static int rank_cases(struct hx_rank *r)
@@ -120,13 +184,15 @@ static int rank_cases(struct hx_rank *r)
             for (int mode = TL_HEAP; mode <= TL_MIXED; mode += TL_MIXED - TL_HEAP) {
                 uint64_t sd = seed++;
                 struct tl_case k = {.coll = cases[i].coll, .dtype = cases[i].dtype,
-                                    .count = cases[i].count, .root = root, .mode = mode,
+                                    .op = cases[i].op, .count = cases[i].count,
+                                    .root = root, .mode = mode,
                                     .call = (int)(sd % 3), /* blocking, wait, test loop */
                                     .seed = sd};
                 if (tl_run_case(w, &k) != TL_CASE_OK)
                     f++;
             }
     }
+    f += unaligned_rs(w, r->rank, r->size);
     nexar_finalize();
     return f ? 1 : 0;
 }
@@ -404,6 +470,7 @@ int main(void)
                          cases[i].coll == TL_SCATTER
                      ? WORLD
                      : 1);
+    want += (uint64_t)WORLD * WORLD * UNALIGNED_COUNT * sizeof(uint32_t);
     EXPECT_TRUE(fails, want > 0, "the cases pull nothing: the test tests nothing");
     phase_cases("peer reads on", false, want);
     phase_cases("NEXAR_PEER_READS=0 on rank 0", true, 0);
