@@ -7,9 +7,10 @@
  *      and reduce_scatters, of 1-, 2-, 4- and 8-byte elements, from one chunk to many,
  *      staged and mixed with nexar_alloc buffers, each checked bit for bit against the
  *      reference; a reduce_scatter of i32 whose input and output are not element-aligned
- *      (the fold's way around the kernels' alignment); nexard's "bytes pulled" grows by
- *      exactly what the chunk plan says the staged ones read (the mixed ones read nothing:
- *      a direct part is nexard's to copy).
+ *      (the fold's way around the kernels' alignment), and one of f32 on a communicator
+ *      whose ranks run backwards (the fold's order is the communicator's); nexard's
+ *      "bytes pulled" grows by exactly what the chunk plan says the staged ones read (the
+ *      mixed ones read nothing: a direct part is nexard's to copy).
  *   2. The same with NEXAR_PEER_READS=0 on one rank: exact, and nothing pulled.
  *   3. A reader that never says it read (a raw client beside a real root): nexarctl ops
  *      names it while the root waits, and the root's broadcast fails with TIMEOUT naming
@@ -167,6 +168,61 @@ static int unaligned_rs(nexar_comm_t *w, int rank, int P)
     return f;
 }
 
+/* One chunk of 256 KiB blocks, folded by the ranks. */
+#define REVERSED_COUNT (1u << 16)
+
+/* Comm rank q's f32 input: 1 at rank 0, 2^-24 (half an ulp of 1) at the others.  Folded
+ * left in rank order, 1 + 2^-24 rounds back to 1 at every step; folded from the other end,
+ * the small ones add up to 2^-23 first and the sum is 1 + 2^-23. */
+static float rev_in(int q, uint32_t i)
+{
+    return q == 0 ? 1.0f + (float)(i % 7) : 0x1p-24f;
+}
+
+/* A reader folds in the communicator's rank order, not in its peers' pull indices (world
+ * order): on a communicator whose ranks run backwards, the sum must come out as rank
+ * order's left fold. */
+static int reversed_rs(nexar_comm_t *w, int rank, int P)
+{
+    nexar_comm_t *rev = NULL;
+    if (nexar_comm_split(w, 0, (uint32_t)(P - 1 - rank), &rev) != NEXAR_OK || !rev) {
+        tl_log("FAIL rank %d: split in reverse: %s", rank, nexar_last_error());
+        return 1;
+    }
+    int q = P - 1 - rank, f = 0;
+    size_t n = REVERSED_COUNT;
+    float *in = malloc(n * sizeof(float) * (size_t)P), *out = malloc(n * sizeof(float));
+    if (!in || !out) {
+        tl_log("FAIL rank %d: no memory for the reversed reduce_scatter", rank);
+        f = 1;
+        goto done;
+    }
+    for (size_t i = 0; i < n * (size_t)P; i++)
+        in[i] = rev_in(q, (uint32_t)(i % n));
+    if (nexar_reduce_scatter(rev, in, out, n, NEXAR_F32, NEXAR_SUM) != NEXAR_OK) {
+        tl_log("FAIL rank %d: reversed reduce_scatter: %s", rank, nexar_last_error());
+        f = 1;
+        goto done;
+    }
+    for (uint32_t i = 0; i < n && !f; i++) {
+        volatile float want = rev_in(0, i);
+        for (int k = 1; k < P; k++)
+            want = want + rev_in(k, i);
+        if (memcmp(&out[i], (const void *)&want, sizeof(float)) != 0) {
+            tl_log("FAIL rank %d (rank %d of the reversed communicator): element %u is %a, "
+                   "rank order's left fold gives %a", rank, q, i, (double)out[i],
+                   (double)want);
+            f = 1;
+        }
+    }
+done:
+    free(in);
+    free(out);
+    if (nexar_comm_free(rev) != NEXAR_OK)
+        f = 1;
+    return f;
+}
+
 static int rank_cases(struct hx_rank *r)
 {
     nexar_comm_t *w;
@@ -193,6 +249,7 @@ static int rank_cases(struct hx_rank *r)
             }
     }
     f += unaligned_rs(w, r->rank, r->size);
+    f += reversed_rs(w, r->rank, r->size);
     nexar_finalize();
     return f ? 1 : 0;
 }
@@ -470,7 +527,7 @@ int main(void)
                          cases[i].coll == TL_SCATTER
                      ? WORLD
                      : 1);
-    want += (uint64_t)WORLD * WORLD * UNALIGNED_COUNT * sizeof(uint32_t);
+    want += (uint64_t)WORLD * WORLD * (UNALIGNED_COUNT + REVERSED_COUNT) * sizeof(uint32_t);
     EXPECT_TRUE(fails, want > 0, "the cases pull nothing: the test tests nothing");
     phase_cases("peer reads on", false, want);
     phase_cases("NEXAR_PEER_READS=0 on rank 0", true, 0);
