@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "shim.h"
+#include "stream_copy.h"
 
 #define UD_SLOT (1ull << 63)
 #define GEN_MASK 0x7fffffffu
@@ -251,6 +252,33 @@ void nx_req_unref(struct nexar_request *r)
     }
 }
 
+/* Whether a staged op copies its chunks in with streaming stores (stream_copy.c): only on a
+ * communicator that lives on this node, where another CPU reads the slot next.  Measured
+ * per kind (docs/performance.md): the ops that move data, and reduce_scatter, gained 1.1-1.9
+ * times at 2-32 MiB.  all_reduce and reduce, whose slots nexard folds and writes back,
+ * gained at some sizes and lost at others, and a broadcast that the local plan cut small
+ * (nexard copies its chunk while it is in the root's cache) lost: they stay ordinary, as
+ * do ops across nodes, whose slots this rank's own nexard reads next on the same CPU (no
+ * gain measured). */
+static bool stream_in(const struct nexar_request *r, const struct nexar_comm *c)
+{
+    if (!nx_S.env.stream_copy || !c->local)
+        return false;
+    switch (r->tmpl.kind) {
+    case NX_K_ALL_GATHER:
+    case NX_K_REDUCE_SCATTER:
+    case NX_K_ALL_TO_ALL:
+    case NX_K_GATHER:
+    case NX_K_SCATTER:
+        return true;
+    case NX_K_BROADCAST:
+        return r->chunk_elems == nx_chunk_elems(r->tmpl.kind, (uint32_t)c->size, r->esize,
+                                                nx_S.hdr.slot_bytes);
+    default:
+        return false;
+    }
+}
+
 /* Direct when every buffer the op touches lies in the arena heap, element-aligned. */
 static bool plan_direct(struct nexar_request *r)
 {
@@ -314,6 +342,7 @@ nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_call *op,
             r->tmpl.flags = NX_SQE_DIRECT;
         } else if (op->count > 0) {
             r->mode = NX_MODE_STAGED;
+            r->stream_in = stream_in(r, c);
             r->nunits = nx_chunk_count(op->count, r->chunk_elems);
             if (r->nunits > UINT32_MAX) {
                 free(r);
@@ -436,6 +465,11 @@ static void iov_scatter(const struct nexar_request *r, size_t i, uint64_t off,
 }
 
 /* Elements of chunk c, and the byte distance from its input to its output region. */
+static void copy_plain(void *dst, const void *src, size_t n)
+{
+    memcpy(dst, src, n);
+}
+
 static uint64_t chunk_len(const struct nexar_request *r, uint64_t c, uint64_t *out_rel)
 {
     uint64_t off = c * r->chunk_elems;
@@ -468,8 +502,10 @@ static void submit_chunk(struct nexar_request *r, uint32_t si)
         sl->iov_off = r->cur_off;
         iov_gather(r, base, n);
     } else {
+        bool stream = r->stream_in && n * es >= NX_STREAM_MIN_BYTES;
         for (uint32_t j = 0; j < r->shape.in_mul; j++)
-            memcpy(base + j * n * es, r->in + (j * count + off) * es, n * es);
+            (stream ? nx_copy_stream : copy_plain)(base + j * n * es,
+                                                   r->in + (j * count + off) * es, n * es);
         uint8_t *own = own_block(r);
         if (own && own != r->in) /* not in place */
             memcpy(own + off * es, r->in + off * es, n * es);

@@ -31,6 +31,8 @@
 #define NX_MAX_SLOTS_PER_STREAM 4u
 /* Busy-poll the completion ring this long before sleeping on its eventfd. */
 #define NX_SPIN_NS 30000ull
+/* Smaller copies into a slot are ordinary ones (stream_copy.c). */
+#define NX_STREAM_MIN_BYTES (256u << 10)
 /* Longest single sleep; also bounds how late a lost doorbell can be noticed. */
 #define NX_POLL_MAX_MS 200
 /* The shim's own safety margin over NEXAR_TIMEOUT before it gives up on nexard. */
@@ -83,6 +85,7 @@ struct nx_env {
     char algo[256];   /* NEXAR_ALGO, "" when unset; the daemon checks it */
     bool joiner;      /* NEXAR_JOIN=1: joins a running job (nexar_comm_grow) */
     bool peer_reads;  /* NEXAR_PEER_READS, default 1: JoinRequest.peer_reads */
+    bool stream_copy; /* NEXAR_STREAM_COPY, default 1: stream_copy.c where request.c says */
 };
 
 /* Reads the job description; NEXAR_OK or NEXAR_ERR_INVALID with the error text set. */
@@ -185,6 +188,7 @@ struct nexar_request {
     uint64_t cur_off;
 
     uint64_t chunk_elems;
+    bool stream_in;      /* chunks of NX_STREAM_MIN_BYTES or more go in by nx_copy_stream */
     uint64_t nunits;     /* descriptors the op needs: chunks, or 1 */
     uint64_t next_unit;  /* next to submit */
     uint64_t done_units; /* completed successfully */
