@@ -11,7 +11,8 @@
  *    invalid call that consumed a sequence number would show as a mismatch);
  *  - count 0 with NULL buffers is a successful no-op for every collective;
  *  - arena: nexar_free of a foreign pointer, nexar_alloc exhaustion -> NOMEM;
- *  - environment: bad NEXAR_RANK / NEXAR_WORLD_SIZE -> INVALID; the torchrun,
+ *  - environment: bad NEXAR_RANK / NEXAR_WORLD_SIZE -> INVALID; NEXAR_PEER_READS and
+ *    NEXAR_STREAM_COPY other than 0 or 1 -> INVALID naming the value; the torchrun,
  *    Slurm and Open MPI fallbacks; no variables at all -> rank 0 of 1.
  */
 #include <stdlib.h>
@@ -211,6 +212,29 @@ static int bad_env(struct hx_rank *r)
     return fails ? 1 : 0;
 }
 
+/* r->arg: the variable's assignment ("NEXAR_STREAM_COPY=yes"): INVALID, and the text
+ * quotes it and says what it may be. */
+static int bad_switch(struct hx_rank *r)
+{
+    int fails = 0;
+    const char *assign = r->arg;
+    char want[96];
+    const char *eq = strchr(assign, '=');
+    snprintf(want, sizeof(want), "%.*s=\"%s\" is not 0 or 1", (int)(eq - assign), assign,
+             eq + 1);
+    nexar_comm_t *w = NULL;
+    nexar_status_t st = nexar_init(&w);
+    if (!EXPECT_ST(fails, NEXAR_ERR_INVALID, assign, st)) {
+        EXPECT_TRUE(fails, strstr(nexar_last_error(), want) != NULL,
+                    "nexar_init with %s: text \"%s\" lacks \"%s\"", assign,
+                    nexar_last_error(), want);
+        if (!fails)
+            tl_log("ok: %s -> NEXAR_ERR_INVALID: \"%s\"", assign, nexar_last_error());
+    }
+    nexar_finalize();
+    return fails ? 1 : 0;
+}
+
 static int env_fallback(struct hx_rank *r)
 {
     int fails = 0;
@@ -269,6 +293,13 @@ int main(void)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         const char *env[] = {bad[i][0], bad[i][1], "NEXAR_TIMEOUT=3", NULL};
         if (run_env_job(&d, 1, 0, env, bad_env, "bad"))
+            rv = -1;
+    }
+
+    static const char *const switches[] = {"NEXAR_PEER_READS=2", "NEXAR_STREAM_COPY=yes"};
+    for (size_t i = 0; i < sizeof(switches) / sizeof(switches[0]); i++) {
+        const char *env[] = {switches[i], "NEXAR_TIMEOUT=3", NULL};
+        if (run_env_job(&d, 1, 0, env, bad_switch, switches[i]))
             rv = -1;
     }
 
