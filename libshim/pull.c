@@ -1,6 +1,7 @@
 /*
  * pull.c - the rank's side of peer reads (shm_abi.h): the job's other ranks' staging
- * slots, mapped read-only, and the chunks this rank copies out of them itself.
+ * slots, mapped read-only, and the chunks this rank copies out of them itself (or, for a
+ * reduce_scatter, folds out of them with nexard's own kernels, reduce.h).
  *
  * The mappings cover a peer's segment up to the end of its slots: its header, rings and
  * slots, not its nexar_alloc heap.  They are read-only, so a rank can never disturb its
@@ -8,10 +9,10 @@
  * is copied.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

@@ -464,12 +464,12 @@ static void iov_scatter(const struct nexar_request *r, size_t i, uint64_t off,
     }
 }
 
-/* Elements of chunk c, and the byte distance from its input to its output region. */
 static void copy_plain(void *dst, const void *src, size_t n)
 {
     memcpy(dst, src, n);
 }
 
+/* Elements of chunk c, and the byte distance from its input to its output region. */
 static uint64_t chunk_len(const struct nexar_request *r, uint64_t c, uint64_t *out_rel)
 {
     uint64_t off = c * r->chunk_elems;

@@ -4,10 +4,9 @@
  * all_to_all chunk was the middle one of three (into the source's slot, into the reader's
  * slot, out of it): here the reader copies from the source's slot straight into its
  * output, so a chunk costs two copies, made by the ranks in parallel, and nexard only
- * says where to read and when a slot may be reused.  A reduce_scatter chunk
- * the same way: each rank reduces its block of every rank's slot into its output, so the
- * reduction runs on all the ranks' CPUs at once instead of nexard's, and no copy out
- * follows it.
+ * says where to read and when a slot may be reused.  A reduce_scatter chunk goes the same
+ * way: each rank folds its block of every rank's slot into its output, so the reduction
+ * runs on all the ranks' CPUs at once instead of nexard's, and no copy out follows it.
  */
 #include "op.h"
 
