@@ -171,9 +171,10 @@ static int unaligned_rs(nexar_comm_t *w, int rank, int P)
 /* One chunk of 256 KiB blocks, folded by the ranks. */
 #define REVERSED_COUNT (1u << 16)
 
-/* Comm rank q's f32 input: 1 at rank 0, 2^-24 (half an ulp of 1) at the others.  Folded
- * left in rank order, 1 + 2^-24 rounds back to 1 at every step; folded from the other end,
- * the small ones add up to 2^-23 first and the sum is 1 + 2^-23. */
+/* Comm rank q's f32 input: 1 + (i mod 7) at rank 0, 2^-24 at the others.  Where it is 1,
+ * a left fold in rank order rounds 1 + 2^-24 (half an ulp of 1) back to 1 at every step;
+ * folded from the other end, the small ones add up to 2^-23 first and the sum is
+ * 1 + 2^-23. */
 static float rev_in(int q, uint32_t i)
 {
     return q == 0 ? 1.0f + (float)(i % 7) : 0x1p-24f;
