@@ -516,6 +516,11 @@ static void submit_chunk(struct nexar_request *r, uint32_t si)
     e.in_off = (uint64_t)si * nx_S.hdr.slot_bytes;
     e.out_off = e.in_off + out_rel;
     nx_ring_put(&e);
+    /* nx_pump publishes what it queued when it has filled every free slot; a large chunk
+     * goes out at once instead, so that nexard and the peers work on it while this rank
+     * copies the next (a 2-8 MiB broadcast on one node: twice as fast, performance.md). */
+    if (n * es * r->shape.in_mul >= NX_PUBLISH_EACH_BYTES)
+        nx_ring_publish();
     r->held++;
     (*r->stream_held)++;
     if (r->tmpl.kind == NX_K_RECV)

@@ -33,6 +33,9 @@
 #define NX_SPIN_NS 30000ull
 /* Smaller copies into a slot are ordinary ones (stream_copy.c). */
 #define NX_STREAM_MIN_BYTES (256u << 10)
+/* A staged chunk with this much input or more is published as soon as it is copied in
+ * (request.c), not with the rest of nx_pump's batch. */
+#define NX_PUBLISH_EACH_BYTES (64u << 10)
 /* Longest single sleep; also bounds how late a lost doorbell can be noticed. */
 #define NX_POLL_MAX_MS 200
 /* The shim's own safety margin over NEXAR_TIMEOUT before it gives up on nexard. */
