@@ -464,11 +464,6 @@ static void iov_scatter(const struct nexar_request *r, size_t i, uint64_t off,
     }
 }
 
-static void copy_plain(void *dst, const void *src, size_t n)
-{
-    memcpy(dst, src, n);
-}
-
 /* Elements of chunk c, and the byte distance from its input to its output region. */
 static uint64_t chunk_len(const struct nexar_request *r, uint64_t c, uint64_t *out_rel)
 {
@@ -503,9 +498,14 @@ static void submit_chunk(struct nexar_request *r, uint32_t si)
         iov_gather(r, base, n);
     } else {
         bool stream = r->stream_in && n * es >= NX_STREAM_MIN_BYTES;
-        for (uint32_t j = 0; j < r->shape.in_mul; j++)
-            (stream ? nx_copy_stream : copy_plain)(base + j * n * es,
-                                                   r->in + (j * count + off) * es, n * es);
+        for (uint32_t j = 0; j < r->shape.in_mul; j++) {
+            uint8_t *dst = base + j * n * es;
+            const uint8_t *src = r->in + (j * count + off) * es;
+            if (stream)
+                nx_copy_stream(dst, src, n * es);
+            else
+                memcpy(dst, src, n * es);
+        }
         uint8_t *own = own_block(r);
         if (own && own != r->in) /* not in place */
             memcpy(own + off * es, r->in + off * es, n * es);
