@@ -272,8 +272,8 @@ static bool stream_in(const struct nexar_request *r, const struct nexar_comm *c)
     case NX_K_SCATTER:
         return true;
     case NX_K_BROADCAST:
-        return r->chunk_elems == nx_chunk_elems(r->tmpl.kind, (uint32_t)c->size, r->esize,
-                                                nx_S.hdr.slot_bytes);
+        return !nx_chunk_is_cut(r->tmpl.kind, (uint32_t)c->size, r->esize,
+                                nx_S.hdr.slot_bytes, r->chunk_elems);
     default:
         return false;
     }

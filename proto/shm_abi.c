@@ -201,6 +201,12 @@ uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t
     return want < cap ? want : cap;
 }
 
+bool nx_chunk_is_cut(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes,
+                     uint64_t chunk_elems)
+{
+    return chunk_elems != nx_chunk_elems(kind, size, esize, slot_bytes);
+}
+
 uint64_t nx_chunk_count(uint64_t count, uint64_t chunk_elems)
 {
     if (chunk_elems == 0)

@@ -317,6 +317,13 @@ uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t sl
 uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes,
                            uint64_t count, bool local);
 
+/* Whether an op's chunks (`chunk_elems`, from nx_op_chunk_elems) are smaller than a whole
+ * slot: the local plan cut them to overlap the copies.  Peer reads and streaming copies
+ * leave such a broadcast alone: its copies already overlap, and both measured a loss on
+ * it (docs/performance.md). */
+bool nx_chunk_is_cut(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes,
+                     uint64_t chunk_elems);
+
 /* Number of chunks of an op: at least 1 (a count-0 op still has one empty chunk). */
 uint64_t nx_chunk_count(uint64_t count, uint64_t chunk_elems);
 

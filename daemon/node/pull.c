@@ -94,7 +94,7 @@ static bool qualifies(const struct nx_op *op, uint64_t n)
      * the rate at 1 MiB and no gain up to 16 MiB (performance.md).  One slot a chunk, it
      * gains. */
     if (kind == NX_K_BROADCAST &&
-        op->chunk_elems != nx_chunk_elems(kind, c->size, es, nxd.cfg.slot_bytes))
+        nx_chunk_is_cut(kind, c->size, es, nxd.cfg.slot_bytes, op->chunk_elems))
         return false;
     for (uint32_t r = 0; r < c->size; r++) {
         struct nx_shape sh;

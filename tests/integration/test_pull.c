@@ -111,7 +111,7 @@ static uint64_t pulled_bytes(const struct pcase *k, uint32_t P)
     uint64_t E = nx_op_chunk_elems(kind, P, es, SLOT_BYTES, k->count, true);
     uint64_t nch = nx_chunk_count(k->count, E), total = 0;
     if (nch < (reduce ? 1u : 2u) ||
-        (kind == NX_K_BROADCAST && E != nx_chunk_elems(kind, P, es, SLOT_BYTES)))
+        (kind == NX_K_BROADCAST && nx_chunk_is_cut(kind, P, es, SLOT_BYTES, E)))
         return 0;
     for (uint64_t c = 0; c < nch; c++) {
         uint64_t n = k->count - c * E < E ? k->count - c * E : E;

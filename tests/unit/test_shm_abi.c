@@ -373,6 +373,8 @@ static void test_op_chunk_elems(void)
                         uint64_t cnt = counts[c];
                         EXPECT_EQ(nx_op_chunk_elems(kind, size, es, slots[k], cnt, false), cap);
                         uint64_t n = nx_op_chunk_elems(kind, size, es, slots[k], cnt, true);
+                        EXPECT_EQ(nx_chunk_is_cut(kind, size, es, slots[k], n), n != cap);
+                        EXPECT(!nx_chunk_is_cut(kind, size, es, slots[k], cap));
                         if (!piped || cap == 0 || cap == UINT64_MAX ||
                             cnt > (uint64_t)NX_PIPE_SLOTS * cap) {
                             EXPECT_EQ(n, cap);
@@ -405,6 +407,8 @@ static void test_op_chunk_elems(void)
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 4 * MIB, true), 256 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 8 * MIB, true), MIB);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 2 * MIB, false), MIB);
+    EXPECT(nx_chunk_is_cut(NX_K_BROADCAST, 2, 4, 4 * MIB, 128 * 1024));
+    EXPECT(!nx_chunk_is_cut(NX_K_BROADCAST, 2, 4, 4 * MIB, MIB));
     /* all_gather on 2 ranks (3 regions of a chunk in the slot: 1398101 u8 a chunk at
      * most): 1 MiB blocks in 2 chunks of 512 KiB, 512 KiB blocks in 2 of 256 KiB, 4 MiB
      * of f32 in 8 of 512 KiB, 6 MiB of f32 (beyond 4 slots) in whole slots; across nodes
