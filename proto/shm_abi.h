@@ -318,9 +318,9 @@ uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t
                            uint64_t count, bool local);
 
 /* Whether an op's chunks (`chunk_elems`, from nx_op_chunk_elems) are smaller than a whole
- * slot: the local plan cut them to overlap the copies.  Peer reads and streaming copies
- * leave such a broadcast alone: its copies already overlap, and both measured a loss on
- * it (docs/performance.md). */
+ * slot: the local plan cut them to overlap the copies.  The shim does not stream the copy
+ * into the slot of such a broadcast: its readers copy each chunk out while it is still in
+ * the root's cache, and streaming measured a loss on it (docs/performance.md). */
 bool nx_chunk_is_cut(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes,
                      uint64_t chunk_elems);
 

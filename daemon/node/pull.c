@@ -89,13 +89,6 @@ static bool qualifies(const struct nx_op *op, uint64_t n)
         bytes < (reduce ? NX_PULL_MIN_REDUCE_BYTES : NX_PULL_MIN_BYTES) ||
         op->nchunks < (reduce ? 1u : 2u))
         return false;
-    /* A broadcast that the local plan cut small already overlaps its three copies, and
-     * its root would wait for the readers' copies instead of nexard's: measured 0.8 of
-     * the rate at 1 MiB and no gain up to 16 MiB (performance.md).  One slot a chunk, it
-     * gains. */
-    if (kind == NX_K_BROADCAST &&
-        nx_chunk_is_cut(kind, c->size, es, nxd.cfg.slot_bytes, op->chunk_elems))
-        return false;
     for (uint32_t r = 0; r < c->size; r++) {
         struct nx_shape sh;
         nx_kind_shape(kind, c->size, r, op->sig.peer, &sh);

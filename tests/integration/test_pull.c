@@ -49,6 +49,8 @@ struct pcase {
 static const struct pcase cases[] = {
     {TL_BROADCAST, NEXAR_F32, 1000, 0},         /* one small chunk */
     {TL_BROADCAST, NEXAR_U8, 300001, 0},        /* one slot: the local plan's cut */
+    {TL_BROADCAST, NEXAR_F32, (1u << 19) + 11, 0}, /* cut in 512 KiB chunks, pulled; a
+                                                     * short last one is not */
     {TL_BROADCAST, NEXAR_F32, (1u << 20) + 3, 0}, /* beyond 4 slots: 1 MiB chunks, pulled */
     {TL_BROADCAST, NEXAR_U8, (5u << 20) + 7, 0},
     {TL_ALL_GATHER, NEXAR_F32, 999, 0},
@@ -100,9 +102,8 @@ static uint64_t reads_per_chunk(uint8_t kind, uint64_t P)
 }
 
 /* What nexard's peer reads move for one staged op of case k, from the chunk plan (pull.c's
- * rule written out again: blocks of NX_PULL_MIN_BYTES or more, two chunks or more, and a
- * broadcast only where its chunk is a whole slot; a reduce_scatter from one chunk on, its
- * blocks of NX_PULL_MIN_REDUCE_BYTES or more). */
+ * rule written out again: blocks of NX_PULL_MIN_BYTES or more, two chunks or more; a
+ * reduce_scatter from one chunk on, its blocks of NX_PULL_MIN_REDUCE_BYTES or more). */
 static uint64_t pulled_bytes(const struct pcase *k, uint32_t P)
 {
     uint32_t es = nx_dtype_size((uint8_t)k->dtype);
@@ -110,8 +111,7 @@ static uint64_t pulled_bytes(const struct pcase *k, uint32_t P)
     bool reduce = kind == NX_K_REDUCE_SCATTER;
     uint64_t E = nx_op_chunk_elems(kind, P, es, SLOT_BYTES, k->count, true);
     uint64_t nch = nx_chunk_count(k->count, E), total = 0;
-    if (nch < (reduce ? 1u : 2u) ||
-        (kind == NX_K_BROADCAST && nx_chunk_is_cut(kind, P, es, SLOT_BYTES, E)))
+    if (nch < (reduce ? 1u : 2u))
         return 0;
     for (uint64_t c = 0; c < nch; c++) {
         uint64_t n = k->count - c * E < E ? k->count - c * E : E;
