@@ -189,7 +189,8 @@ uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t
         count > NX_PIPE_SLOTS * cap)
         return cap;
     uint64_t want = count / NX_PIPE_CHUNKS + (count % NX_PIPE_CHUNKS != 0);
-    uint64_t least = NX_PIPE_MIN_BYTES / esize + (NX_PIPE_MIN_BYTES % esize != 0);
+    uint64_t min = kind == NX_K_BROADCAST ? NX_PIPE_MIN_BCAST_BYTES : NX_PIPE_MIN_BYTES;
+    uint64_t least = min / esize + (min % esize != 0);
     /* An all_gather of at most two such chunks still gets two, which its peer reads
      * need (daemon/node/pull.c). */
     uint64_t half = count > 1 ? count / 2 + count % 2 : 1;

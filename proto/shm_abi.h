@@ -29,6 +29,8 @@
  *      segments.
  *   4  a local all_gather's chunks are at least NX_PIPE_MIN_BYTES of block, not of slot.
  *   5  peer reads of reduce_scatter chunks: the reader folds its table's entries.
+ *   6  a local broadcast's chunks are at least NX_PIPE_MIN_BCAST_BYTES, not
+ *      NX_PIPE_MIN_BYTES.
  */
 #ifndef NX_SHM_ABI_H
 #define NX_SHM_ABI_H
@@ -38,7 +40,7 @@
 #include <stdint.h>
 
 #define NX_SHM_MAGIC 0x534d584eu /* "NXMS" */
-#define NX_SHM_VERSION 5u
+#define NX_SHM_VERSION 6u
 #define NX_SHM_ALIGN 64u
 #define NX_ERR_TEXT_BYTES 512u
 
@@ -302,17 +304,21 @@ uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t sl
  * whose ranks were told it lives on one node (`local`: JoinReply.nodes == 1, or
  * nx_cqe.res_local): what nx_chunk_elems allows, except that a local broadcast or
  * all_gather that fits in NX_PIPE_SLOTS slots is cut into up to NX_PIPE_CHUNKS chunks (a
- * multiple of NX_PIPE_ALIGN elements, at least NX_PIPE_MIN_BYTES of block each; an
- * all_gather into at least two), so that the root's or owner's copy into its slot, the
- * copy to the other ranks and their copies out overlap instead of following one another.
- * The minimum is of block, not of slot: each chunk costs the same hand-offs, and an
- * all_gather's slot holds 1 + size blocks of it.  Reductions and ops across nodes
+ * multiple of NX_PIPE_ALIGN elements, at least NX_PIPE_MIN_BYTES of block each, a
+ * broadcast's NX_PIPE_MIN_BCAST_BYTES; an all_gather into at least two), so that the
+ * root's or owner's copy into its slot, the copy to the other ranks and their copies out
+ * overlap instead of following one another.  The minimum is of block, not of slot: each
+ * chunk costs the same hand-offs, and an all_gather's slot holds 1 + size blocks of it.
+ * A broadcast's readers copy each chunk out of the root's slot while the root copies the
+ * next in (peer reads), and smaller chunks overlapped more of it; an all_gather's did not
+ * gain from them (docs/performance.md).  Reductions and ops across nodes
  * measured no gain from smaller chunks, or a loss (docs/performance.md), and keep
  * nx_chunk_elems.  Every rank and the daemon compute the same plan from the op's
  * signature. */
 #define NX_PIPE_SLOTS 4u
 #define NX_PIPE_CHUNKS 16u
 #define NX_PIPE_MIN_BYTES (512u << 10)
+#define NX_PIPE_MIN_BCAST_BYTES (256u << 10)
 #define NX_PIPE_ALIGN 64u
 uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes,
                            uint64_t count, bool local);

@@ -355,7 +355,8 @@ static void test_chunk_elems(void)
 
 /* The plan by count: the slot's capacity, but for a local broadcast or all_gather of at
  * most NX_PIPE_SLOTS slots, up to NX_PIPE_CHUNKS chunks of NX_PIPE_ALIGN elements each at
- * least NX_PIPE_MIN_BYTES of block (an all_gather in at least two). */
+ * least NX_PIPE_MIN_BYTES of block, a broadcast's NX_PIPE_MIN_BCAST_BYTES (an all_gather
+ * in at least two). */
 static void test_op_chunk_elems(void)
 {
     static const uint64_t counts[] = {0, 1, 1000, 65536, 131073, 1u << 20, 3u << 20,
@@ -389,7 +390,9 @@ static void test_op_chunk_elems(void)
                          * leave it one. */
                         bool halved = kind == NX_K_ALL_GATHER && n >= (cnt + 1) / 2 &&
                                       n < (cnt + 1) / 2 + NX_PIPE_ALIGN;
-                        EXPECT((n + NX_PIPE_ALIGN) * es > NX_PIPE_MIN_BYTES ||
+                        uint64_t min = kind == NX_K_BROADCAST ? NX_PIPE_MIN_BCAST_BYTES
+                                                              : NX_PIPE_MIN_BYTES;
+                        EXPECT((n + NX_PIPE_ALIGN) * es > min ||
                                n == NX_PIPE_ALIGN || halved);
                         EXPECT(nx_chunk_count(cnt, n) <= NX_PIPE_CHUNKS);
                     }
@@ -398,16 +401,16 @@ static void test_op_chunk_elems(void)
         }
     }
     /* broadcast of f32 on 2 ranks of one node, 4 MiB slots (one region: 1 Mi elements a
-     * chunk at most): a small op in one chunk, 2 MiB in 4 chunks of 512 KiB, 8 MiB in 16
+     * chunk at most): a small op in one chunk, 2 MiB in 8 chunks of 256 KiB, 8 MiB in 16
      * of 512 KiB, 16 MiB in 16 of 1 MiB, 32 MiB (beyond 4 slots) in 8 of 4 MiB; across
      * nodes always 4 MiB. */
-    EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 1000, true), 128 * 1024);
-    EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 512 * 1024, true), 128 * 1024);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 1000, true), 64 * 1024);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 512 * 1024, true), 64 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 2 * MIB, true), 128 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 4 * MIB, true), 256 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 8 * MIB, true), MIB);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 2 * MIB, false), MIB);
-    EXPECT(nx_chunk_is_cut(NX_K_BROADCAST, 2, 4, 4 * MIB, 128 * 1024));
+    EXPECT(nx_chunk_is_cut(NX_K_BROADCAST, 2, 4, 4 * MIB, 64 * 1024));
     EXPECT(!nx_chunk_is_cut(NX_K_BROADCAST, 2, 4, 4 * MIB, MIB));
     /* all_gather on 2 ranks (3 regions of a chunk in the slot: 1398101 u8 a chunk at
      * most): 1 MiB blocks in 2 chunks of 512 KiB, 512 KiB blocks in 2 of 256 KiB, 4 MiB
