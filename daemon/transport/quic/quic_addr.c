@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr.h"
 #include "quic_int.h"
 
 struct norm {
@@ -93,49 +94,28 @@ int nx_qaddr_is_loopback(const struct sockaddr *sa)
 int nx_qaddr_resolve(const char *s, bool may_resolve, union nx_qsa *out, socklen_t *len,
                      char *err, size_t errlen)
 {
-    char host[256];
-    const char *port;
-    if (!s || !*s) {
-        snprintf(err, errlen, "empty address");
+    /* The syntax is addr.h's, which every other address of nexar's passes: one grammar,
+     * one set of refusals. */
+    char host[NX_ADDR_MAX], port[8];
+    uint16_t pn;
+    if (nx_addr_split(s, true, host, sizeof(host), &pn) < 0) {
+        snprintf(err, errlen, "bad address \"%s\": want host:port or [v6]:port",
+                 s ? s : "");
         return -EINVAL;
     }
-    if (s[0] == '[') {
-        const char *e = strchr(s, ']');
-        if (!e || e[1] != ':' || (size_t)(e - s - 1) >= sizeof(host)) {
-            snprintf(err, errlen, "bad address \"%s\": want [v6]:port", s);
-            return -EINVAL;
-        }
-        memcpy(host, s + 1, (size_t)(e - s - 1));
-        host[e - s - 1] = 0;
-        port = e + 2;
-    } else {
-        const char *c = strrchr(s, ':');
-        if (!c || strchr(s, ':') != c || (size_t)(c - s) >= sizeof(host)) {
-            snprintf(err, errlen, "bad address \"%s\": want host:port or [v6]:port", s);
-            return -EINVAL;
-        }
-        memcpy(host, s, (size_t)(c - s));
-        host[c - s] = 0;
-        port = c + 1;
-    }
-    char *end;
-    long pn = strtol(port, &end, 10);
-    if (!*port || *end || pn < 0 || pn > 65535) {
-        snprintf(err, errlen, "bad port in \"%s\"", s);
-        return -EINVAL;
-    }
+    snprintf(port, sizeof(port), "%u", pn);
     struct addrinfo hints = {.ai_socktype = SOCK_DGRAM,
                              .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV},
                     *res = NULL;
-    const char *h = host[0] ? host : "0.0.0.0";
-    int rv = getaddrinfo(h, port, &hints, &res);
+    int rv = getaddrinfo(host, port, &hints, &res);
     if (rv == EAI_NONAME && !may_resolve) {
-        snprintf(err, errlen, "bad address \"%s\": '%s' is a host name, not an address", s, h);
+        snprintf(err, errlen, "bad address \"%s\": '%s' is a host name, not an address", s,
+                 host);
         return -EINVAL;
     }
     if (rv == EAI_NONAME) {
         hints.ai_flags = AI_NUMERICSERV; /* a name: one blocking lookup, at the start */
-        rv = getaddrinfo(h, port, &hints, &res);
+        rv = getaddrinfo(host, port, &hints, &res);
     }
     if (rv != 0 || !res) {
         snprintf(err, errlen, "cannot resolve \"%s\": %s", s, gai_strerror(rv));

@@ -93,9 +93,9 @@ void nx_qmap_each(const struct nx_qmap *m, void (*fn)(void *val, void *arg), voi
 /* ---- quic_addr.c ---- */
 /* Canonical "1.2.3.4:5" / "[::1]:5"; v4-mapped v6 prints as v4. */
 void nx_qaddr_format(const struct sockaddr *sa, char *out, size_t outlen);
-/* Parses "host:port" / "[v6]:port"; a host name is looked up only with may_resolve (at the
- * endpoint's start: a peer's address, taken while the loop serves every job, must be
- * numeric, netaddr.h).  0 or -EINVAL with err. */
+/* Parses "host:port" / "[v6]:port" (addr.h's syntax, nx_addr_split); a host name is looked
+ * up only with may_resolve (at the endpoint's start: a peer's address, taken while the loop
+ * serves every job, must be numeric, netaddr.h).  0 or -EINVAL with err. */
 int nx_qaddr_resolve(const char *s, bool may_resolve, union nx_qsa *out, socklen_t *len,
                      char *err, size_t errlen);
 /* A total order both ends of a 4-tuple agree on (v4-mapped compares as v4). */
