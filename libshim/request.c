@@ -257,9 +257,9 @@ void nx_req_unref(struct nexar_request *r)
  * per kind (docs/performance.md): the ops that move data, and reduce_scatter, gained 1.1-1.9
  * times at 2-32 MiB.  all_reduce and reduce, whose slots nexard folds and writes back,
  * gained at some sizes and lost at others, and a broadcast that the local plan cut small
- * (its readers copy each chunk while it is still in the root's cache) lost: they stay ordinary, as
- * do ops across nodes, whose slots this rank's own nexard reads next on the same CPU (no
- * gain measured). */
+ * (its readers copy each chunk while it is still in the root's cache) lost: they stay
+ * ordinary, as do ops across nodes, whose slots this rank's own nexard reads next on the
+ * same CPU (no gain measured). */
 static bool stream_in(const struct nexar_request *r, const struct nexar_comm *c)
 {
     if (!nx_S.env.stream_copy || !c->local)
