@@ -166,7 +166,7 @@ static void drain(struct nx_client *cl)
  * notices or on other nodes' packets), the loop spins on for up to NX_BUSY_WAIT_S after the
  * last doorbell: a daemon that slept had to be woken by each of those events, and a
  * sendmmsg into a sleeping peer took 24-26 µs against 4-5 µs into a polling one (2-CPU VM).
- * Ops of 32 KiB to 4 MiB ran 1.2 to 8 times as fast with the wait (docs/performance.md);
+ * Ops of 32 KiB to 4 MiB ran 1.1 to 8.7 times as fast with the wait (docs/performance.md);
  * a rank late by longer costs its node no core (test_idle_wait). */
 #define NX_BUSY_POLL_S 50e-6
 #define NX_BUSY_WAIT_S 500e-6
