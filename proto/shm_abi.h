@@ -311,9 +311,8 @@ uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t sl
  * chunk costs the same hand-offs, and an all_gather's slot holds 1 + size blocks of it.
  * A broadcast's readers copy each chunk out of the root's slot while the root copies the
  * next in (peer reads), and smaller chunks overlapped more of it; an all_gather's did not
- * gain from them (docs/performance.md).  Reductions and ops across nodes
- * measured no gain from smaller chunks, or a loss (docs/performance.md), and keep
- * nx_chunk_elems.  Every rank and the daemon compute the same plan from the op's
+ * gain from them.  Reductions and ops across nodes measured no gain from smaller chunks,
+ * or a loss (docs/performance.md), and keep nx_chunk_elems.  Every rank and the daemon compute the same plan from the op's
  * signature. */
 #define NX_PIPE_SLOTS 4u
 #define NX_PIPE_CHUNKS 16u

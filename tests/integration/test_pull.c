@@ -48,7 +48,7 @@ struct pcase {
 
 static const struct pcase cases[] = {
     {TL_BROADCAST, NEXAR_F32, 1000, 0},         /* one small chunk */
-    {TL_BROADCAST, NEXAR_U8, 300001, 0},        /* one slot: the local plan's cut */
+    {TL_BROADCAST, NEXAR_U8, 300001, 0},        /* cut in two: 256 KiB and a short one */
     {TL_BROADCAST, NEXAR_F32, (1u << 19) + 11, 0}, /* cut in 256 KiB chunks, pulled; a
                                                      * short last one is not */
     {TL_BROADCAST, NEXAR_F32, (1u << 20) + 3, 0}, /* beyond 4 slots: 1 MiB chunks, pulled */
