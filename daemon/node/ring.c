@@ -173,7 +173,7 @@ static void drain(struct nx_client *cl)
 
 static uv_idle_t busy;
 static bool busy_init, busy_on;
-static double busy_until, busy_last;
+static double busy_last; /* the last doorbell, or submission served */
 
 static void serve(struct nx_client *cl)
 {
@@ -230,29 +230,23 @@ static void on_busy(uv_idle_t *h)
         /* What it started (a packet to send, a completion) goes out in the loop's next
          * lap: yielding first would hold it behind whoever gets the core. */
         busy_last = nx_now();
-        busy_until = busy_last + NX_BUSY_POLL_S;
         return;
     }
-    double now = nx_now();
-    if (now > busy_until && now < busy_last + NX_BUSY_WAIT_S && !nxd.stopping &&
-        ops_waiting()) {
+    double quiet = nx_now() - busy_last;
+    if (!nxd.stopping &&
+        (quiet <= NX_BUSY_POLL_S || (quiet < NX_BUSY_WAIT_S && ops_waiting()))) {
         sched_yield();
         return;
     }
-    if (now > busy_until || nxd.stopping) {
-        set_wake(1);
-        if (!nxd.stopping && serve_pending()) {
-            /* Submitted while we were about to sleep: keep spinning. */
-            set_wake(0);
-            busy_last = nx_now();
-            busy_until = busy_last + NX_BUSY_POLL_S;
-            return;
-        }
-        uv_idle_stop(h);
-        busy_on = false;
+    set_wake(1);
+    if (!nxd.stopping && serve_pending()) {
+        /* Submitted while we were about to sleep: keep spinning. */
+        set_wake(0);
+        busy_last = nx_now();
         return;
     }
-    sched_yield();
+    uv_idle_stop(h);
+    busy_on = false;
 }
 
 static void busy_poll_arm(void)
@@ -265,7 +259,6 @@ static void busy_poll_arm(void)
         busy_init = true;
     }
     busy_last = nx_now();
-    busy_until = busy_last + NX_BUSY_POLL_S;
     if (!busy_on) {
         set_wake(0);
         uv_idle_start(&busy, on_busy);

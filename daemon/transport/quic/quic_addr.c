@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "addr.h"
