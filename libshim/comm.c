@@ -171,7 +171,7 @@ static nexar_status_t new_comm_op(nexar_comm_t *c, const struct nx_call *op, con
     nx_wait_owned(r);
     s = nx_req_result(r);
     uint32_t id = r->res_comm, rank = r->res_rank, size = r->res_size;
-    bool local = r->res_local;
+    unsigned plan = r->res_plan;
     nx_req_free(r);
     if (s != NEXAR_OK || (id == 0 && op->kind == NX_K_SPLIT))
         goto out;
@@ -183,7 +183,7 @@ static nexar_status_t new_comm_op(nexar_comm_t *c, const struct nx_call *op, con
     nc->id = id;
     nc->rank = (int)rank;
     nc->size = (int)size;
-    nc->local = local;
+    nc->plan = plan;
     nx_list_add_tail(&nx_S.comms, &nc->link);
     *out = nc;
     nc = NULL;

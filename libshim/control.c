@@ -195,6 +195,7 @@ static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
     m.algo = (char *)env->algo;
     m.joiner = env->joiner;
     m.peer_reads = env->peer_reads && !env->joiner;
+    m.single_copy = m.peer_reads && env->single_copy && nx_single_copy_probe();
     if (env->joiner)
         m.rank = m.world_size = m.local_rank = 0;
     nexar_status_t s = send_msg(j->sock, NX_MSG_JOIN, &m.base, env->socket);
@@ -223,6 +224,11 @@ static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
         s = nx_fail(NEXAR_ERR_INTERNAL,
                     "nexar_init: nexard's JOIN reply carried %d file descriptors for %u peer "
                     "segments (index %u)", nfds, r->pull_count, r->pull_index);
+    } else if ((r->n_pull_pids && r->n_pull_pids != r->pull_count) ||
+               (r->single_copy && !r->n_pull_pids)) {
+        s = nx_fail(NEXAR_ERR_INTERNAL,
+                    "nexar_init: nexard's JOIN reply named %zu pids for %u peer segments",
+                    r->n_pull_pids, r->pull_count);
     } else if (r->size == 0 || r->rank >= r->size || r->segment_bytes == 0) {
         s = nx_fail(NEXAR_ERR_INTERNAL,
                     "nexar_init: nexard's JOIN reply is inconsistent (rank %u of %u, %llu "
@@ -239,7 +245,10 @@ static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
         nfds = 0;
         j->client_id = r->client_id;
         j->world_comm = r->world_comm;
-        j->local_plan = r->local_plan;
+        j->plan = (r->local_plan ? NX_PLAN_LOCAL : 0u) |
+                  (r->single_copy && r->n_pull_pids ? NX_PLAN_CMA : 0u);
+        for (size_t i = 0; i < r->n_pull_pids; i++)
+            j->pull_pids[i] = r->pull_pids[i];
         j->rank = r->rank;
         j->size = r->size;
         j->segment_bytes = r->segment_bytes;

@@ -198,6 +198,13 @@ static nexar_status_t read_misc(struct nx_env *e, const struct nx_env_source *sr
         return nx_fail(NEXAR_ERR_INVALID, "nexar_init: NEXAR_PEER_READS=\"%s\" is not 0 or 1",
                        v);
     e->peer_reads = !v || !strcmp(v, "1");
+    /* Single copy (shm_abi.h) is on unless NEXAR_SINGLE_COPY=0: for a comparison, or a
+     * rank whose memory its peers must not read. */
+    v = env("NEXAR_SINGLE_COPY");
+    if (v && strcmp(v, "0") && strcmp(v, "1"))
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_init: NEXAR_SINGLE_COPY=\"%s\" is not 0 or 1",
+                       v);
+    e->single_copy = !v || !strcmp(v, "1");
     /* Streaming copies into the slots (stream_copy.c) are on unless NEXAR_STREAM_COPY=0:
      * for a comparison, or a host where they measure slower. */
     v = env("NEXAR_STREAM_COPY");

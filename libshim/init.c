@@ -67,7 +67,7 @@ nexar_status_t nexar_init(nexar_comm_t **world)
     nx_S.world = nx_comm_new(j.world_comm, (int)j.rank, (int)j.size, true);
     if (!nx_S.world)
         goto fail_nomem_arena;
-    nx_S.world->local = j.local_plan;
+    nx_S.world->plan = j.plan;
     nx_list_add_tail(&nx_S.comms, &nx_S.world->link);
 
     nx_S.sock = j.sock;

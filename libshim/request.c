@@ -262,7 +262,7 @@ void nx_req_unref(struct nexar_request *r)
  * same CPU (no gain measured). */
 static bool stream_in(const struct nexar_request *r, const struct nexar_comm *c)
 {
-    if (!nx_S.env.stream_copy || !c->local)
+    if (!nx_S.env.stream_copy || !(c->plan & NX_PLAN_LOCAL))
         return false;
     switch (r->tmpl.kind) {
     case NX_K_ALL_GATHER:
@@ -328,7 +328,7 @@ nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_call *op,
         r->tmpl.in_off = nx_dev_rec_off(op->dev);
     } else if (r->shape.has_data) {
         r->chunk_elems = nx_op_chunk_elems(op->kind, (uint32_t)c->size, r->esize,
-                                           nx_S.hdr.slot_bytes, op->count, c->local);
+                                           nx_S.hdr.slot_bytes, op->count, c->plan);
         if (r->chunk_elems == 0) {
             free(r);
             return nx_fail(NEXAR_ERR_UNSUPPORTED,
@@ -337,7 +337,11 @@ nexar_status_t nx_req_start(struct nexar_comm *c, const struct nx_call *op,
                            nx_kind_name(op->kind), nx_dtype_name(op->dtype), c->size,
                            (unsigned long long)nx_S.hdr.slot_bytes);
         }
-        if (op->count > 0 && op->kind != NX_K_ALL_REDUCE_BUCKETED && plan_direct(r)) {
+        if (nx_op_single_copy(op->kind, r->esize, op->count, c->plan)) {
+            /* Whatever the buffers: the peers read them where they are (shm_abi.h). */
+            r->mode = NX_MODE_STAGED;
+            r->single_copy = true;
+        } else if (op->count > 0 && op->kind != NX_K_ALL_REDUCE_BUCKETED && plan_direct(r)) {
             r->mode = NX_MODE_DIRECT;
             r->tmpl.flags = NX_SQE_DIRECT;
         } else if (op->count > 0) {
@@ -492,35 +496,48 @@ static void submit_chunk(struct nexar_request *r, uint32_t si)
 
     sl->req = r;
     sl->chunk = c;
-    if (r->iov) {
-        sl->iov = r->cur_iov;
-        sl->iov_off = r->cur_off;
-        iov_gather(r, base, n);
-    } else {
-        bool stream = r->stream_in && n * es >= NX_STREAM_MIN_BYTES;
-        for (uint32_t j = 0; j < r->shape.in_mul; j++) {
-            uint8_t *dst = base + j * n * es;
-            const uint8_t *src = r->in + (j * count + off) * es;
-            if (stream)
-                nx_copy_stream(dst, src, n * es);
-            else
-                memcpy(dst, src, n * es);
-        }
-        uint8_t *own = own_block(r);
-        if (own && own != r->in) /* not in place */
-            memcpy(own + off * es, r->in + off * es, n * es);
-    }
     struct nx_sqe e = r->tmpl;
     e.user_data = UD_SLOT | ((uint64_t)sl->gen << 32) | si;
-    e.chunk = (uint32_t)c;
-    e.in_off = (uint64_t)si * nx_S.hdr.slot_bytes;
-    e.out_off = e.in_off + out_rel;
-    nx_ring_put(&e);
-    /* nx_pump publishes what it queued when it has filled every free slot; a large chunk
-     * goes out at once instead, so that nexard and the peers work on it while this rank
-     * copies the next (a 2-8 MiB broadcast on one node: twice as fast, performance.md). */
-    if (n * es * r->shape.in_mul >= NX_PUBLISH_EACH_BYTES)
+    if (r->single_copy) {
+        e.flags = NX_SQE_CMA;
+        e.in_off = r->shape.in_mul ? (uint64_t)(uintptr_t)r->in : 0;
+        e.out_off = (uint64_t)si * nx_S.hdr.slot_bytes; /* room for nexard's table */
+        nx_ring_put(&e);
         nx_ring_publish();
+        /* Its own block while the peers start on theirs. */
+        uint8_t *own = own_block(r);
+        if (own && own != r->in) /* not in place */
+            memcpy(own, r->in, count * es);
+    } else {
+        if (r->iov) {
+            sl->iov = r->cur_iov;
+            sl->iov_off = r->cur_off;
+            iov_gather(r, base, n);
+        } else {
+            bool stream = r->stream_in && n * es >= NX_STREAM_MIN_BYTES;
+            for (uint32_t j = 0; j < r->shape.in_mul; j++) {
+                uint8_t *dst = base + j * n * es;
+                const uint8_t *src = r->in + (j * count + off) * es;
+                if (stream)
+                    nx_copy_stream(dst, src, n * es);
+                else
+                    memcpy(dst, src, n * es);
+            }
+            uint8_t *own = own_block(r);
+            if (own && own != r->in) /* not in place */
+                memcpy(own + off * es, r->in + off * es, n * es);
+        }
+        e.chunk = (uint32_t)c;
+        e.in_off = (uint64_t)si * nx_S.hdr.slot_bytes;
+        e.out_off = e.in_off + out_rel;
+        nx_ring_put(&e);
+        /* nx_pump publishes what it queued when it has filled every free slot; a large
+         * chunk goes out at once instead, so that nexard and the peers work on it while
+         * this rank copies the next (a 2-8 MiB broadcast on one node: twice as fast,
+         * performance.md). */
+        if (n * es * r->shape.in_mul >= NX_PUBLISH_EACH_BYTES)
+            nx_ring_publish();
+    }
     r->held++;
     (*r->stream_held)++;
     if (r->tmpl.kind == NX_K_RECV)
@@ -642,8 +659,11 @@ void nx_req_on_cqe(const struct nx_cqe *e)
         nx_ring_err_text(e, text, sizeof(text));
         nx_req_fail(r, s, text);
     } else if (sl && e->pull_n) {
-        /* Peer reads (pull.c): the chunk is this rank's to copy from its peers' slots. */
+        /* Peer reads (pull.c): the chunk is this rank's to copy from its peers' slots, or
+         * single copy, their buffers. */
         uint64_t out_rel, n = chunk_len(r, sl->chunk, &out_rel);
+        if (r->single_copy)
+            out_rel = 0;
         nx_pull_copy(r, sl, e, slot_base((uint32_t)(sl - nx_S.slots)) + out_rel, n);
         if (e->pull_hold) {
             /* Others read this slot: it is nexard's until the second completion. */
@@ -653,14 +673,15 @@ void nx_req_on_cqe(const struct nx_cqe *e)
         }
         r->done_units++;
     } else if (sl) {
-        if (!r->failed && !sl->pulled)
+        /* (A single-copy op's output never passes through its slot.) */
+        if (!r->failed && !sl->pulled && !r->single_copy)
             copy_out(r, sl);
         r->done_units++;
     } else {
         r->res_comm = e->res_comm;
         r->res_rank = e->res_rank;
         r->res_size = e->res_size;
-        r->res_local = e->res_local == 1;
+        r->res_plan = e->res_local & (NX_PLAN_LOCAL | NX_PLAN_CMA);
         r->done_units = r->nunits;
     }
     if (sl)

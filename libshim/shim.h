@@ -88,6 +88,7 @@ struct nx_env {
     char algo[256];   /* NEXAR_ALGO, "" when unset; the daemon checks it */
     bool joiner;      /* NEXAR_JOIN=1: joins a running job (nexar_comm_grow) */
     bool peer_reads;  /* NEXAR_PEER_READS, default 1: JoinRequest.peer_reads */
+    bool single_copy; /* NEXAR_SINGLE_COPY, default 1: JoinRequest.single_copy */
     bool stream_copy; /* NEXAR_STREAM_COPY, default 1: stream_copy.c where request.c says */
 };
 
@@ -123,7 +124,9 @@ struct nexar_comm {
     uint32_t id;
     int rank, size;
     bool world;
-    bool local; /* nexard said it lives on this node alone: its chunk plan is local */
+    /* Its plan as nexard said (NX_PLAN_*): LOCAL, it lives on this node alone and its chunk
+     * plan is local; CMA, its ops that only move data are single-copy (shm_abi.h). */
+    unsigned plan;
     uint64_t next_seq;                /* collective sequence number */
     struct nexar_request *coll_tail;  /* newest collective still submitting */
     uint32_t coll_held;               /* staging slots held by its collectives */
@@ -192,6 +195,8 @@ struct nexar_request {
 
     uint64_t chunk_elems;
     bool stream_in;      /* chunks of NX_STREAM_MIN_BYTES or more go in by nx_copy_stream */
+    bool single_copy;    /* staged, one chunk: its peers read its buffers and it theirs
+                            (NX_SQE_CMA); its slot holds only nexard's table */
     uint64_t nunits;     /* descriptors the op needs: chunks, or 1 */
     uint64_t next_unit;  /* next to submit */
     uint64_t done_units; /* completed successfully */
@@ -221,7 +226,7 @@ struct nexar_request {
     nexar_status_t status;
     char *text; /* malloc'd detailed text of a failure, or NULL */
     uint32_t res_comm, res_rank, res_size;
-    bool res_local;
+    unsigned res_plan; /* nx_cqe.res_local */
     uint64_t last_event_ns; /* last submission or completion while in flight */
 };
 
@@ -292,6 +297,10 @@ NX_HIDDEN void nx_pull_copy(struct nexar_request *r, const struct nx_slot *sl,
                             const struct nx_cqe *e, uint8_t *table, uint64_t n);
 /* Puts the queued notices into the ring, at most space of them; returns how many. */
 NX_HIDDEN uint32_t nx_pull_flush(uint32_t space);
+/* Whether this process can take part in single copy (shm_abi.h): it is dumpable, Yama
+ * lets its peers read it (asking it to, at scope 1), and process_vm_readv works here
+ * (a seccomp filter, as container runtimes install, may forbid it). */
+NX_HIDDEN bool nx_single_copy_probe(void);
 
 /* ---- rings and doorbells (ring.c) ---------------------------------------------- */
 
@@ -323,7 +332,8 @@ struct nx_join {
     uint32_t pull_count, pull_index;
     int pull_fds[NX_PULL_MAX_RANKS];
     uint32_t client_id, world_comm, rank, size;
-    bool local_plan; /* JoinReply.local_plan */
+    unsigned plan; /* JoinReply.local_plan, single_copy as NX_PLAN_* */
+    uint32_t pull_pids[NX_PULL_MAX_RANKS]; /* JoinReply.pull_pids (single copy), else 0 */
     uint32_t features;
     char device_note[256];
     uint64_t segment_bytes;
@@ -452,6 +462,7 @@ struct nx_shim {
     uint32_t pull_count, pull_index;
     const uint8_t *pull_seg[NX_PULL_MAX_RANKS];
     uint64_t pull_len[NX_PULL_MAX_RANKS];
+    pid_t pull_pid[NX_PULL_MAX_RANKS]; /* single copy: the processes to read, by index */
     struct nx_sqe *pulled_q;
     uint32_t pulled_n;
 

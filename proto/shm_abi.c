@@ -178,14 +178,32 @@ uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t sl
     return per_elem == 0 || per_elem == UINT64_MAX ? per_elem : slot_bytes / per_elem;
 }
 
+bool nx_op_single_copy(uint8_t kind, uint32_t esize, uint64_t count, unsigned plan)
+{
+    if (!(plan & NX_PLAN_CMA) || esize == 0)
+        return false;
+    switch (kind) {
+    case NX_K_BROADCAST:
+    case NX_K_ALL_GATHER:
+    case NX_K_GATHER:
+    case NX_K_SCATTER:
+    case NX_K_ALL_TO_ALL:
+        return count >= NX_CMA_MIN_BYTES / esize + (NX_CMA_MIN_BYTES % esize != 0);
+    default:
+        return false;
+    }
+}
+
 uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes,
-                           uint64_t count, bool local)
+                           uint64_t count, unsigned plan)
 {
     uint64_t per_elem = slot_elem_bytes(kind, size, esize);
     if (per_elem == 0 || per_elem == UINT64_MAX)
         return per_elem;
+    if (nx_op_single_copy(kind, esize, count, plan))
+        return count;
     uint64_t cap = slot_bytes / per_elem;
-    if (!local || (kind != NX_K_BROADCAST && kind != NX_K_ALL_GATHER) || cap == 0 ||
+    if (!(plan & NX_PLAN_LOCAL) || (kind != NX_K_BROADCAST && kind != NX_K_ALL_GATHER) || cap == 0 ||
         count > NX_PIPE_SLOTS * cap)
         return cap;
     uint64_t want = count / NX_PIPE_CHUNKS + (count % NX_PIPE_CHUNKS != 0);

@@ -31,6 +31,10 @@
  *   5  peer reads of reduce_scatter chunks: the reader folds its table's entries.
  *   6  a local broadcast's chunks are at least NX_PIPE_MIN_BCAST_BYTES, not
  *      NX_PIPE_MIN_BYTES.
+ *   7  single-copy ops (NX_SQE_CMA, NX_PLAN_CMA): on a communicator whose plan says so,
+ *      a broadcast, all_gather, gather, scatter or all_to_all of NX_CMA_MIN_BYTES of
+ *      block or more is one descriptor naming the rank's own buffer, read by its peers
+ *      with process_vm_readv; nx_cqe.res_local carries the plan's bits.
  */
 #ifndef NX_SHM_ABI_H
 #define NX_SHM_ABI_H
@@ -40,7 +44,7 @@
 #include <stdint.h>
 
 #define NX_SHM_MAGIC 0x534d584eu /* "NXMS" */
-#define NX_SHM_VERSION 6u
+#define NX_SHM_VERSION 7u
 #define NX_SHM_ALIGN 64u
 #define NX_ERR_TEXT_BYTES 512u
 
@@ -69,7 +73,8 @@ enum nx_kind {
                               not matched; result in the completion */
     NX_K_PULLED = 20,      /* chunk `chunk` of collective seq `seq`: this rank has read what
                               its peer-read completion named (struct nx_pull); no data, not
-                              matched, never completed */
+                              matched, never completed.  tag != 0: it could not (an errno,
+                              reading rank `peer`'s block), and the op fails everywhere */
     NX_K_MAX = 20
 };
 
@@ -81,6 +86,12 @@ enum nx_kind {
                                described by the struct nx_dev_op at arena offset in_off
                                (8-byte aligned); out_off and chunk are 0.  One descriptor,
                                one completion. */
+#define NX_SQE_CMA 0x04u    /* staged single-copy op (nx_op_single_copy): chunk 0 of a
+                               one-chunk plan; in_off is the address of the rank's input in
+                               its own process (0 where the shape has none), which its
+                               peers read with process_vm_readv; out_off the arena offset
+                               (8-byte aligned) of room for a peer-read table of one entry
+                               per rank.  No data passes through the arena. */
 
 /* A submission: 64 bytes. */
 struct nx_sqe {
@@ -129,8 +140,8 @@ struct nx_cqe {
     union {
         uint32_t algo;      /* collectives: the algorithm that ran across nodes (a code of
                                nx_algo_code_name), 0 when the op stayed on one node */
-        uint32_t res_local; /* split, shrink, grow: 1 when the new communicator lives on
-                               this node alone; its plan (nx_op_chunk_elems) is then local */
+        uint32_t res_local; /* split, shrink, grow: the new communicator's plan bits
+                               (NX_PLAN_LOCAL: it lives on this node alone; NX_PLAN_CMA) */
     };
 };
 #define NX_NO_ERR_TEXT UINT32_MAX
@@ -241,6 +252,7 @@ bool nx_dev_op_bytes(uint32_t niov, uint64_t *bytes);
  * them.  The table is little more than the reader trusts of nexard anyway; it checks every
  * entry against the segments it mapped. */
 #define NX_PULL_MAX_RANKS 32u          /* a job with more ranks on a node does not pull */
+#define NX_PULL_MAX_ERRNO 4095u        /* NX_K_PULLED.tag: a failure's errno, at most */
 #define NX_PULL_MIN_BYTES (64u << 10)  /* smaller chunk blocks are copied by nexard */
 #define NX_PULL_MIN_REDUCE_BYTES (256u << 10) /* reduce_scatter: smaller ones it folds */
 
@@ -248,9 +260,31 @@ struct nx_pull {
     uint32_t peer;  /* index of the segment among the job's ranks on this node */
     uint32_t block; /* output block of the chunk (broadcast, scatter, reduce_scatter: 0;
                        all_gather, gather, all_to_all: the source's rank) */
-    uint64_t off;   /* byte offset in that segment */
+    uint64_t off;   /* byte offset in that segment; single-copy (NX_SQE_CMA): the address
+                       in the source's process */
     uint64_t bytes; /* the chunk's block: elements x element size */
 };
+
+/* ---- single copy -----------------------------------------------------------------
+ * When every rank of a job on this node asked for it (JoinRequest.single_copy: the shim's
+ * own process_vm_readv works, it is dumpable, and Yama lets its peers read it), all share
+ * one uid and one pid namespace with nexard, a communicator on this node alone whose
+ * ranks all read peers gets NX_PLAN_CMA (JoinReply.single_copy; nx_cqe.res_local of a
+ * split or shrink).  Its ops that only move data, of at least NX_CMA_MIN_BYTES of block,
+ * are then one NX_SQE_CMA descriptor a rank, with a one-chunk plan: nexard writes each
+ * reader's table of its sources' buffer addresses, as for peer reads, and the reader
+ * copies each block once, with process_vm_readv from the source (JoinReply.pull_pids),
+ * straight into its output.  One copy a block instead of two: Open MPI's shared memory
+ * moves these ops the same way. */
+#define NX_PLAN_LOCAL 1u
+#define NX_PLAN_CMA 2u
+#define NX_CMA_MIN_BYTES (64u << 10)
+
+/* Whether an op is single-copy: plan has NX_PLAN_CMA, kind is a broadcast, all_gather,
+ * gather, scatter or all_to_all, and its block (count x esize) is NX_CMA_MIN_BYTES or
+ * more.  The shim and nexard decide alike; nexard drops a rank whose descriptor says
+ * otherwise. */
+bool nx_op_single_copy(uint8_t kind, uint32_t esize, uint64_t count, unsigned plan);
 
 /* The geometry the daemon chose; everything else is computed from it. */
 struct nx_shm_geom {
@@ -301,8 +335,9 @@ bool nx_kind_shape(uint8_t kind, uint32_t size, uint32_t rank, uint32_t root,
 uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes);
 
 /* The chunk plan of a collective with `count` elements per block on a communicator
- * whose ranks were told it lives on one node (`local`: JoinReply.nodes == 1, or
- * nx_cqe.res_local): what nx_chunk_elems allows, except that a local broadcast or
+ * whose plan bits are `plan` (NX_PLAN_LOCAL: its ranks were told it lives on one node,
+ * JoinReply.local_plan or nx_cqe.res_local; a single-copy op has one chunk of `count`):
+ * what nx_chunk_elems allows, except that a local broadcast or
  * all_gather that fits in NX_PIPE_SLOTS slots is cut into up to NX_PIPE_CHUNKS chunks (a
  * multiple of NX_PIPE_ALIGN elements, at least NX_PIPE_MIN_BYTES of block each, a
  * broadcast's NX_PIPE_MIN_BCAST_BYTES; an all_gather into at least two), so that the
@@ -320,7 +355,7 @@ uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t sl
 #define NX_PIPE_MIN_BCAST_BYTES (256u << 10)
 #define NX_PIPE_ALIGN 64u
 uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes,
-                           uint64_t count, bool local);
+                           uint64_t count, unsigned plan);
 
 /* Whether an op's chunks (`chunk_elems`, from nx_op_chunk_elems) are smaller than a whole
  * slot: the local plan cut them to overlap the copies.  The shim does not stream the copy
@@ -402,7 +437,7 @@ struct nx_sqe_limits {
     uint64_t slot_bytes;
     uint32_t comm_size; /* size of the communicator the sqe names */
     uint32_t comm_rank; /* this client's rank in it */
-    bool comm_local;    /* its plan is local (nx_op_chunk_elems) */
+    unsigned comm_plan; /* its plan bits, NX_PLAN_* (nx_op_chunk_elems) */
 };
 int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
                     const char **why);

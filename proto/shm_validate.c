@@ -25,7 +25,7 @@ static bool extent_for(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
         elems = e->count;
     } else {
         uint64_t per = nx_op_chunk_elems(e->kind, lim->comm_size, es, lim->slot_bytes,
-                                         e->count, lim->comm_local);
+                                         e->count, lim->comm_plan);
         uint64_t first;
         if (per == 0 || !mul_ok(per, e->chunk, &first))
             return false;
@@ -41,6 +41,12 @@ static bool extent_for(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
     return true;
 }
 
+/* The peer-read table nexard writes for a single-copy descriptor: one entry per rank. */
+static uint64_t cma_table_bytes(const struct nx_sqe_limits *lim)
+{
+    return (uint64_t)lim->comm_size * sizeof(struct nx_pull);
+}
+
 bool nx_sqe_extent(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
                    uint64_t *in_bytes, uint64_t *out_bytes)
 {
@@ -48,6 +54,11 @@ bool nx_sqe_extent(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
     if (e->flags & NX_SQE_DEVICE) { /* in the arena: only the record's fixed part */
         *in_bytes = sizeof(struct nx_dev_op);
         *out_bytes = 0;
+        return true;
+    }
+    if (e->flags & NX_SQE_CMA) { /* its input is in the rank's process, not the arena */
+        *in_bytes = 0;
+        *out_bytes = cma_table_bytes(lim);
         return true;
     }
     if (!nx_kind_shape(e->kind, lim->comm_size, lim->comm_rank, e->peer, &s))
@@ -126,8 +137,10 @@ int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
         why = &dummy;
     if (e->kind < 1 || e->kind > NX_K_MAX)
         REJECT("unknown op kind");
-    if (e->flags & ~(NX_SQE_DIRECT | NX_SQE_DEVICE))
+    if (e->flags & ~(NX_SQE_DIRECT | NX_SQE_DEVICE | NX_SQE_CMA))
         REJECT("unknown descriptor flags");
+    if ((e->flags & NX_SQE_CMA) && (e->flags & (NX_SQE_DIRECT | NX_SQE_DEVICE)))
+        REJECT("single-copy flag with NX_SQE_DIRECT or NX_SQE_DEVICE");
     if ((e->flags & NX_SQE_DEVICE) && !(e->flags & NX_SQE_DIRECT))
         REJECT("device descriptor flags without NX_SQE_DIRECT");
     if (e->reserved != 0)
@@ -145,9 +158,14 @@ int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
         REJECT("unknown op kind");
 
     if (e->kind == NX_K_PULLED) {
-        /* Names a chunk of an op; nexard checks that it was given to this rank to read. */
-        if (e->flags || e->count || e->dtype || e->peer || e->tag || e->in_off || e->out_off)
-            REJECT("a pulled notice carries only comm, seq and chunk");
+        /* Names a chunk of an op; nexard checks that it was given to this rank to read.
+         * A reader that could not read says which rank's block failed (peer) and why
+         * (tag: an errno). */
+        if (e->flags || e->count || e->dtype || e->in_off || e->out_off ||
+            (!e->tag && e->peer))
+            REJECT("a pulled notice carries only comm, seq, chunk and a failure");
+        if (e->tag > NX_PULL_MAX_ERRNO || e->peer >= lim->comm_size)
+            REJECT("a pulled notice's failure names no errno or no rank");
         return 0;
     }
     if (!s.has_data) {
@@ -165,8 +183,21 @@ int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
         REJECT("count overflows");
     if (e->flags & NX_SQE_DEVICE)
         return device_desc(e, lim, why);
+    if (nx_op_single_copy(e->kind, es, e->count, lim->comm_plan) != !!(e->flags & NX_SQE_CMA))
+        REJECT(e->flags & NX_SQE_CMA ? "single-copy flag on an op that is not single-copy"
+                                     : "a single-copy op without the single-copy flag");
+    if (e->flags & NX_SQE_CMA) {
+        if (e->chunk != 0)
+            REJECT("chunk index on a single-copy descriptor");
+        if ((s.in_mul == 0) != (e->in_off == 0))
+            REJECT("single-copy input address where the shape has none, or none where it "
+                   "has one");
+        if (e->out_off % 8 || !inside(e->out_off, cma_table_bytes(lim), lim->arena_bytes))
+            REJECT("single-copy table misaligned or outside the arena");
+        return 0;
+    }
     uint64_t per = nx_op_chunk_elems(e->kind, lim->comm_size, es, lim->slot_bytes, e->count,
-                                     lim->comm_local);
+                                     lim->comm_plan);
     if (per == 0)
         REJECT("staging slot too small for one element of this op");
     if (e->flags & NX_SQE_DIRECT) {

@@ -47,6 +47,7 @@ void nx_config_defaults(struct nx_config *c)
     c->inspect = true;
     c->inspect_max_conns = 8;
     c->peer_reads = true;
+    c->single_copy = true;
 }
 
 void nx_config_free(struct nx_config *c)
@@ -197,8 +198,10 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
     }
     if (!strcmp(key, "allow_uids"))
         return parse_uids(c, value, err, errlen);
-    if (!strcmp(key, "inspect") || !strcmp(key, "peer_reads")) {
-        bool *flag = !strcmp(key, "inspect") ? &c->inspect : &c->peer_reads;
+    if (!strcmp(key, "inspect") || !strcmp(key, "peer_reads") || !strcmp(key, "single_copy")) {
+        bool *flag = !strcmp(key, "inspect")      ? &c->inspect
+                     : !strcmp(key, "peer_reads") ? &c->peer_reads
+                                                  : &c->single_copy;
         static const char *const on[] = {"on", "yes", "true", "1"};
         static const char *const off[] = {"off", "no", "false", "0"};
         for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {

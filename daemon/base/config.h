@@ -30,6 +30,7 @@ struct nx_config {
     uint32_t max_timeout_s;  /* the longest deadline a rank may ask for (NEXAR_TIMEOUT) */
     uint32_t workers;     /* threads sharing a large chunk's copies and reductions */
     bool peer_reads;      /* ranks of a job on this node read each other's slots (shm_abi.h) */
+    bool single_copy;     /* and each other's buffers, with process_vm_readv (shm_abi.h) */
     /* Network (empty listen: this daemon serves one node only). */
     char *listen;      /* host:port or [v6]:port to bind the QUIC endpoint */
     char *advertise;   /* host:port other daemons reach us at; NULL: listen */

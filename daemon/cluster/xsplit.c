@@ -147,7 +147,7 @@ static void finish(struct xs *x)
             span[g++] = k - i;
         }
         struct nx_comm *nc = nx_comm_new(c->job, g, cls, wr, c->timeout_ms);
-        nc->plan_local = all_here; /* a group on this node alone runs as one node's */
+        nx_comm_set_plan(nc, all_here); /* a group on this node alone runs as one node's */
         if (!all_here) {
             /* A group across nodes: every node makes its part of the same communicator. */
             for (uint32_t k = i; k < j; k++)
@@ -160,7 +160,7 @@ static void finish(struct xs *x)
                 res[local_of[kv[k].rank]] = (struct nx_done){.res_comm = nc->id,
                                                              .res_rank = k - i,
                                                              .res_size = j - i,
-                                                             .res_local = nc->plan_local};
+                                                             .res_local = nx_comm_plan(nc)};
         i = j;
     }
     complete_all(x, res, NULL);

@@ -90,6 +90,7 @@ static void fmt_uids(const struct nx_config *c, const uid_t *v, char *b, size_t 
     X("max_pending", max_pending)                            \
     X("workers", workers)                                    \
     X("peer_reads", peer_reads)                              \
+    X("single_copy", single_copy)                            \
     X("allow_uids", allow_uids)                              \
     X("listen", listen)                                      \
     X("advertise", advertise)                                \

@@ -34,7 +34,7 @@ struct nx_done {
     uint64_t user_data;
     uint32_t status;
     uint32_t res_comm, res_rank, res_size;
-    bool res_local; /* nx_cqe.res_local, with res_comm */
+    uint32_t res_local; /* nx_cqe.res_local (plan bits, NX_PLAN_*), with res_comm */
     uint32_t algo;  /* nx_cqe.algo, without res_comm */
     uint32_t pull_n, pull_hold; /* nx_cqe's: a peer-read chunk (without res_comm) */
 };
@@ -67,6 +67,8 @@ struct nx_client {
     struct nx_dev_client dev; /* as the device backend sees it (device.h) */
     uint64_t p2p_buffered; /* eager send bytes held for this sender */
     bool peer_reads;     /* its shim reads other ranks' slots when told (JoinRequest) */
+    bool single_copy;    /* and their buffers (JoinRequest.single_copy), from nexard's pid
+                            namespace */
     uint32_t pull_index; /* its segment's index among its job's peer readers on this node
                             (JoinReply.pull_index); NX_PULL_NONE: it reads no slot */
     /* nexarctl jobs: descriptors taken from the ring and completions posted (a staged
@@ -103,7 +105,7 @@ void nx_client_complete(struct nx_client *cl, const struct nx_done *d, const cha
  * result names a communicator (0 on failure) with this rank and size. */
 void nx_client_finish(struct nx_client *cl, uint64_t user_data, uint32_t status,
                       const char *text, uint32_t comm, uint32_t rank, uint32_t size,
-                      bool local);
+                      unsigned plan);
 
 /* The live client with this id, or NULL (device completions outlive their op). */
 struct nx_client *nx_client_by_id(uint32_t id);

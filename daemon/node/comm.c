@@ -49,6 +49,15 @@ struct nx_comm *nx_comm_new(struct nx_job *job, uint32_t size, struct nx_client 
     return c;
 }
 
+void nx_comm_set_plan(struct nx_comm *c, bool local)
+{
+    c->plan_local = local;
+    c->plan_cma = local && c->job && c->job->single_copy && c->size >= 2 &&
+                  c->size <= NX_PULL_MAX_RANKS;
+    for (uint32_t r = 0; c->plan_cma && r < c->size; r++) /* a joiner reads no peer */
+        c->plan_cma = c->ranks[r].client && c->ranks[r].client->pull_index != NX_PULL_NONE;
+}
+
 static void comm_free(struct nx_comm *c)
 {
     nx_shrink_forget(c);
@@ -119,7 +128,7 @@ void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who,
         nx_comm_mark_failed(c, nx_comm_span_rank(c, rank));
         nx_comm_fail(c, NEXAR_ERR_PEER_LOST, "%s (rank %u of communicator %u) is gone: %s",
                      who, nx_comm_span_rank(c, rank), c->id, how);
-    } else if (!TAILQ_EMPTY(&c->match.ops) || nx_cluster_ops->comm_busy(c)) {
+    } else if (nx_match_rank_busy(c, rank) || nx_cluster_ops->comm_busy(c)) {
         nx_comm_fail(c, NEXAR_ERR_PEER_LOST,
                      "%s freed communicator %u while operations on it were in flight", who,
                      c->id);

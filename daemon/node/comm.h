@@ -12,6 +12,7 @@
 #include <sys/queue.h>
 
 #include "p2p.h"
+#include "shm_abi.h"
 #include "matcher.h"
 
 struct nx_job;
@@ -54,6 +55,9 @@ struct nx_comm {
      * the chunk plan of its ops is local (nx_op_chunk_elems).  Set where the ranks are
      * told, never changed, so that they and this daemon always cut an op alike. */
     bool plan_local;
+    /* Its plan is single-copy too (shm_abi.h, NX_PLAN_CMA): local, its job's ranks here
+     * may read each other's memory, and every one of its ranks reads peers. */
+    bool plan_cma;
     uint32_t span_size;
     uint32_t *span_rank;
     struct nx_xcomm *x; /* spanning: its network identity (xcomm.h); NULL on one node */
@@ -80,6 +84,15 @@ void nx_comm_span(struct nx_comm *c, uint32_t nodes, uint32_t span_size,
 
 /* The size and rank as the ranks see them (differs from size / local index only on a
  * communicator spanning nodes). */
+/* Sets c's plan as its ranks are told it (plan_local, and plan_cma from it). */
+void nx_comm_set_plan(struct nx_comm *c, bool local);
+
+/* c's plan bits, NX_PLAN_*: what nx_op_chunk_elems and the ranks' res_local take. */
+static inline unsigned nx_comm_plan(const struct nx_comm *c)
+{
+    return (c->plan_local ? NX_PLAN_LOCAL : 0u) | (c->plan_cma ? NX_PLAN_CMA : 0u);
+}
+
 static inline uint32_t nx_comm_span_size(const struct nx_comm *c)
 {
     return c->span_size;

@@ -248,6 +248,7 @@ static int on_hello(struct nx_conn *c, const uint8_t *p, uint32_t len)
     }
     uint32_t ver = h->proto_version;
     int kind = h->kind;
+    c->same_pidns = c->pid > 0 && h->pid == (uint32_t)c->pid;
     nexar__hello__free_unpacked(h, NULL);
     if (ver != NX_PROTO_VERSION) {
         char msg[128];

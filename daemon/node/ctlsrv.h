@@ -6,6 +6,7 @@
 #ifndef NX_CTLSRV_H
 #define NX_CTLSRV_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/queue.h>
 #include <sys/types.h>
@@ -22,6 +23,9 @@ struct nx_conn {
     pid_t pid;
     uid_t uid;
     gid_t gid;
+    /* HELLO's pid equals SO_PEERCRED's: the client sees pids as nexard does (one pid
+     * namespace), so the pids nexard hands out for single copy are its peers'. */
+    bool same_pidns;
     int kind; /* Nexar__ClientKind after HELLO, 0 before */
     struct nx_frame_parser parser;
     struct nx_client *client; /* set once JOIN created a client */

@@ -108,7 +108,7 @@ static void check(struct nx_grow *g)
     }
     struct nx_comm *nc = nx_comm_new(j, n, cls, wr, c->timeout_ms);
     nc->grown_from = c->id;
-    nc->plan_local = c->plan_local;
+    nx_comm_set_plan(nc, c->plan_local); /* with joiners: never single-copy */
     c->grows++;
     NX_INFO("comm", "communicator %u of job \"%s\" grew to communicator %u: %u members and %u "
             "joiner(s) in %.3f s", c->id, j->name, nc->id, members, add,
@@ -117,7 +117,7 @@ static void check(struct nx_grow *g)
     for (uint32_t r = 0, m = 0; r < c->size; r++)
         if (c->ranks[r].client)
             nx_client_finish(c->ranks[r].client, g->ud[r], NEXAR_OK, NULL, nc->id, m++, n,
-                             nc->plan_local);
+                             nx_comm_plan(nc));
     grow_free(g);
     uint32_t base = j->nranks;
     for (uint32_t i = 0; i < add; i++)
@@ -249,7 +249,7 @@ void nx_grow_decide(struct nx_comm *c, uint64_t key, uint32_t first_rank,
     for (uint32_t r = 0; r < c->size; r++)
         if (c->ranks[r].client && g->in[r])
             nx_client_finish(c->ranks[r].client, g->ud[r], NEXAR_OK, NULL, nc->id,
-                             nx_comm_span_rank(c, r), n, nc->plan_local);
+                             nx_comm_span_rank(c, r), n, nx_comm_plan(nc));
     grow_release(g);
 }
 

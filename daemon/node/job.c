@@ -135,13 +135,15 @@ static void list_ranks(const struct nx_job *j, bool want, char *buf, size_t len)
  * that failed (the client is dropped). */
 static bool hand_over(struct nx_client *cl, const struct nx_job *j, const struct nx_comm *c,
                       uint32_t rank, uint32_t size, uint32_t nodes, uint32_t local_size,
-                      uint32_t local_rank, const int *pull_fds, uint32_t pull_count)
+                      uint32_t local_rank, const int *pull_fds, const uint32_t *pull_wr,
+                      uint32_t pull_count)
 {
     Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
     rep.status = NEXAR_OK;
     rep.client_id = cl->id;
     rep.world_comm = c->id;
     rep.local_plan = c->plan_local;
+    rep.single_copy = c->plan_cma;
     rep.rank = rank;
     rep.size = size;
     rep.segment_bytes = cl->seg.bytes;
@@ -151,12 +153,19 @@ static bool hand_over(struct nx_client *cl, const struct nx_job *j, const struct
     rep.local_size = local_size;
     rep.local_rank = local_rank;
     int fds[3 + NX_PULL_MAX_RANKS] = {cl->seg.memfd, cl->sq_efd, cl->cq_efd}, nfds = 3;
+    uint32_t pids[NX_PULL_MAX_RANKS];
     if (pull_count) {
         rep.pull_count = pull_count;
         rep.pull_index = cl->pull_index;
         for (uint32_t i = 0; i < pull_count; i++)
             if (i != cl->pull_index)
                 fds[nfds++] = pull_fds[i];
+    }
+    if (pull_count && j->single_copy) {
+        for (uint32_t i = 0; i < pull_count; i++)
+            pids[i] = (uint32_t)j->ranks[pull_wr[i]]->pid;
+        rep.n_pull_pids = pull_count;
+        rep.pull_pids = pids;
     }
     if (!cl->conn || nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, fds, nfds) < 0 ||
         nx_client_start(cl) < 0) {
@@ -180,13 +189,20 @@ _Static_assert(3 + NX_PULL_MAX_RANKS - 1 <= NX_FRAME_MAX_FDS,
  * never write into their rings.  Returns how many segments there are (0: none), with a
  * read-only fd of each in fds, by pull index.
  */
-static uint32_t pull_setup(struct nx_client **cls, uint32_t n, int *fds)
+static uint32_t pull_setup(struct nx_job *j, struct nx_client **cls, uint32_t n, int *fds)
 {
     if (!nxd.cfg.peer_reads || n < 2 || n > NX_PULL_MAX_RANKS)
         return 0;
     for (uint32_t i = 0; i < n; i++)
         if (!cls[i]->peer_reads)
             return 0;
+    /* Single copy (shm_abi.h): process_vm_readv needs the reader to be allowed to ptrace
+     * the source, which one uid (and Yama, which each shim checked) gives; and the pids
+     * handed out must be the ranks' own, which one pid namespace gives.  Within a job the
+     * ranks trust each other with their data already: one uid adds no other reach. */
+    bool cma = nxd.cfg.single_copy;
+    for (uint32_t i = 0; i < n; i++)
+        cma &= cls[i]->single_copy && cls[i]->uid == cls[0]->uid;
     for (uint32_t i = 0; i < n; i++) {
         char path[64];
         snprintf(path, sizeof(path), "/proc/self/fd/%d", cls[i]->seg.memfd);
@@ -201,6 +217,7 @@ static uint32_t pull_setup(struct nx_client **cls, uint32_t n, int *fds)
     }
     for (uint32_t i = 0; i < n; i++)
         cls[i]->pull_index = i;
+    j->single_copy = cma;
     return n;
 }
 
@@ -223,15 +240,16 @@ void nx_job_form(struct nx_job *j)
     j->npending = 0;
     j->world = nx_comm_new(j, n, cls, wr, j->timeout_ms);
     uint32_t nodes = nx_cluster_ops->world_formed(j, wr);
-    j->world->plan_local = nodes == 1; /* what hand_over tells the ranks */
-    j->state = NX_JOB_RUNNING;
-    NX_INFO("job", "job \"%s\" formed: %u ranks (%u here, %u node%s), world comm %u", j->name,
-            j->world_size, n, nodes, nodes == 1 ? "" : "s", j->world->id);
-
     int pull_fds[NX_PULL_MAX_RANKS];
-    uint32_t pulls = pull_setup(cls, n, pull_fds);
+    uint32_t pulls = pull_setup(j, cls, n, pull_fds);
+    nx_comm_set_plan(j->world, nodes == 1); /* what hand_over tells the ranks */
+    j->state = NX_JOB_RUNNING;
+    NX_INFO("job", "job \"%s\" formed: %u ranks (%u here, %u node%s), world comm %u%s",
+            j->name, j->world_size, n, nodes, nodes == 1 ? "" : "s", j->world->id,
+            pulls ? (j->single_copy ? ", peer reads, single copy" : ", peer reads") : "");
+
     for (uint32_t i = 0; i < n; i++)
-        hand_over(cls[i], j, j->world, wr[i], j->world_size, nodes, n, i, pull_fds, pulls);
+        hand_over(cls[i], j, j->world, wr[i], j->world_size, nodes, n, i, pull_fds, wr, pulls);
     for (uint32_t i = 0; i < pulls; i++)
         close(pull_fds[i]);
     free(cls);
@@ -374,7 +392,7 @@ void nx_job_take_joiner(struct nx_job *j, struct nx_client *cl, struct nx_comm *
     cl->world_rank = world_rank;
     set_rank(j, world_rank, cl);
     j->joined++;
-    hand_over(cl, j, c, rank, nx_comm_span_size(c), nodes, local_size, local_rank, NULL, 0);
+    hand_over(cl, j, c, rank, nx_comm_span_size(c), nodes, local_size, local_rank, NULL, NULL, 0);
 }
 
 void nx_job_refuse_joiner(struct nx_client *cl, uint32_t status, const char *msg)
@@ -473,6 +491,7 @@ void nx_job_join(struct nx_conn *conn, const Nexar__JoinRequest *req)
     cl->job = j;
     cl->world_rank = req->rank;
     cl->peer_reads = req->peer_reads;
+    cl->single_copy = req->peer_reads && req->single_copy && conn->same_pidns;
     set_rank(j, req->rank, cl);
     j->joined++;
     j->live++;

@@ -37,6 +37,11 @@ struct nx_job {
     char *name;
     uint32_t world_size;
     uid_t owner;
+    /* Its ranks on this node read each other's buffers with process_vm_readv: every one
+     * asked (JoinRequest.single_copy), they share one uid and nexard's pid namespace, and
+     * they read each other's slots (peer reads).  Their local communicators' plans say so
+     * (nx_comm_set_plan). */
+    bool single_copy;
     enum nx_job_state state;
     uint32_t joined; /* ranks attached */
     uint32_t live;   /* clients still alive */

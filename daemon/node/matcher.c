@@ -145,7 +145,7 @@ static struct nx_op *op_new(struct nx_comm *c, const struct nx_sqe *e, uint32_t 
     uint32_t span = nx_comm_span_size(c), es = nx_dtype_size(e->dtype);
     op->chunk_elems = dev ? nx_chunk_elems(e->kind, span, es, NX_DEV_XCHUNK_BYTES)
                           : nx_op_chunk_elems(e->kind, span, es, nxd.cfg.slot_bytes, e->count,
-                                              c->plan_local);
+                                              nx_comm_plan(c));
     op->nchunks = dev && c->nodes == 1 ? 1 : nx_chunk_count(e->count, op->chunk_elems);
     op->started = nx_now();
     /* Keep the list in seq order: ops open in order on each rank, but ranks differ. */
@@ -280,10 +280,10 @@ static void finish_split(struct nx_op *op)
                 wr[g] = c->ranks[order[k]].world_rank;
             }
             struct nx_comm *nc = nx_comm_new(c->job, g, cls, wr, c->timeout_ms);
-            nc->plan_local = c->plan_local;
+            nx_comm_set_plan(nc, c->plan_local);
             for (uint32_t k = i; k < j; k++)
                 res[order[k]] = (struct nx_done){.res_comm = nc->id, .res_rank = k - i,
-                                                 .res_size = g, .res_local = nc->plan_local};
+                                                 .res_size = g, .res_local = nx_comm_plan(nc)};
         }
         i = j;
     }
@@ -364,6 +364,15 @@ static void run_ready(struct nx_op *op)
             op->next_chunk++;
             op->started = nx_now();
             continue;
+        }
+        /* A single-copy op has no data in the arena: its ranks read each other, or no one
+         * moves it.  (Validation lets no rank of it submit another form.) */
+        if (op->sig.flags & NX_SQE_CMA) {
+            nx_comm_fail(c, NEXAR_ERR_INTERNAL,
+                         "%s seq %" PRIu64 " on comm %u (job \"%s\"): a single-copy op whose "
+                         "ranks cannot read each other", nx_kind_name(op->sig.kind), op->seq,
+                         c->id, c->job->name);
+            return;
         }
         exec_chunk(op);
         for (uint32_t r = 0; r < c->size; r++) {
@@ -491,6 +500,20 @@ static void pulled(struct nx_client *cl, struct nx_comm *c, uint32_t rank,
     }
     if (!nx_pull_done(op, rank, e->chunk, why, sizeof(why)))
         return nx_client_violation(cl, why);
+    if (e->tag) {
+        /* The reader could not read what its table named: the op cannot complete on any
+         * rank, and a source must not hear that its data arrived. */
+        char rn[64], sn[64];
+        bool cma = op->sig.flags & NX_SQE_CMA;
+        return nx_comm_fail(c, NEXAR_ERR_INTERNAL,
+                            "%s seq %" PRIu64 " on comm %u (job \"%s\"): %s could not read "
+                            "%s's %s: %s%s", nx_kind_name(op->sig.kind), op->seq, c->id,
+                            c->job->name, nx_comm_rank_name(c, rank, rn, sizeof(rn)),
+                            nx_comm_rank_name(c, e->peer, sn, sizeof(sn)),
+                            cma ? "buffer with process_vm_readv" : "staging slot",
+                            strerror((int)e->tag),
+                            cma ? "; NEXAR_SINGLE_COPY=0 turns single copy off" : "");
+    }
     run_ready(op);
 }
 
@@ -499,7 +522,7 @@ static void pulled(struct nx_client *cl, struct nx_comm *c, uint32_t rank,
 static uint64_t input_bytes(const struct nx_sqe *e, const struct nx_sqe_limits *lim)
 {
     uint64_t in = 0, out = 0;
-    if (!(e->flags & NX_SQE_DEVICE))
+    if (!(e->flags & (NX_SQE_DEVICE | NX_SQE_CMA)))
         return nx_sqe_extent(e, lim, &in, &out) ? in : 0;
     struct nx_shape s;
     if (!nx_kind_shape(e->kind, lim->comm_size, lim->comm_rank, e->peer, &s) ||
@@ -524,7 +547,7 @@ void nx_match_submit(struct nx_client *cl, const struct nx_sqe *e)
         .slot_bytes = cl->seg.hdr.slot_bytes,
         .comm_size = nx_comm_span_size(c),
         .comm_rank = nx_comm_span_rank(c, rank),
-        .comm_local = c->plan_local,
+        .comm_plan = nx_comm_plan(c),
     };
     const char *reason = NULL;
     if (nx_sqe_validate(e, &lim, &reason) < 0) {
@@ -578,6 +601,19 @@ void nx_match_submit(struct nx_client *cl, const struct nx_sqe *e)
     default:
         return submit_collective(cl, c, rank, e);
     }
+}
+
+bool nx_match_rank_busy(const struct nx_comm *c, uint32_t rank)
+{
+    const struct nx_op *op;
+    TAILQ_FOREACH(op, &c->match.ops, link) {
+        const struct nx_part *p = &op->parts[rank];
+        if (!p->client || nx_part_direct(p) || p->dev || p->next_chunk < op->nchunks ||
+            p->q_head < p->q_len || op->next_chunk < op->nchunks ||
+            nx_pull_involves(op, rank))
+            return true;
+    }
+    return false;
 }
 
 void nx_match_fail_all(struct nx_comm *c)

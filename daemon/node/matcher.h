@@ -32,6 +32,11 @@ void nx_match_fini(struct nx_matcher *s);
  * Validates it and routes it: collectives here, send/recv to p2p, free, abort. */
 void nx_match_submit(struct nx_client *cl, const struct nx_sqe *e);
 
+/* Whether an op of comm still needs rank: one it has not submitted every chunk of, whose
+ * chunks have not all run, or that it still reads or is read for.  An op that waits only
+ * for its other ranks' peer reads does not: the rank has its result and may leave. */
+bool nx_match_rank_busy(const struct nx_comm *comm, uint32_t rank);
+
 /* Completes every pending op of comm with the comm's failure. */
 void nx_match_fail_all(struct nx_comm *comm);
 

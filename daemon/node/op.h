@@ -100,6 +100,9 @@ bool nx_pull_done(struct nx_op *op, uint32_t rank, uint32_t chunk, char *why, si
 /* The communicator failed: completes the held descriptors with its failure. */
 void nx_pull_fail(struct nx_op *op);
 
+/* Whether rank still reads a chunk of op, or holds a slot (or buffer) others read. */
+bool nx_pull_involves(const struct nx_op *op, uint32_t rank);
+
 /* The ranks (bits) that still read the oldest unreleased chunk; 0 when none. */
 uint32_t nx_pull_owing(const struct nx_op *op);
 

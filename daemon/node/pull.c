@@ -7,6 +7,8 @@
  * says where to read and when a slot may be reused.  A reduce_scatter chunk goes the same
  * way: each rank folds its block of every rank's slot into its output, so the reduction
  * runs on all the ranks' CPUs at once instead of nexard's, and no copy out follows it.
+ * A single-copy op (NX_SQE_CMA) goes the same way with one chunk, its table naming the
+ * sources' buffers in their processes instead of their slots: one copy a block.
  */
 #include "op.h"
 
@@ -21,10 +23,12 @@
 #include "mem.h"
 #include "nexar.h"
 
-static bool part_pulls(const struct nx_part *p, uint64_t in_bytes)
+static bool part_pulls(const struct nx_part *p, uint64_t in_bytes, bool cma)
 {
     if (nx_part_direct(p) || p->q_head == p->q_len || p->client->pull_index == NX_PULL_NONE)
         return false;
+    if (cma) /* its input is in its process, where process_vm_readv checks every byte */
+        return true;
     /* A source's input must lie in its slots, which end where the heap starts: that is
      * all a reader maps. */
     const struct nx_staged *st = &p->q[p->q_head];
@@ -83,16 +87,18 @@ static bool qualifies(const struct nx_op *op, uint64_t n)
     /* A reduction gains from one chunk on: the fold moves from nexard to every rank at
      * once, and no copy out follows it.  Below 256 KiB of block nexard's fold on its loop
      * was faster than the reader's notice and the second completion (performance.md). */
-    bool reduce = kind == NX_K_REDUCE_SCATTER;
+    bool reduce = kind == NX_K_REDUCE_SCATTER, cma = op->sig.flags & NX_SQE_CMA;
+    /* A single-copy op is one chunk: its readers copy it from the sources' buffers, so
+     * no slot is refilled behind them. */
     if (!kind_pulls(kind) || c->x || !c->plan_local || (op->sig.flags & NX_SQE_DEVICE) ||
         c->size < 2 || c->size > NX_PULL_MAX_RANKS ||
         bytes < (reduce ? NX_PULL_MIN_REDUCE_BYTES : NX_PULL_MIN_BYTES) ||
-        op->nchunks < (reduce ? 1u : 2u))
+        op->nchunks < (reduce || cma ? 1u : 2u))
         return false;
     for (uint32_t r = 0; r < c->size; r++) {
         struct nx_shape sh;
         nx_kind_shape(kind, c->size, r, op->sig.peer, &sh);
-        if (!part_pulls(&op->parts[r], sh.in_mul * bytes))
+        if (!part_pulls(&op->parts[r], sh.in_mul * bytes, cma))
             return false;
     }
     return true;
@@ -134,10 +140,13 @@ bool nx_pull_chunk(struct nx_op *op, uint64_t n)
             if (!reads(op->sig.kind, root, r, s, &ob, &ib))
                 continue;
             const struct nx_part *ps = &op->parts[s];
+            /* Single copy: the source's own address, which only process_vm_readv of its
+             * pid dereferences; otherwise the offset in its segment. */
+            uint64_t base = op->sig.flags & NX_SQE_CMA ? 0 : ps->client->seg.hdr.arena_off;
             struct nx_pull e = {
                 .peer = ps->client->pull_index,
                 .block = ob,
-                .off = ps->client->seg.hdr.arena_off + ps->q[ps->q_head].in_off + ib * bytes,
+                .off = base + ps->q[ps->q_head].in_off + ib * bytes,
                 .bytes = bytes,
             };
             memcpy(t + (size_t)k++ * sizeof(e), &e, sizeof(e));
@@ -221,6 +230,18 @@ void nx_pull_fail(struct nx_op *op)
     for (; op->pull_rel < op->next_chunk; op->pull_rel++)
         complete_held(op, (uint32_t)(op->pull_rel % op->pull_win), op->comm->failed_status,
                       op->comm->failed_text);
+}
+
+bool nx_pull_involves(const struct nx_op *op, uint32_t rank)
+{
+    if (!op->pull_owe || rank >= 32)
+        return false;
+    for (uint64_t c = op->pull_rel; c < op->next_chunk; c++) {
+        uint32_t w = (uint32_t)(c % op->pull_win);
+        if ((op->pull_owe[w] | op->pull_src[w]) & (1u << rank))
+            return true;
+    }
+    return false;
 }
 
 uint32_t nx_pull_owing(const struct nx_op *op)

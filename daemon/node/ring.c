@@ -124,10 +124,10 @@ void nx_client_complete(struct nx_client *cl, const struct nx_done *d, const cha
 
 void nx_client_finish(struct nx_client *cl, uint64_t user_data, uint32_t status,
                       const char *text, uint32_t comm, uint32_t rank, uint32_t size,
-                      bool local)
+                      unsigned plan)
 {
     struct nx_done d = {.user_data = user_data, .status = status, .res_comm = comm,
-                        .res_rank = rank, .res_size = size, .res_local = local};
+                        .res_rank = rank, .res_size = size, .res_local = plan};
     nx_client_complete(cl, &d, text);
     cl->pending--;
 }

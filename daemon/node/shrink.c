@@ -56,7 +56,7 @@ static void finish(struct nx_shrink *s)
         }
     struct nx_comm *nc = nx_comm_new(c->job, n, cls, wr, c->timeout_ms);
     nc->shrunk_from = c->id;
-    nc->plan_local = c->plan_local;
+    nx_comm_set_plan(nc, c->plan_local);
     c->shrinks++;
     NX_INFO("comm", "communicator %u of job \"%s\" shrunk to communicator %u: %u of %u "
             "ranks (%u failed) in %.3f s", c->id, c->job->name, nc->id, n, c->size,
@@ -65,7 +65,7 @@ static void finish(struct nx_shrink *s)
     for (uint32_t r = 0, k = 0; r < c->size; r++)
         if (c->ranks[r].client && s->in[r])
             nx_client_finish(c->ranks[r].client, s->ud[r], NEXAR_OK, NULL, nc->id, k++, n,
-                             nc->plan_local);
+                             nx_comm_plan(nc));
     free(cls);
     free(wr);
     shrink_free(s);
@@ -151,7 +151,7 @@ void nx_shrink_decide(struct nx_comm *c, const uint32_t *failed, size_t nfailed,
         nxd.stats.recoveries++;
         for (uint32_t k = 0; k < g; k++)
             nx_client_finish(cls[k], s->ud[of[k]], NEXAR_OK, NULL, nc->id, span[k], n,
-                             nc->plan_local);
+                             nx_comm_plan(nc));
         /* A survivor of the agreement that this node knows failed since: the new
          * communicator fails at once, and says so to its other nodes. */
         for (uint32_t k = 0; k < n && !late_failed; k++)

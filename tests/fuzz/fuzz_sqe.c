@@ -4,7 +4,8 @@
  * Input: a struct nx_sqe (64 bytes, as a rank writes it into the ring) followed
  * by 24 bytes that choose the limits the daemon validates it against:
  *   u64 arena   slot count (low byte) and heap bytes (the rest)
- *   u64 slot    slot_bytes = 64 << (slot % 20): 64 B .. 32 MiB
+ *   u64 slot    slot_bytes = 64 << (slot % 20): 64 B .. 32 MiB (low half); the plan
+ *               bits NX_PLAN_LOCAL | NX_PLAN_CMA (bits 32-33)
  *   u32 size    comm_size = 1 + size % 1024
  *   u32 rank    comm_rank = rank % comm_size
  * Short inputs are padded with zeros.  The limits are built the way the daemon
@@ -13,7 +14,8 @@
  *
  * Invariants: nx_sqe_validate() either gives a reason, or the descriptor's
  * extents (nx_sqe_extent) are computable and lie inside the arena, and a staged
- * chunk index lies inside the op's chunk plan.
+ * chunk index lies inside the op's chunk plan; a descriptor is single-copy exactly when
+ * its op is (nx_op_single_copy), and then names only its table in the arena.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -57,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     lim.arena_bytes = slots * lim.slot_bytes + heap;
     lim.comm_size = 1 + r.size % 1024;
     lim.comm_rank = r.rank % lim.comm_size;
-    lim.comm_local = (r.slot >> 32) & 1;
+    lim.comm_plan = (unsigned)(r.slot >> 32) & (NX_PLAN_LOCAL | NX_PLAN_CMA);
 
     const struct nx_sqe before = e;
     const char *why = NULL;
@@ -88,9 +90,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint32_t esize = nx_dtype_size(e.dtype);
         CHECK(esize != 0);
         uint64_t per = nx_op_chunk_elems(e.kind, lim.comm_size, esize, lim.slot_bytes, e.count,
-                                         lim.comm_local);
+                                         lim.comm_plan);
         CHECK(per != 0);
         CHECK(e.chunk < nx_chunk_count(e.count, per));
+        /* A single-copy op is one chunk naming the rank's own buffer: only its table
+         * lies in the arena, where the rank gave room for one entry per rank. */
+        CHECK(!!(e.flags & NX_SQE_CMA) ==
+              nx_op_single_copy(e.kind, esize, e.count, lim.comm_plan));
+        if (e.flags & NX_SQE_CMA) {
+            CHECK(e.chunk == 0 && in_bytes == 0 && e.out_off % 8 == 0);
+            CHECK(out_bytes == lim.comm_size * sizeof(struct nx_pull));
+            return 0;
+        }
         /* A staged chunk fits one slot: input and output side by side, or one
          * region when they may alias. */
         CHECK(in_bytes <= lim.slot_bytes && out_bytes <= lim.slot_bytes);

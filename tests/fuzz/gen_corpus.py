@@ -184,6 +184,7 @@ K = dict(all_reduce=1, broadcast=2, reduce=3, all_gather=4, reduce_scatter=5, ga
          scatter=7, all_to_all=8, scan=9, exscan=10, bucketed=11, barrier=12, send=13,
          recv=14, split=15, free=16, abort=17, shrink=18, grow=19, pulled=20)
 DIRECT = 0x01
+CMA = 0x04
 
 
 def sqe(kind, dtype=0, redop=0, flags=0, seq=0, count=0, peer=0, tag=0, in_off=0,
@@ -192,11 +193,12 @@ def sqe(kind, dtype=0, redop=0, flags=0, seq=0, count=0, peer=0, tag=0, in_off=0
                        count, peer, tag, in_off, out_off, chunk, 0)
 
 
-def limits(slot_shift, slots, heap, size, rank, local=False):
+def limits(slot_shift, slots, heap, size, rank, local=False, cma=False):
     """Raw limit bytes as fuzz_sqe.c decodes them: slot_bytes = 64 << slot_shift,
     slots staging slots, heap bytes of heap, comm_size = size, comm_rank = rank, and
-    whether the communicator's chunk plan is local (bit 32 of the slot word)."""
-    return struct.pack("<QQII", (heap << 8) | (slots - 1), slot_shift | (int(local) << 32),
+    the communicator's plan bits: local (bit 32 of the slot word), single copy (33)."""
+    plan = int(local) | (int(cma) << 1)
+    return struct.pack("<QQII", (heap << 8) | (slots - 1), slot_shift | (plan << 32),
                        size - 1, rank)
 
 
@@ -205,6 +207,7 @@ L4 = limits(16, 4, 256 * MIB, 4, 0)       # 4 MiB slots, 4 ranks, rank 0
 L4R2 = limits(16, 4, 256 * MIB, 4, 2)     # the same as rank 2
 SMALL = limits(6, 2, 0, 8, 7)             # 4 KiB slots, no heap, 8 ranks, rank 7
 L2LOCAL = limits(16, 4, 256 * MIB, 2, 1, local=True)  # 2 ranks on one node, rank 1
+L2CMA = limits(16, 4, 256 * MIB, 2, 1, local=True, cma=True)  # the same, single copy
 
 SQE_SEEDS = {
     "all_reduce_staged": sqe("all_reduce", count=1000, redop=0) + L4,
@@ -235,6 +238,12 @@ SQE_SEEDS = {
     # Peer reads: a rank read chunk 3 of op 9; and one that also names a count (refused).
     "pulled": sqe("pulled", seq=9, chunk=3) + L2LOCAL,
     "pulled_with_count": sqe("pulled", seq=9, chunk=3, count=4) + L2LOCAL,
+    # Single copy: rank 1's all_gather of 1 MiB a block names its buffer; a broadcast
+    # staged on a single-copy plan (refused); a reader's failure notice (EFAULT, rank 0).
+    "all_gather_cma": sqe("all_gather", count=1 << 18, flags=CMA, in_off=0x7f0012340000,
+                          out_off=2 * 4 * MIB) + L2CMA,
+    "broadcast_cma_staged": sqe("broadcast", count=1 << 18, peer=0) + L2CMA,
+    "pulled_failed": sqe("pulled", seq=9, peer=0, tag=14) + L2CMA,
     "bad_kind": sqe("all_reduce", count=1)[:12] + b"\x63" + sqe("all_reduce", count=1)[13:] + L4,
     "outside_arena": sqe("all_reduce", flags=DIRECT, count=1 << 40) + L4,
 }

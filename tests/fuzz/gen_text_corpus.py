@@ -46,6 +46,7 @@ quic_lanes = 4
 inspect = off
 inspect_max_conns = 8
 peer_reads = off
+single_copy = off
 algo = all_reduce=ring,broadcast=tree
 """
 

@@ -11,12 +11,20 @@
  *      whose ranks run backwards (the fold's order is the communicator's); nexard's
  *      "bytes pulled" grows by exactly what the chunk plan says the staged ones read (the
  *      mixed ones read nothing: a direct part is nexard's to copy).
- *   2. The same with NEXAR_PEER_READS=0 on one rank: exact, and nothing pulled.
+ *      With single copy (every rank allows it), the ops that move 64 KiB of block or
+ *      more go in one chunk from the sources' buffers, nexar_alloc ones too.
+ *   2. The same with NEXAR_SINGLE_COPY=0 on one rank (the slots, as above), and with
+ *      NEXAR_PEER_READS=0 on one rank: exact, and nothing pulled.
  *   3. A reader that never says it read (a raw client beside a real root): nexarctl ops
  *      names it while the root waits, and the root's broadcast fails with TIMEOUT naming
  *      that rank and the chunk; the peer's segment it was given cannot be mapped
  *      writable.
- *   4. A notice for a chunk nobody gave the client: it is dropped, with the reason in
+ *   4. Single copy whose root's buffer cannot be read (a raw root naming a PROT_NONE
+ *      mapping): the reader's broadcast fails with the cause (rank, pid, errno), its
+ *      notice says so, and nexard fails the op on the root too, naming both ranks.
+ *   5. A rank that read frees the world while another (raw) has not said it read: the
+ *      root's broadcast completes all the same.
+ *   6. A notice for a chunk nobody gave the client: it is dropped, with the reason in
  *      nexard's log, and the daemon keeps serving.
  */
 #include <fcntl.h>
@@ -101,15 +109,24 @@ static uint64_t reads_per_chunk(uint8_t kind, uint64_t P)
     }
 }
 
-/* What nexard's peer reads move for one staged op of case k, from the chunk plan (pull.c's
- * rule written out again: blocks of NX_PULL_MIN_BYTES or more, two chunks or more; a
- * reduce_scatter from one chunk on, its blocks of NX_PULL_MIN_REDUCE_BYTES or more). */
-static uint64_t pulled_bytes(const struct pcase *k, uint32_t P)
+/* What nexard's peer reads move for one op of case k, from the chunk plan (pull.c's rule
+ * written out again: blocks of NX_PULL_MIN_BYTES or more, two chunks or more; a
+ * reduce_scatter from one chunk on, its blocks of NX_PULL_MIN_REDUCE_BYTES or more; a
+ * single-copy op, of NX_CMA_MIN_BYTES of block or more, in one chunk, whatever its
+ * buffers).  *any_buffers: also an op whose buffers are nexar_alloc's (single copy). */
+static uint64_t pulled_bytes(const struct pcase *k, uint32_t P, unsigned plan,
+                             bool *any_buffers)
 {
     uint32_t es = nx_dtype_size((uint8_t)k->dtype);
     uint8_t kind = (uint8_t)kind_of(k->coll);
     bool reduce = kind == NX_K_REDUCE_SCATTER;
-    uint64_t E = nx_op_chunk_elems(kind, P, es, SLOT_BYTES, k->count, true);
+    *any_buffers = false;
+    if ((plan & NX_PLAN_CMA) && kind != NX_K_REDUCE_SCATTER &&
+        k->count * es >= NX_CMA_MIN_BYTES) {
+        *any_buffers = true;
+        return k->count * es * reads_per_chunk(kind, P);
+    }
+    uint64_t E = nx_op_chunk_elems(kind, P, es, SLOT_BYTES, k->count, plan);
     uint64_t nch = nx_chunk_count(k->count, E), total = 0;
     if (nch < (reduce ? 1u : 2u))
         return 0;
@@ -229,7 +246,7 @@ static int rank_cases(struct hx_rank *r)
     nexar_comm_t *w;
     int f = 0;
     if (r->arg && r->rank == 0)
-        setenv("NEXAR_PEER_READS", "0", 1);
+        setenv(r->arg == (void *)1 ? "NEXAR_PEER_READS" : "NEXAR_SINGLE_COPY", "0", 1);
     if (hx_init(&w) != NEXAR_OK)
         return 1;
     uint64_t seed = 1;
@@ -268,11 +285,12 @@ static uint64_t stat_pulled(void)
     return v;
 }
 
-static void phase_cases(const char *what, bool rank0_off, uint64_t want)
+/* off: 0, everything on; 1, NEXAR_PEER_READS=0 on rank 0; 2, NEXAR_SINGLE_COPY=0 on it. */
+static void phase_cases(const char *what, int off, uint64_t want)
 {
     uint64_t before = stat_pulled();
     struct hx_job_opts o = {.sock = g_d.sock, .size = WORLD, .fn = rank_cases,
-                            .arg = rank0_off ? (void *)1 : NULL, .nexar_timeout_s = 60};
+                            .arg = (void *)(intptr_t)off, .nexar_timeout_s = 60};
     if (hx_run(&o, 240)) {
         tl_log("FAIL %s: the ranks' results", what);
         fails++;
@@ -295,8 +313,10 @@ struct raw {
     uint32_t comm, tail;
 };
 
-/* Joins job as rank `rank` of 2 with peer reads, like the shim does. */
-static int raw_join(struct raw *c, const char *job, uint32_t rank)
+/* Joins job as rank `rank` of 2 with peer reads (and single copy: cma), like the shim
+ * does. */
+static int raw_join_n(struct raw *c, const char *job, uint32_t rank, uint32_t world,
+                      bool cma)
 {
     memset(c, 0, sizeof(*c));
     c->fd = rc_connect(g_d.sock);
@@ -314,11 +334,12 @@ static int raw_join(struct raw *c, const char *job, uint32_t rank)
     Nexar__JoinRequest m = NEXAR__JOIN_REQUEST__INIT;
     m.job = (char *)job;
     m.rank = rank;
-    m.world_size = 2;
+    m.world_size = world;
     m.local_rank = rank;
     m.timeout_ms = 3000;
     m.coord = (char *)"";
     m.peer_reads = true;
+    m.single_copy = cma;
     n = nexar__join_request__get_packed_size(&m);
     p = malloc(n);
     nexar__join_request__pack(&m, p);
@@ -329,9 +350,11 @@ static int raw_join(struct raw *c, const char *job, uint32_t rank)
         return -1;
     Nexar__JoinReply *jr = nexar__join_reply__unpack(NULL, fh.length, pl);
     free(pl);
-    if (!jr || jr->status != 0 || jr->pull_count != 2 || nfds != 4) {
-        tl_log("FAIL raw reader: JOIN_REPLY status %d, %u peer segments, %d fds",
-               jr ? (int)jr->status : -1, jr ? jr->pull_count : 0, nfds);
+    if (!jr || jr->status != 0 || jr->pull_count != world || nfds != 2 + (int)world ||
+        jr->single_copy != cma || jr->n_pull_pids != (cma ? world : 0u)) {
+        tl_log("FAIL raw reader: JOIN_REPLY status %d, %u peer segments, %d fds, single "
+               "copy %d", jr ? (int)jr->status : -1, jr ? jr->pull_count : 0, nfds,
+               jr ? (int)jr->single_copy : -1);
         if (jr)
             nexar__join_reply__free_unpacked(jr, NULL);
         return -1;
@@ -348,13 +371,18 @@ static int raw_join(struct raw *c, const char *job, uint32_t rank)
     c->base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
     c->sq_efd = fds[1];
     close(fds[0]);
-    close(fds[2]);
-    close(fds[3]);
+    for (int i = 2; i < nfds; i++)
+        close(fds[i]);
     if (c->base == MAP_FAILED)
         return -1;
     memcpy(&c->h, c->base, sizeof(c->h));
     c->tail = ((struct nx_ring_ctl *)(void *)(c->base + c->h.sq_ctl_off))->tail;
     return 0;
+}
+
+static int raw_join(struct raw *c, const char *job, uint32_t rank, bool cma)
+{
+    return raw_join_n(c, job, rank, 2, cma);
 }
 
 static void raw_push(struct raw *c, const struct nx_sqe *s)
@@ -421,7 +449,7 @@ static void phase_silent_reader(void)
         _exit(root_rank(&r));
     }
     struct raw c;
-    if (raw_join(&c, job, 1)) {
+    if (raw_join(&c, job, 1, false)) {
         tl_log("FAIL: the raw reader could not join");
         fails++;
         kill(pid, SIGKILL);
@@ -467,6 +495,211 @@ static void phase_silent_reader(void)
     raw_close(&c);
 }
 
+/* The next completion of a raw client, with its error text ("" without one); -1 when none
+ * came within timeout_ms. */
+static int raw_cqe(struct raw *c, struct nx_cqe *out, char *text, size_t len, int timeout_ms)
+{
+    struct nx_ring_ctl *ctl = (struct nx_ring_ctl *)(void *)(c->base + c->h.cq_ctl_off);
+    const struct nx_cqe *cq = (const struct nx_cqe *)(const void *)(c->base + c->h.cq_off);
+    const struct nx_err_entry *err =
+        (const struct nx_err_entry *)(const void *)(c->base + c->h.err_off);
+    for (double end = tl_now() + timeout_ms / 1000.0; tl_now() < end; usleep(1000)) {
+        uint32_t head = ctl->head;
+        if (nx_load_acquire(&ctl->tail) == head)
+            continue;
+        *out = cq[head & (c->h.cq_entries - 1)];
+        nx_store_release(&ctl->head, head + 1);
+        text[0] = '\0';
+        if (out->err_seq != NX_NO_ERR_TEXT) {
+            const struct nx_err_entry *e = &err[out->err_seq % c->h.err_entries];
+            if (nx_load_acquire(&e->seq) == out->err_seq)
+                snprintf(text, len, "%s", e->text);
+        }
+        return 0;
+    }
+    return -1;
+}
+
+/* ---- single copy: a root whose buffer cannot be read ---- */
+
+#define FAULT_COUNT (1u << 18) /* f32: 1 MiB, a single-copy broadcast */
+
+/* Rank 0, real: the broadcast from rank 1 (the raw parent) fails here with the reason, and
+ * the communicator with nexard's. */
+static int fault_reader(struct hx_rank *r)
+{
+    nexar_comm_t *w;
+    if (hx_init(&w) != NEXAR_OK)
+        return 1;
+    float *buf = calloc(FAULT_COUNT, sizeof(float));
+    char want[160];
+    snprintf(want, sizeof(want), "broadcast seq 0: reading %zu bytes of rank 1's buffer (pid "
+             "%d) with process_vm_readv: Bad address; NEXAR_SINGLE_COPY=0 turns single copy "
+             "off", FAULT_COUNT * sizeof(float), (int)getppid());
+    nexar_status_t s = nexar_broadcast(w, buf, FAULT_COUNT, NEXAR_F32, 1);
+    const char *text = nexar_last_error();
+    int bad = 0;
+    if (s != NEXAR_ERR_INTERNAL || !strstr(text, want)) {
+        tl_log("FAIL single-copy reader: broadcast gave %s: \"%s\", expected \"%s\"",
+               nexar_strerror(s), text, want);
+        bad = 1;
+    } else {
+        tl_log("ok: a single-copy reader that cannot read: \"%s\"", text);
+    }
+    s = nexar_barrier(w);
+    text = nexar_last_error();
+    if (s != NEXAR_ERR_INTERNAL || !strstr(text, "broadcast seq 0 on comm") ||
+        !strstr(text, "rank 0 could not read rank 1's buffer with process_vm_readv: Bad "
+                      "address")) {
+        tl_log("FAIL single-copy reader: the next op gave %s: \"%s\"", nexar_strerror(s),
+               text);
+        bad = 1;
+    }
+    free(buf);
+    nexar_finalize();
+    return bad;
+}
+
+/* A raw root of a single-copy broadcast names a buffer no process_vm_readv can read: its
+ * reader fails with the cause, says so in its notice, and nexard fails the op on every
+ * rank, the root included (its data did not arrive, so no OK). */
+static void phase_cma_fault(void)
+{
+    char job[96];
+    hx_job_name(job, sizeof(job), "cmafault");
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("NEXAR_SOCKET", g_d.sock, 1);
+        setenv("NEXAR_JOB", job, 1);
+        setenv("NEXAR_RANK", "0", 1);
+        setenv("NEXAR_WORLD_SIZE", "2", 1);
+        setenv("NEXAR_TIMEOUT", "5", 1);
+        struct hx_rank r = {.rank = 0, .size = 2, .job = job, .sock = g_d.sock};
+        _exit(fault_reader(&r));
+    }
+    struct raw c;
+    if (raw_join(&c, job, 1, true)) {
+        tl_log("FAIL: the raw root could not join with single copy");
+        fails++;
+        kill(pid, SIGKILL);
+        hx_wait_pid(pid, 30, NULL);
+        return;
+    }
+    /* Mapped, but never readable: process_vm_readv gets EFAULT. */
+    void *hole = mmap(NULL, FAULT_COUNT * sizeof(float), PROT_NONE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    struct nx_sqe s = {.user_data = 77, .comm_id = c.comm, .kind = NX_K_BROADCAST,
+                       .dtype = NEXAR_F32, .count = FAULT_COUNT, .peer = 1,
+                       .flags = NX_SQE_CMA, .in_off = (uint64_t)(uintptr_t)hole,
+                       .out_off = 0};
+    raw_push(&c, &s);
+    struct nx_cqe e;
+    char text[NX_ERR_TEXT_BYTES];
+    int got = raw_cqe(&c, &e, text, sizeof(text), 10000);
+    EXPECT_TRUE(fails, got == 0 && e.user_data == 77 && e.status == NEXAR_ERR_INTERNAL &&
+                strstr(text, "rank 0 could not read rank 1's buffer with process_vm_readv: "
+                       "Bad address"),
+                "the root of an unreadable single-copy broadcast got %s status %u: \"%s\"",
+                got ? "no completion" : "a completion with", got ? 0 : e.status,
+                got ? "" : text);
+    if (got == 0 && e.status == NEXAR_ERR_INTERNAL)
+        tl_log("ok: its root hears it too: \"%s\"", text);
+    int ws = 0;
+    if (hx_wait_pid(pid, 60, &ws) || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+        tl_log("FAIL: the reader of the unreadable single-copy broadcast");
+        fails++;
+    }
+    munmap(hole, FAULT_COUNT * sizeof(float));
+    raw_close(&c);
+}
+
+/* ---- a reader that leaves while another still reads ---- */
+
+#define LEAVE_COUNT (1u << 18) /* f32: 1 MiB, a single-copy broadcast */
+
+/* Ranks 0 (root) and 1, real: the broadcast, checked, then at once nexar_finalize, which
+ * frees the world.  Rank 1 thus leaves while rank 2 (raw) has not said it read. */
+static int leave_rank(struct hx_rank *r)
+{
+    nexar_comm_t *w;
+    if (hx_init(&w) != NEXAR_OK)
+        return 1;
+    float *buf = malloc(LEAVE_COUNT * sizeof(float));
+    for (size_t i = 0; i < LEAVE_COUNT; i++)
+        buf[i] = r->rank == 0 ? (float)i * 0.5f : -1.0f;
+    nexar_status_t s = nexar_broadcast(w, buf, LEAVE_COUNT, NEXAR_F32, 0);
+    size_t wrong = 0;
+    for (size_t i = 0; s == NEXAR_OK && i < LEAVE_COUNT; i++)
+        wrong += buf[i] != (float)i * 0.5f;
+    if (s != NEXAR_OK || wrong)
+        tl_log("FAIL rank %d: broadcast gave %s (\"%s\"), %zu elements wrong", r->rank,
+               nexar_strerror(s), s ? nexar_last_error() : "", wrong);
+    free(buf);
+    nexar_finalize();
+    return s != NEXAR_OK || wrong;
+}
+
+static pid_t fork_rank(const char *job, int rank, int size, int (*fn)(struct hx_rank *))
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        char rs[16], ss[16];
+        snprintf(rs, sizeof(rs), "%d", rank);
+        snprintf(ss, sizeof(ss), "%d", size);
+        setenv("NEXAR_SOCKET", g_d.sock, 1);
+        setenv("NEXAR_JOB", job, 1);
+        setenv("NEXAR_RANK", rs, 1);
+        setenv("NEXAR_WORLD_SIZE", ss, 1);
+        setenv("NEXAR_TIMEOUT", "10", 1);
+        struct hx_rank r = {.rank = rank, .size = size, .job = job, .sock = g_d.sock};
+        _exit(fn(&r));
+    }
+    return pid;
+}
+
+/* A rank whose op is done may free the communicator while its peers still read each
+ * other: the op no longer needs it.  (nexard once failed the communicator then, "freed
+ * communicator 1 while operations on it were in flight", and the root's broadcast, whose
+ * data had all arrived, with it.) */
+static void phase_reader_leaves(void)
+{
+    char job[96];
+    hx_job_name(job, sizeof(job), "leave");
+    pid_t p0 = fork_rank(job, 0, 3, leave_rank), p1 = fork_rank(job, 1, 3, leave_rank);
+    struct raw c;
+    if (raw_join_n(&c, job, 2, 3, true)) {
+        tl_log("FAIL: the raw reader could not join with single copy");
+        fails++;
+        kill(p0, SIGKILL);
+        kill(p1, SIGKILL);
+        hx_wait_pid(p0, 30, NULL);
+        hx_wait_pid(p1, 30, NULL);
+        return;
+    }
+    struct nx_sqe s = {.user_data = 5, .comm_id = c.comm, .kind = NX_K_BROADCAST,
+                       .dtype = NEXAR_F32, .count = LEAVE_COUNT, .flags = NX_SQE_CMA};
+    raw_push(&c, &s);
+    struct nx_cqe e;
+    char text[NX_ERR_TEXT_BYTES];
+    int got = raw_cqe(&c, &e, text, sizeof(text), 10000);
+    EXPECT_TRUE(fails, got == 0 && e.status == 0 && e.pull_n == 1,
+                "the raw reader's table: %s, status %u, %u entries", got ? "none" : "came",
+                got ? 0 : e.status, got ? 0 : e.pull_n);
+    /* Rank 1 has read by now and leaves; this one says it read a while later. */
+    int ws1 = 0, ws0 = 0;
+    bool r1 = hx_wait_pid(p1, 30, &ws1) == 0 && WIFEXITED(ws1) && WEXITSTATUS(ws1) == 0;
+    usleep(200 * 1000);
+    struct nx_sqe n = {.comm_id = c.comm, .kind = NX_K_PULLED};
+    raw_push(&c, &n);
+    bool r0 = hx_wait_pid(p0, 30, &ws0) == 0 && WIFEXITED(ws0) && WEXITSTATUS(ws0) == 0;
+    EXPECT_TRUE(fails, r0 && r1, "a reader that left before another read: root %s, reader %s",
+                r0 ? "ok" : "failed", r1 ? "ok" : "failed");
+    if (r0 && r1)
+        tl_log("ok: a reader frees the world while another still reads; the root's "
+               "broadcast completes");
+    raw_close(&c);
+}
+
 /* A notice for a chunk of an op that is not running: the client is dropped, with why. */
 static void phase_bogus_notice(void)
 {
@@ -476,12 +709,12 @@ static void phase_bogus_notice(void)
     /* Two raw ranks: the JoinReply of the first comes when the second joined. */
     pid_t pid = fork();
     if (pid == 0) {
-        if (raw_join(&b, job, 1))
+        if (raw_join(&b, job, 1, false))
             _exit(1);
         pause(); /* killed below */
         _exit(0);
     }
-    if (raw_join(&a, job, 0)) {
+    if (raw_join(&a, job, 0, false)) {
         tl_log("FAIL: the raw ranks could not join");
         fails++;
         kill(pid, SIGKILL);
@@ -521,18 +754,30 @@ int main(void)
     if (hx_daemon_start(&g_d, (const char *const[]){"--slot-bytes", "1048576", "--slots", "4",
                                                     NULL}))
         return 1;
-    uint64_t want = 0;
-    for (size_t i = 0; i < NCASES; i++)
-        want += pulled_bytes(&cases[i], WORLD) *
-                (cases[i].coll == TL_BROADCAST || cases[i].coll == TL_GATHER ||
-                         cases[i].coll == TL_SCATTER
-                     ? WORLD
-                     : 1);
-    want += (uint64_t)WORLD * WORLD * (UNALIGNED_COUNT + REVERSED_COUNT) * sizeof(uint32_t);
-    EXPECT_TRUE(fails, want > 0, "the cases pull nothing: the test tests nothing");
-    phase_cases("peer reads on", false, want);
-    phase_cases("NEXAR_PEER_READS=0 on rank 0", true, 0);
+    /* Each case runs once a root, staged and mixed with nexar_alloc buffers. */
+    uint64_t want_cma = 0, want_slots = 0, cma_ops = 0;
+    for (size_t i = 0; i < NCASES; i++) {
+        uint64_t roots = cases[i].coll == TL_BROADCAST || cases[i].coll == TL_GATHER ||
+                                 cases[i].coll == TL_SCATTER
+                             ? WORLD
+                             : 1;
+        bool any;
+        uint64_t b = pulled_bytes(&cases[i], WORLD, NX_PLAN_LOCAL | NX_PLAN_CMA, &any);
+        want_cma += b * roots * (any ? 2 : 1);
+        cma_ops += any;
+        want_slots += pulled_bytes(&cases[i], WORLD, NX_PLAN_LOCAL, &any) * roots;
+    }
+    uint64_t rs = (uint64_t)WORLD * WORLD * (UNALIGNED_COUNT + REVERSED_COUNT) * 4;
+    want_cma += rs;
+    want_slots += rs;
+    EXPECT_TRUE(fails, want_slots > rs && cma_ops >= 8 && want_cma != want_slots,
+                "the cases pull nothing, or nothing single-copy: the test tests nothing");
+    phase_cases("peer reads and single copy on", 0, want_cma);
+    phase_cases("NEXAR_SINGLE_COPY=0 on rank 0: peer reads of slots", 2, want_slots);
+    phase_cases("NEXAR_PEER_READS=0 on rank 0", 1, 0);
     phase_silent_reader();
+    phase_cma_fault();
+    phase_reader_leaves();
     phase_bogus_notice();
     if (hx_daemon_stop(&g_d))
         fails++;

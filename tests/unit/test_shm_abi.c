@@ -803,6 +803,98 @@ static void test_extent(void)
     EXPECT(!nx_sqe_extent(&e, &lim4, &ib, &ob));
 }
 
+/* Single copy (NX_PLAN_CMA): which ops, their one-chunk plan, their descriptors, and a
+ * reader's failure notice. */
+static void test_single_copy(void)
+{
+    static const uint8_t yes[] = {NX_K_BROADCAST, NX_K_ALL_GATHER, NX_K_GATHER, NX_K_SCATTER,
+                                  NX_K_ALL_TO_ALL};
+    const unsigned both = NX_PLAN_LOCAL | NX_PLAN_CMA;
+    for (uint8_t kind = 1; kind <= NX_K_MAX; kind++) {
+        bool moves = memchr(yes, kind, sizeof yes) != NULL;
+        for (uint8_t dt = 0; dt < NEXAR_DTYPE_COUNT; dt++) {
+            uint32_t es = nx_dtype_size(dt);
+            uint64_t least = NX_CMA_MIN_BYTES / es; /* every element size divides it */
+            EXPECT_EQ(nx_op_single_copy(kind, es, least, both), moves);
+            EXPECT_EQ(nx_op_single_copy(kind, es, least * 1000, both), moves);
+            EXPECT(!nx_op_single_copy(kind, es, least - 1, both));
+            EXPECT(!nx_op_single_copy(kind, es, least, NX_PLAN_LOCAL));
+            EXPECT(!nx_op_single_copy(kind, es, least, 0));
+            uint64_t cnt = least * 40; /* beyond any slot here */
+            uint64_t n = nx_op_chunk_elems(kind, 4, es, 65536, cnt, both);
+            if (moves)
+                EXPECT_EQ(n, cnt);
+            else
+                EXPECT_EQ(n, nx_op_chunk_elems(kind, 4, es, 65536, cnt, NX_PLAN_LOCAL));
+        }
+    }
+    EXPECT(!nx_op_single_copy(NX_K_BROADCAST, 0, 1u << 20, both));
+
+    /* Rank 1 of 4: a broadcast's non-root supplies no input, rooted at itself it does. */
+    struct nx_sqe_limits lim = lim4;
+    lim.comm_plan = both;
+    struct nx_sqe e = sqe(NX_K_BROADCAST, NEXAR_F32, 0, 1u << 16);
+    e.flags = NX_SQE_CMA;
+    e.out_off = 2 * lim.slot_bytes;
+    OK(e, &lim);
+    uint64_t ib = 1, ob = 0;
+    EXPECT(nx_sqe_extent(&e, &lim, &ib, &ob));
+    EXPECT_EQ(ib, 0);
+    EXPECT_EQ(ob, 4 * sizeof(struct nx_pull));
+    e.in_off = 0x7f1234560000ull;
+    BAD(e, &lim, "input address");
+    e.peer = 1;
+    OK(e, &lim);
+    e.in_off = 0;
+    BAD(e, &lim, "input address");
+    e.in_off = 0x7f1234560000ull;
+    e.chunk = 1;
+    BAD(e, &lim, "chunk index on a single-copy");
+    e.chunk = 0;
+    e.out_off = 2 * lim.slot_bytes + 4;
+    BAD(e, &lim, "table");
+    e.out_off = lim.arena_bytes - 8;
+    BAD(e, &lim, "table");
+    e.out_off = 0;
+    OK(e, &lim);
+    e.flags = NX_SQE_CMA | NX_SQE_DIRECT;
+    BAD(e, &lim, "single-copy flag with");
+    e.flags = 0; /* staged through the slots: not what the plan says */
+    BAD(e, &lim, "without the single-copy flag");
+    e.flags = NX_SQE_DIRECT;
+    BAD(e, &lim, "without the single-copy flag");
+    e.flags = NX_SQE_CMA;
+    e.count = 1000; /* below NX_CMA_MIN_BYTES */
+    BAD(e, &lim, "not single-copy");
+    e.count = 1u << 16;
+    lim.comm_plan = NX_PLAN_LOCAL;
+    BAD(e, &lim, "not single-copy");
+    e.flags = 0;
+    e.in_off = 0;
+    e.chunk = 0;
+    OK(e, &lim);
+    /* A reduction never is: its descriptors stay staged on a single-copy plan. */
+    lim.comm_plan = both;
+    e = sqe(NX_K_REDUCE_SCATTER, NEXAR_F32, NEXAR_SUM, 1u << 14);
+    OK(e, &lim);
+    e.flags = NX_SQE_CMA;
+    BAD(e, &lim, "not single-copy");
+
+    /* A reader that could not read: an errno, and the rank it read from. */
+    e = sqe(NX_K_PULLED, 0, 0, 0);
+    e.tag = 14; /* EFAULT */
+    e.peer = 3;
+    OK(e, &lim);
+    e.peer = 4;
+    BAD(e, &lim, "failure names no errno or no rank");
+    e.peer = 0;
+    e.tag = NX_PULL_MAX_ERRNO + 1;
+    BAD(e, &lim, "failure names no errno or no rank");
+    e.tag = 0;
+    e.peer = 2;
+    BAD(e, &lim, "pulled notice");
+}
+
 int main(void)
 {
     test_layout();
@@ -816,6 +908,7 @@ int main(void)
     test_validate_accepts();
     test_validate_rejects();
     test_extent();
+    test_single_copy();
     if (failures) {
         fprintf(stderr, "test_shm_abi: %d failures\n", failures);
         return 1;
