@@ -99,72 +99,76 @@ void nx_pull_unmap(void)
 
 static bool entry_ok(const struct nexar_request *r, const struct nx_pull *p, uint64_t bytes)
 {
-    return p->peer < nx_S.pull_count && nx_S.pull_seg[p->peer] &&
+    return p->peer < nx_S.pull_count && nx_S.pull_seg[p->peer] && !p->flags && !p->at &&
            p->block < r->shape.out_mul && p->bytes == bytes &&
            p->off <= nx_S.pull_len[p->peer] && bytes <= nx_S.pull_len[p->peer] - p->off;
 }
 
-/* The world rank of the source of entry p, for an error text. */
-static uint32_t source_rank(const struct nexar_request *r, const struct nx_pull *p)
+/* One single-copy entry; 0 or an errno.  A read copies from the peer's process into this
+ * rank's output; a write (NX_PULL_WRITE) from its input into the peer's process.  An entry
+ * of this rank's own (a gather's root, a scatter's, an all_to_all) must lie in the input
+ * it submitted. */
+static int copy_one(const struct nexar_request *r, const struct nx_pull *p)
 {
-    bool rooted = r->tmpl.kind == NX_K_BROADCAST || r->tmpl.kind == NX_K_SCATTER;
-    return rooted ? r->tmpl.peer : p->block;
-}
-
-/* One single-copy entry into dst; 0 or an errno.  An entry of this rank's own (a gather's
- * or scatter's root, an all_to_all) must lie in the input it submitted. */
-static int read_one(const struct nexar_request *r, const struct nx_pull *p, uint8_t *dst)
-{
+    uint64_t block = r->tmpl.count * r->esize;
+    bool write = p->flags & NX_PULL_WRITE;
+    if (p->flags & ~NX_PULL_WRITE || p->peer >= nx_S.pull_count || !nx_S.pull_pid[p->peer] ||
+        p->block >= (write ? r->shape.in_mul : r->shape.out_mul) || p->at > block ||
+        p->bytes > block - p->at || (write && p->peer == nx_S.pull_index))
+        return EINVAL;
+    /* (A write only reads its input: struct iovec has no const.) */
+    uint8_t *mine = (write ? (uint8_t *)(uintptr_t)r->in : r->out) + p->block * block + p->at;
     if (p->peer == nx_S.pull_index) {
-        uint64_t lo = (uint64_t)(uintptr_t)r->in;
-        uint64_t len = (uint64_t)r->shape.in_mul * r->tmpl.count * r->esize;
+        uint64_t lo = (uint64_t)(uintptr_t)r->in, len = (uint64_t)r->shape.in_mul * block;
         if (!r->in || p->off < lo || p->off - lo > len || p->bytes > len - (p->off - lo))
             return EFAULT;
-        memmove(dst, (const void *)(uintptr_t)p->off, p->bytes);
+        memmove(mine, (const void *)(uintptr_t)p->off, p->bytes);
         return 0;
     }
-    struct iovec to = {dst, p->bytes}, from = {(void *)(uintptr_t)p->off, p->bytes};
-    while (to.iov_len > 0) {
-        ssize_t k = process_vm_readv(nx_S.pull_pid[p->peer], &to, 1, &from, 1, 0);
+    struct iovec here = {mine, p->bytes}, there = {(void *)(uintptr_t)p->off, p->bytes};
+    while (here.iov_len > 0) {
+        pid_t pid = nx_S.pull_pid[p->peer];
+        ssize_t k = write ? process_vm_writev(pid, &here, 1, &there, 1, 0)
+                          : process_vm_readv(pid, &here, 1, &there, 1, 0);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
             return k < 0 ? errno : EFAULT;
-        to.iov_base = (uint8_t *)to.iov_base + k;
-        to.iov_len -= (size_t)k;
-        from.iov_base = (uint8_t *)from.iov_base + k;
-        from.iov_len -= (size_t)k;
+        here.iov_base = (uint8_t *)here.iov_base + k;
+        here.iov_len -= (size_t)k;
+        there.iov_base = (uint8_t *)there.iov_base + k;
+        there.iov_len -= (size_t)k;
     }
     return 0;
 }
 
-/* Reads every entry of a single-copy table; 0, or the first failure's errno (and *src, the
- * rank it read from). */
-static int read_all(struct nexar_request *r, const struct nx_cqe *e, const uint8_t *table,
-                    uint64_t n, uint32_t *src)
+/* Copies every entry of a single-copy table; 0, or the first failure's errno (with
+ * NX_PULL_FAIL_WRITE for a write) and *rank, the peer it copied from or to. */
+static uint32_t copy_all(struct nexar_request *r, const struct nx_cqe *e, const uint8_t *table,
+                         uint32_t *rank)
 {
-    uint64_t es = r->esize, count = r->tmpl.count;
     for (uint32_t k = 0; !r->failed && k < e->pull_n; k++) {
         struct nx_pull p;
         memcpy(&p, table + (size_t)k * sizeof(p), sizeof(p));
-        int err = 0;
-        if (e->pull_n > NX_PULL_MAX_RANKS || p.peer >= nx_S.pull_count ||
-            p.block >= r->shape.out_mul || p.bytes != n * es || !nx_S.pull_pid[p.peer])
-            err = EINVAL;
-        else
-            err = read_one(r, &p, r->out + p.block * count * es);
-        if (err) {
-            char text[256];
-            snprintf(text, sizeof(text), "%s seq %llu: reading %llu bytes of rank %u's buffer "
-                     "(pid %d) with process_vm_readv: %s; NEXAR_SINGLE_COPY=0 turns single "
-                     "copy off", nx_kind_name(r->tmpl.kind), (unsigned long long)r->tmpl.seq,
-                     (unsigned long long)p.bytes, source_rank(r, &p),
-                     p.peer < nx_S.pull_count ? (int)nx_S.pull_pid[p.peer] : 0,
-                     err == EINVAL ? "nexard's table names no such block" : strerror(err));
-            nx_req_fail(r, NEXAR_ERR_INTERNAL, text);
-            *src = source_rank(r, &p) < (uint32_t)r->comm->size ? source_rank(r, &p) : 0;
-            return err;
-        }
+        int err = e->pull_n > NX_PULL_MAX_RANKS || p.rank >= (uint32_t)r->comm->size
+                      ? EINVAL
+                      : copy_one(r, &p);
+        if (!err)
+            continue;
+        bool write = p.flags & NX_PULL_WRITE;
+        char text[256];
+        snprintf(text, sizeof(text), "%s seq %llu: %s %llu bytes %s rank %u's buffer (pid %d) "
+                 "with process_vm_%s: %s; NEXAR_SINGLE_COPY=0 turns single copy off",
+                 nx_kind_name(r->tmpl.kind), (unsigned long long)r->tmpl.seq,
+                 write ? "writing" : "reading", (unsigned long long)p.bytes,
+                 write ? "into" : "of", p.rank,
+                 p.peer < nx_S.pull_count ? (int)nx_S.pull_pid[p.peer] : 0,
+                 write ? "writev" : "readv",
+                 err == EINVAL ? "nexard's table names no such block" : strerror(err));
+        nx_req_fail(r, NEXAR_ERR_INTERNAL, text);
+        *rank = p.rank < (uint32_t)r->comm->size ? p.rank : 0;
+        return (err > 0 && err <= (int)NX_PULL_MAX_ERRNO ? (uint32_t)err : EIO) |
+               (write ? NX_PULL_FAIL_WRITE : 0);
     }
     return 0;
 }
@@ -190,9 +194,10 @@ bool nx_single_copy_probe(void)
            dst == src;
 }
 
-/* The notice that this rank read chunk `chunk` of r, or (err, an errno) could not read
- * rank src's block of it: nexard then fails the op everywhere. */
-static void notice(const struct nexar_request *r, uint64_t chunk, int err, uint32_t src)
+/* The notice that this rank read chunk `chunk` of r, or (fail: an errno, with
+ * NX_PULL_FAIL_WRITE for a write) could not copy rank `rank`'s part of it: nexard then
+ * fails the op everywhere. */
+static void notice(const struct nexar_request *r, uint64_t chunk, uint32_t fail, uint32_t rank)
 {
     /* One per slot at most: a slot is refilled only by nx_pump, which flushes these
      * first, and cannot when there is no room for either. */
@@ -205,8 +210,8 @@ static void notice(const struct nexar_request *r, uint64_t chunk, int err, uint3
         .kind = NX_K_PULLED,
         .seq = r->tmpl.seq,
         .chunk = (uint32_t)chunk,
-        .peer = err ? src : 0,
-        .tag = err > 0 && err <= (int)NX_PULL_MAX_ERRNO ? (uint32_t)err : err ? EIO : 0,
+        .peer = fail ? rank : 0,
+        .tag = fail,
     };
 }
 
@@ -230,9 +235,8 @@ void nx_pull_copy(struct nexar_request *r, const struct nx_slot *sl, const struc
                   uint8_t *table, uint64_t n)
 {
     if (r->single_copy) {
-        uint32_t src = 0;
-        int err = read_all(r, e, table, n, &src);
-        notice(r, sl->chunk, err, src); /* also after a failure: the sources wait for it */
+        uint32_t rank = 0, fail = copy_all(r, e, table, &rank);
+        notice(r, sl->chunk, fail, rank); /* also after a failure: its peers wait for it */
         return;
     }
     uint64_t es = r->esize, count = r->tmpl.count, off = sl->chunk * r->chunk_elems;

@@ -501,7 +501,8 @@ static void submit_chunk(struct nexar_request *r, uint32_t si)
     if (r->single_copy) {
         e.flags = NX_SQE_CMA;
         e.in_off = r->shape.in_mul ? (uint64_t)(uintptr_t)r->in : 0;
-        e.out_off = (uint64_t)si * nx_S.hdr.slot_bytes; /* room for nexard's table */
+        e.out_off = r->shape.out_mul ? (uint64_t)(uintptr_t)r->out : 0;
+        e.tag = si; /* the slot takes nexard's table */
         nx_ring_put(&e);
         nx_ring_publish();
         /* Its own block while the peers start on theirs. */

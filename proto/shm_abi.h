@@ -87,10 +87,11 @@ enum nx_kind {
                                (8-byte aligned); out_off and chunk are 0.  One descriptor,
                                one completion. */
 #define NX_SQE_CMA 0x04u    /* staged single-copy op (nx_op_single_copy): chunk 0 of a
-                               one-chunk plan; in_off is the address of the rank's input in
-                               its own process (0 where the shape has none), which its
-                               peers read with process_vm_readv; out_off the arena offset
-                               (8-byte aligned) of room for a peer-read table of one entry
+                               one-chunk plan; in_off and out_off are the addresses of the
+                               rank's input and output in its own process (0 where the
+                               shape has none), which its peers read and write with
+                               process_vm_readv / writev; tag is the index of the slot at
+                               whose start nexard may write a peer-read table of one entry
                                per rank.  No data passes through the arena. */
 
 /* A submission: 64 bytes. */
@@ -252,18 +253,34 @@ bool nx_dev_op_bytes(uint32_t niov, uint64_t *bytes);
  * them.  The table is little more than the reader trusts of nexard anyway; it checks every
  * entry against the segments it mapped. */
 #define NX_PULL_MAX_RANKS 32u          /* a job with more ranks on a node does not pull */
-#define NX_PULL_MAX_ERRNO 4095u        /* NX_K_PULLED.tag: a failure's errno, at most */
+#define NX_PULL_MAX_ERRNO 4095u        /* NX_K_PULLED.tag: a failure's errno, at most
+                                          (| NX_PULL_FAIL_WRITE) */
 #define NX_PULL_MIN_BYTES (64u << 10)  /* smaller chunk blocks are copied by nexard */
 #define NX_PULL_MIN_REDUCE_BYTES (256u << 10) /* reduce_scatter: smaller ones it folds */
 
 struct nx_pull {
     uint32_t peer;  /* index of the segment among the job's ranks on this node */
     uint32_t block; /* output block of the chunk (broadcast, scatter, reduce_scatter: 0;
-                       all_gather, gather, all_to_all: the source's rank) */
+                       all_gather, gather, all_to_all: the source's rank); with
+                       NX_PULL_WRITE, the input block this rank writes from */
     uint64_t off;   /* byte offset in that segment; single-copy (NX_SQE_CMA): the address
-                       in the source's process */
-    uint64_t bytes; /* the chunk's block: elements x element size */
+                       in the peer's process to read from (write to) */
+    uint64_t bytes; /* the chunk's block (elements x element size); single copy: a part */
+    uint64_t at;    /* single copy: where in the block the part starts (bytes); else 0 */
+    uint32_t rank;  /* the peer's rank in the communicator (for error texts) */
+    uint32_t flags; /* NX_PULL_WRITE, single copy only */
 };
+/* The entry is a write: `bytes` from this rank's input block `block` at `at`, to address
+ * `off` in the peer's process (process_vm_writev).  A single-copy broadcast of
+ * NX_CMA_SPLIT_BYTES or more is split so: each reader reads the first (P-1)/P of the
+ * block while the root writes the rest into every reader, so that both CPUs copy; a
+ * gather's ranks write their blocks into the root's output at once, instead of the root
+ * reading them one after the other.  A rank written into is held like a source (its
+ * completion waits for the writers' notices). */
+#define NX_PULL_WRITE 1u
+#define NX_CMA_SPLIT_BYTES (1u << 20)
+/* NX_K_PULLED.tag: a failed write, with the errno in the low bits. */
+#define NX_PULL_FAIL_WRITE 0x1000u
 
 /* ---- single copy -----------------------------------------------------------------
  * When every rank of a job on this node asked for it (JoinRequest.single_copy: the shim's
@@ -274,8 +291,8 @@ struct nx_pull {
  * are then one NX_SQE_CMA descriptor a rank, with a one-chunk plan: nexard writes each
  * reader's table of its sources' buffer addresses, as for peer reads, and the reader
  * copies each block once, with process_vm_readv from the source (JoinReply.pull_pids),
- * straight into its output.  One copy a block instead of two: Open MPI's shared memory
- * moves these ops the same way. */
+ * straight into its output (a large broadcast and a gather also write, struct nx_pull).
+ * One copy a block instead of two: Open MPI's shared memory moves these ops the same way. */
 #define NX_PLAN_LOCAL 1u
 #define NX_PLAN_CMA 2u
 #define NX_CMA_MIN_BYTES (64u << 10)
@@ -443,7 +460,8 @@ int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
                     const char **why);
 
 /* Byte extent of the input and output of descriptor e in the arena (whole op when
- * direct, the chunk otherwise; a device descriptor's record).  False on overflow. */
+ * direct, the chunk otherwise; a device descriptor's record; none for a single-copy one,
+ * whose table takes the start of slot `tag`).  False on overflow. */
 bool nx_sqe_extent(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
                    uint64_t *in_bytes, uint64_t *out_bytes);
 

@@ -56,9 +56,8 @@ bool nx_sqe_extent(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
         *out_bytes = 0;
         return true;
     }
-    if (e->flags & NX_SQE_CMA) { /* its input is in the rank's process, not the arena */
-        *in_bytes = 0;
-        *out_bytes = cma_table_bytes(lim);
+    if (e->flags & NX_SQE_CMA) { /* its buffers are in its process; its table in slot tag */
+        *in_bytes = *out_bytes = 0;
         return true;
     }
     if (!nx_kind_shape(e->kind, lim->comm_size, lim->comm_rank, e->peer, &s))
@@ -164,7 +163,8 @@ int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
         if (e->flags || e->count || e->dtype || e->in_off || e->out_off ||
             (!e->tag && e->peer))
             REJECT("a pulled notice carries only comm, seq, chunk and a failure");
-        if (e->tag > NX_PULL_MAX_ERRNO || e->peer >= lim->comm_size)
+        if ((e->tag & ~NX_PULL_FAIL_WRITE) > NX_PULL_MAX_ERRNO || e->peer >= lim->comm_size ||
+            (e->tag && !(e->tag & ~NX_PULL_FAIL_WRITE)))
             REJECT("a pulled notice's failure names no errno or no rank");
         return 0;
     }
@@ -189,11 +189,14 @@ int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
     if (e->flags & NX_SQE_CMA) {
         if (e->chunk != 0)
             REJECT("chunk index on a single-copy descriptor");
-        if ((s.in_mul == 0) != (e->in_off == 0))
-            REJECT("single-copy input address where the shape has none, or none where it "
+        if ((s.in_mul == 0) != (e->in_off == 0) || (s.out_mul == 0) != (e->out_off == 0))
+            REJECT("single-copy buffer address where the shape has none, or none where it "
                    "has one");
-        if (e->out_off % 8 || !inside(e->out_off, cma_table_bytes(lim), lim->arena_bytes))
-            REJECT("single-copy table misaligned or outside the arena");
+        uint64_t slot_off;
+        if (!mul_ok(e->tag, lim->slot_bytes, &slot_off) ||
+            cma_table_bytes(lim) > lim->slot_bytes ||
+            !inside(slot_off, lim->slot_bytes, lim->arena_bytes))
+            REJECT("single-copy table slot outside the arena, or too small");
         return 0;
     }
     uint64_t per = nx_op_chunk_elems(e->kind, lim->comm_size, es, lim->slot_bytes, e->count,

@@ -168,7 +168,8 @@ static void push_staged(struct nx_part *p, const struct nx_sqe *e)
     nx_grow_inline((void **)&p->q, &p->q_cap, p->q_inl, NX_PART_Q_INL, p->q_len + 1,
                    sizeof(*p->q));
     p->q[p->q_len++] = (struct nx_staged){
-        .user_data = e->user_data, .in_off = e->in_off, .out_off = e->out_off, .chunk = e->chunk};
+        .user_data = e->user_data, .in_off = e->in_off, .out_off = e->out_off, .chunk = e->chunk,
+        .table_slot = e->tag};
     p->next_chunk = e->chunk + 1;
 }
 
@@ -504,14 +505,17 @@ static void pulled(struct nx_client *cl, struct nx_comm *c, uint32_t rank,
         /* The reader could not read what its table named: the op cannot complete on any
          * rank, and a source must not hear that its data arrived. */
         char rn[64], sn[64];
-        bool cma = op->sig.flags & NX_SQE_CMA;
+        bool cma = op->sig.flags & NX_SQE_CMA, write = e->tag & NX_PULL_FAIL_WRITE;
         return nx_comm_fail(c, NEXAR_ERR_INTERNAL,
-                            "%s seq %" PRIu64 " on comm %u (job \"%s\"): %s could not read "
+                            "%s seq %" PRIu64 " on comm %u (job \"%s\"): %s could not %s "
                             "%s's %s: %s%s", nx_kind_name(op->sig.kind), op->seq, c->id,
                             c->job->name, nx_comm_rank_name(c, rank, rn, sizeof(rn)),
+                            write ? "write into" : "read",
                             nx_comm_rank_name(c, e->peer, sn, sizeof(sn)),
-                            cma ? "buffer with process_vm_readv" : "staging slot",
-                            strerror((int)e->tag),
+                            !cma ? "staging slot"
+                            : write ? "buffer with process_vm_writev"
+                                    : "buffer with process_vm_readv",
+                            strerror((int)(e->tag & ~NX_PULL_FAIL_WRITE)),
                             cma ? "; NEXAR_SINGLE_COPY=0 turns single copy off" : "");
     }
     run_ready(op);

@@ -23,8 +23,9 @@ struct nx_xrun;
 
 struct nx_staged {
     uint64_t user_data;
-    uint64_t in_off, out_off;
+    uint64_t in_off, out_off; /* single copy: the rank's buffers' addresses */
     uint32_t chunk;
+    uint32_t table_slot; /* single copy: the slot that takes its peer-read table (tag) */
 };
 
 /* Staged chunks a part holds without an allocation (most small ops have one). */

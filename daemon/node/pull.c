@@ -122,40 +122,99 @@ bool nx_pull_room(const struct nx_op *op)
     return !op->pull_owe || op->next_chunk - op->pull_rel < op->pull_win;
 }
 
+/* Reader r's entries of a chunk of peer reads of slots: each block it reads, by offset in
+ * the source's segment. */
+static uint32_t slot_table(const struct nx_op *op, uint32_t r, uint64_t bytes,
+                           struct nx_pull *t)
+{
+    uint32_t k = 0, ob, ib;
+    for (uint32_t s = 0; s < op->comm->size; s++) {
+        if (!reads(op->sig.kind, op->sig.peer, r, s, &ob, &ib))
+            continue;
+        const struct nx_part *ps = &op->parts[s];
+        t[k++] = (struct nx_pull){
+            .peer = ps->client->pull_index,
+            .block = ob,
+            .off = ps->client->seg.hdr.arena_off + ps->q[ps->q_head].in_off + ib * bytes,
+            .bytes = bytes,
+            .rank = s,
+        };
+    }
+    return k;
+}
+
+/* Rank r's entries of a single-copy op, by address in its peers' processes.  A large
+ * broadcast is split: each reader reads the first (P-1)/P of the block from the root while
+ * the root writes the rest into every reader (page-aligned), so that every CPU copies as
+ * much.  A gather's ranks write their blocks into the root's output, all at once.  The
+ * other kinds read, as from slots. */
+static uint32_t cma_table(const struct nx_op *op, uint32_t r, uint64_t bytes,
+                          struct nx_pull *t)
+{
+    uint32_t P = op->comm->size, root = op->sig.peer, k = 0, ob, ib;
+#define PART(x) (&op->parts[x].q[op->parts[x].q_head])
+#define PI(x) (op->parts[x].client->pull_index)
+    if (op->sig.kind == NX_K_BROADCAST && bytes >= NX_CMA_SPLIT_BYTES) {
+        uint64_t cut = bytes / P * (P - 1) / 4096 * 4096;
+        if (r != root) {
+            t[k++] = (struct nx_pull){.peer = PI(root), .off = PART(root)->in_off,
+                                      .bytes = cut, .rank = root};
+            return k;
+        }
+        for (uint32_t s = 0; s < P; s++)
+            if (s != root)
+                t[k++] = (struct nx_pull){.peer = PI(s), .off = PART(s)->out_off + cut,
+                                          .bytes = bytes - cut, .at = cut, .rank = s,
+                                          .flags = NX_PULL_WRITE};
+        return k;
+    }
+    if (op->sig.kind == NX_K_GATHER) {
+        if (r != root) /* its block into the root's output */
+            t[k++] = (struct nx_pull){.peer = PI(root), .off = PART(root)->out_off + r * bytes,
+                                      .bytes = bytes, .rank = root, .flags = NX_PULL_WRITE};
+        else /* the root's own block, in its process */
+            t[k++] = (struct nx_pull){.peer = PI(r), .block = r, .off = PART(r)->in_off,
+                                      .bytes = bytes, .rank = r};
+        return k;
+    }
+    for (uint32_t s = 0; s < P; s++)
+        if (reads(op->sig.kind, root, r, s, &ob, &ib))
+            t[k++] = (struct nx_pull){.peer = PI(s), .block = ob,
+                                      .off = PART(s)->in_off + ib * bytes, .bytes = bytes,
+                                      .rank = s};
+#undef PART
+#undef PI
+    return k;
+}
+
 bool nx_pull_chunk(struct nx_op *op, uint64_t n)
 {
     struct nx_comm *c = op->comm;
     if (!qualifies(op, n))
         return false;
     ring_alloc(op);
+    bool cma = op->sig.flags & NX_SQE_CMA;
     uint32_t P = c->size, w = (uint32_t)(op->next_chunk % op->pull_win);
-    uint32_t root = op->sig.peer, owe = 0, src = 0, ob, ib, nent[NX_PULL_MAX_RANKS] = {0};
-    uint64_t bytes = n * nx_dtype_size(op->sig.dtype), entries = 0;
-    /* Tables first, for every reader, while every part's oldest descriptor is this chunk. */
+    uint32_t owe = 0, src = 0, nent[NX_PULL_MAX_RANKS] = {0};
+    uint64_t bytes = n * nx_dtype_size(op->sig.dtype), moved = 0;
+    /* Tables first, for every reader, while every part's oldest descriptor is this chunk.
+     * A rank another reads from, or writes into, is held until they all said so. */
     for (uint32_t r = 0; r < P; r++) {
         struct nx_part *p = &op->parts[r];
-        uint8_t *t = p->client->seg.arena + p->q[p->q_head].out_off;
-        uint32_t k = 0;
-        for (uint32_t s = 0; s < P; s++) {
-            if (!reads(op->sig.kind, root, r, s, &ob, &ib))
-                continue;
-            const struct nx_part *ps = &op->parts[s];
-            /* Single copy: the source's own address, which only process_vm_readv of its
-             * pid dereferences; otherwise the offset in its segment. */
-            uint64_t base = op->sig.flags & NX_SQE_CMA ? 0 : ps->client->seg.hdr.arena_off;
-            struct nx_pull e = {
-                .peer = ps->client->pull_index,
-                .block = ob,
-                .off = base + ps->q[ps->q_head].in_off + ib * bytes,
-                .bytes = bytes,
-            };
-            memcpy(t + (size_t)k++ * sizeof(e), &e, sizeof(e));
-            if (s != r)
-                src |= 1u << s;
+        const struct nx_staged *st = &p->q[p->q_head];
+        struct nx_pull t[NX_PULL_MAX_RANKS];
+        uint32_t k = cma ? cma_table(op, r, bytes, t) : slot_table(op, r, bytes, t);
+        uint8_t *at = p->client->seg.arena +
+                      (cma ? (uint64_t)st->table_slot * p->client->seg.hdr.slot_bytes
+                           : st->out_off);
+        memcpy(at, t, (size_t)k * sizeof(*t));
+        for (uint32_t i = 0; i < k; i++) {
+            moved += t[i].bytes;
+            if (t[i].rank != r)
+                src |= 1u << t[i].rank;
         }
         if (k) {
             owe |= 1u << r;
-            entries += k;
             nent[r] = k;
         }
     }
@@ -176,7 +235,7 @@ bool nx_pull_chunk(struct nx_op *op, uint64_t n)
     op->pull_owe[w] = owe;
     op->pull_src[w] = src;
     nxd.stats.chunks++;
-    nxd.stats.bytes_pulled += entries * bytes;
+    nxd.stats.bytes_pulled += moved;
     return true;
 }
 

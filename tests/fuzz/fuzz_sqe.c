@@ -15,7 +15,7 @@
  * Invariants: nx_sqe_validate() either gives a reason, or the descriptor's
  * extents (nx_sqe_extent) are computable and lie inside the arena, and a staged
  * chunk index lies inside the op's chunk plan; a descriptor is single-copy exactly when
- * its op is (nx_op_single_copy), and then names only its table in the arena.
+ * its op is (nx_op_single_copy), and then names only its table's slot in the arena.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -98,8 +98,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(!!(e.flags & NX_SQE_CMA) ==
               nx_op_single_copy(e.kind, esize, e.count, lim.comm_plan));
         if (e.flags & NX_SQE_CMA) {
-            CHECK(e.chunk == 0 && in_bytes == 0 && e.out_off % 8 == 0);
-            CHECK(out_bytes == lim.comm_size * sizeof(struct nx_pull));
+            CHECK(e.chunk == 0 && in_bytes == 0 && out_bytes == 0);
+            CHECK(lim.comm_size * sizeof(struct nx_pull) <= lim.slot_bytes);
+            CHECK(inside((uint64_t)e.tag * lim.slot_bytes, lim.slot_bytes, lim.arena_bytes));
             return 0;
         }
         /* A staged chunk fits one slot: input and output side by side, or one

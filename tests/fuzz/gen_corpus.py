@@ -238,10 +238,11 @@ SQE_SEEDS = {
     # Peer reads: a rank read chunk 3 of op 9; and one that also names a count (refused).
     "pulled": sqe("pulled", seq=9, chunk=3) + L2LOCAL,
     "pulled_with_count": sqe("pulled", seq=9, chunk=3, count=4) + L2LOCAL,
-    # Single copy: rank 1's all_gather of 1 MiB a block names its buffer; a broadcast
-    # staged on a single-copy plan (refused); a reader's failure notice (EFAULT, rank 0).
+    # Single copy: rank 1's all_gather of 1 MiB a block names its buffers and the slot for
+    # its table; a broadcast staged on a single-copy plan (refused); a reader's failure
+    # notice (EFAULT, rank 0).
     "all_gather_cma": sqe("all_gather", count=1 << 18, flags=CMA, in_off=0x7f0012340000,
-                          out_off=2 * 4 * MIB) + L2CMA,
+                          out_off=0x7f0056780000, tag=2) + L2CMA,
     "broadcast_cma_staged": sqe("broadcast", count=1 << 18, peer=0) + L2CMA,
     "pulled_failed": sqe("pulled", seq=9, peer=0, tag=14) + L2CMA,
     "bad_kind": sqe("all_reduce", count=1)[:12] + b"\x63" + sqe("all_reduce", count=1)[13:] + L4,

@@ -21,7 +21,9 @@
  *      writable.
  *   4. Single copy whose root's buffer cannot be read (a raw root naming a PROT_NONE
  *      mapping): the reader's broadcast fails with the cause (rank, pid, errno), its
- *      notice says so, and nexard fails the op on the root too, naming both ranks.
+ *      notice says so, and nexard fails the op on the root too, naming both ranks; and a
+ *      split broadcast whose (raw) reader's output cannot be written: the root's fails
+ *      with the cause, and the reader hears nexard's.
  *   5. A rank that read frees the world while another (raw) has not said it read: the
  *      root's broadcast completes all the same.
  *   6. A notice for a chunk nobody gave the client: it is dropped, with the reason in
@@ -522,7 +524,8 @@ static int raw_cqe(struct raw *c, struct nx_cqe *out, char *text, size_t len, in
 
 /* ---- single copy: a root whose buffer cannot be read ---- */
 
-#define FAULT_COUNT (1u << 18) /* f32: 1 MiB, a single-copy broadcast */
+#define FAULT_COUNT (1u << 17) /* f32: 512 KiB, a single-copy broadcast read whole */
+#define SPLIT_COUNT (1u << 18) /* f32: 1 MiB, split: the root writes half (pull.c) */
 
 /* Rank 0, real: the broadcast from rank 1 (the raw parent) fails here with the reason, and
  * the communicator with nexard's. */
@@ -590,8 +593,7 @@ static void phase_cma_fault(void)
                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     struct nx_sqe s = {.user_data = 77, .comm_id = c.comm, .kind = NX_K_BROADCAST,
                        .dtype = NEXAR_F32, .count = FAULT_COUNT, .peer = 1,
-                       .flags = NX_SQE_CMA, .in_off = (uint64_t)(uintptr_t)hole,
-                       .out_off = 0};
+                       .flags = NX_SQE_CMA, .in_off = (uint64_t)(uintptr_t)hole};
     raw_push(&c, &s);
     struct nx_cqe e;
     char text[NX_ERR_TEXT_BYTES];
@@ -615,7 +617,7 @@ static void phase_cma_fault(void)
 
 /* ---- a reader that leaves while another still reads ---- */
 
-#define LEAVE_COUNT (1u << 18) /* f32: 1 MiB, a single-copy broadcast */
+#define LEAVE_COUNT (1u << 17) /* f32: 512 KiB, a single-copy broadcast read whole */
 
 /* Ranks 0 (root) and 1, real: the broadcast, checked, then at once nexar_finalize, which
  * frees the world.  Rank 1 thus leaves while rank 2 (raw) has not said it read. */
@@ -676,8 +678,10 @@ static void phase_reader_leaves(void)
         hx_wait_pid(p1, 30, NULL);
         return;
     }
+    static float out[LEAVE_COUNT]; /* never read: this client only says it read */
     struct nx_sqe s = {.user_data = 5, .comm_id = c.comm, .kind = NX_K_BROADCAST,
-                       .dtype = NEXAR_F32, .count = LEAVE_COUNT, .flags = NX_SQE_CMA};
+                       .dtype = NEXAR_F32, .count = LEAVE_COUNT, .flags = NX_SQE_CMA,
+                       .out_off = (uint64_t)(uintptr_t)out};
     raw_push(&c, &s);
     struct nx_cqe e;
     char text[NX_ERR_TEXT_BYTES];
@@ -697,6 +701,85 @@ static void phase_reader_leaves(void)
     if (r0 && r1)
         tl_log("ok: a reader frees the world while another still reads; the root's "
                "broadcast completes");
+    raw_close(&c);
+}
+
+/* Rank 0, real: the root of a split broadcast whose reader (the raw parent) names an
+ * output no process_vm_writev can write. */
+static int fault_writer(struct hx_rank *r)
+{
+    nexar_comm_t *w;
+    if (hx_init(&w) != NEXAR_OK)
+        return 1;
+    float *buf = calloc(SPLIT_COUNT, sizeof(float));
+    char want[160];
+    snprintf(want, sizeof(want), "broadcast seq 0: writing %zu bytes into rank 1's buffer (pid "
+             "%d) with process_vm_writev: Bad address; NEXAR_SINGLE_COPY=0 turns single copy "
+             "off", SPLIT_COUNT * sizeof(float) / 2, (int)getppid());
+    nexar_status_t s = nexar_broadcast(w, buf, SPLIT_COUNT, NEXAR_F32, 0);
+    const char *text = nexar_last_error();
+    int bad = s != NEXAR_ERR_INTERNAL || !strstr(text, want);
+    if (bad)
+        tl_log("FAIL single-copy writer: broadcast gave %s: \"%s\", expected \"%s\"",
+               nexar_strerror(s), text, want);
+    else
+        tl_log("ok: a single-copy root that cannot write: \"%s\"", text);
+    free(buf);
+    nexar_finalize();
+    return bad;
+}
+
+/* The same the other way: a raw reader of a split broadcast whose output is PROT_NONE. */
+static void phase_cma_write_fault(void)
+{
+    char job[96];
+    hx_job_name(job, sizeof(job), "cmawrite");
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("NEXAR_SOCKET", g_d.sock, 1);
+        setenv("NEXAR_JOB", job, 1);
+        setenv("NEXAR_RANK", "0", 1);
+        setenv("NEXAR_WORLD_SIZE", "2", 1);
+        setenv("NEXAR_TIMEOUT", "5", 1);
+        struct hx_rank r = {.rank = 0, .size = 2, .job = job, .sock = g_d.sock};
+        _exit(fault_writer(&r));
+    }
+    struct raw c;
+    if (raw_join(&c, job, 1, true)) {
+        tl_log("FAIL: the raw reader could not join with single copy");
+        fails++;
+        kill(pid, SIGKILL);
+        hx_wait_pid(pid, 30, NULL);
+        return;
+    }
+    void *hole = mmap(NULL, SPLIT_COUNT * sizeof(float), PROT_NONE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    struct nx_sqe s = {.user_data = 78, .comm_id = c.comm, .kind = NX_K_BROADCAST,
+                       .dtype = NEXAR_F32, .count = SPLIT_COUNT, .flags = NX_SQE_CMA,
+                       .out_off = (uint64_t)(uintptr_t)hole};
+    raw_push(&c, &s);
+    /* Its table first (it reads the first half and is written the rest), then the
+     * failure: this client never reads, the root's write fails first. */
+    struct nx_cqe e;
+    char text[NX_ERR_TEXT_BYTES];
+    int got = raw_cqe(&c, &e, text, sizeof(text), 10000);
+    bool table = got == 0 && e.status == 0 && e.pull_n == 1 && e.pull_hold == 1;
+    if (table)
+        got = raw_cqe(&c, &e, text, sizeof(text), 10000);
+    EXPECT_TRUE(fails, table && got == 0 && e.status == NEXAR_ERR_INTERNAL &&
+                strstr(text, "rank 0 could not write into rank 1's buffer with "
+                       "process_vm_writev: Bad address"),
+                "the reader of an unwritable split broadcast: table %d, then %s status %u: "
+                "\"%s\"", table, got ? "no completion" : "a completion with",
+                got ? 0 : e.status, got ? "" : text);
+    if (table && got == 0 && e.status == NEXAR_ERR_INTERNAL)
+        tl_log("ok: the reader hears it too: \"%s\"", text);
+    int ws = 0;
+    if (hx_wait_pid(pid, 60, &ws) || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+        tl_log("FAIL: the root of the unwritable split broadcast");
+        fails++;
+    }
+    munmap(hole, SPLIT_COUNT * sizeof(float));
     raw_close(&c);
 }
 
@@ -777,6 +860,7 @@ int main(void)
     phase_cases("NEXAR_PEER_READS=0 on rank 0", 1, 0);
     phase_silent_reader();
     phase_cma_fault();
+    phase_cma_write_fault();
     phase_reader_leaves();
     phase_bogus_notice();
     if (hx_daemon_stop(&g_d))

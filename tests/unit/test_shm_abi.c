@@ -835,28 +835,32 @@ static void test_single_copy(void)
     lim.comm_plan = both;
     struct nx_sqe e = sqe(NX_K_BROADCAST, NEXAR_F32, 0, 1u << 16);
     e.flags = NX_SQE_CMA;
-    e.out_off = 2 * lim.slot_bytes;
+    e.out_off = 0x7f1234570000ull;
+    e.tag = 2; /* its table in slot 2 */
     OK(e, &lim);
-    uint64_t ib = 1, ob = 0;
+    uint64_t ib = 1, ob = 1;
     EXPECT(nx_sqe_extent(&e, &lim, &ib, &ob));
     EXPECT_EQ(ib, 0);
-    EXPECT_EQ(ob, 4 * sizeof(struct nx_pull));
+    EXPECT_EQ(ob, 0);
     e.in_off = 0x7f1234560000ull;
-    BAD(e, &lim, "input address");
-    e.peer = 1;
+    BAD(e, &lim, "buffer address");
+    e.peer = 1; /* the root: an input, no output */
+    BAD(e, &lim, "buffer address");
+    e.out_off = 0;
     OK(e, &lim);
     e.in_off = 0;
-    BAD(e, &lim, "input address");
+    BAD(e, &lim, "buffer address");
     e.in_off = 0x7f1234560000ull;
     e.chunk = 1;
     BAD(e, &lim, "chunk index on a single-copy");
     e.chunk = 0;
-    e.out_off = 2 * lim.slot_bytes + 4;
-    BAD(e, &lim, "table");
-    e.out_off = lim.arena_bytes - 8;
-    BAD(e, &lim, "table");
-    e.out_off = 0;
+    e.tag = (uint32_t)(lim.arena_bytes / lim.slot_bytes); /* past the arena */
+    BAD(e, &lim, "table slot");
+    e.tag = 0;
     OK(e, &lim);
+    struct nx_sqe_limits tiny = lim; /* a slot too small for 4 entries */
+    tiny.slot_bytes = 64;
+    BAD(e, &tiny, "table slot");
     e.flags = NX_SQE_CMA | NX_SQE_DIRECT;
     BAD(e, &lim, "single-copy flag with");
     e.flags = 0; /* staged through the slots: not what the plan says */
@@ -880,11 +884,16 @@ static void test_single_copy(void)
     e.flags = NX_SQE_CMA;
     BAD(e, &lim, "not single-copy");
 
-    /* A reader that could not read: an errno, and the rank it read from. */
+    /* A reader that could not read: an errno, and the rank it read from; or write. */
     e = sqe(NX_K_PULLED, 0, 0, 0);
     e.tag = 14; /* EFAULT */
     e.peer = 3;
     OK(e, &lim);
+    e.tag = 14 | NX_PULL_FAIL_WRITE;
+    OK(e, &lim);
+    e.tag = NX_PULL_FAIL_WRITE; /* a write that failed without an errno */
+    BAD(e, &lim, "failure names no errno or no rank");
+    e.tag = 14;
     e.peer = 4;
     BAD(e, &lim, "failure names no errno or no rank");
     e.peer = 0;
