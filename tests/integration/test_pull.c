@@ -408,6 +408,29 @@ static void raw_close(struct raw *c)
         close(c->fd);
 }
 
+/* Rank `rank` of `size`, real, forked, with NEXAR_TIMEOUT timeout_s: fn(r) with r->arg =
+ * arg is its exit status. */
+static pid_t fork_rank(const char *job, int rank, int size, int timeout_s, hx_rank_fn fn,
+                       void *arg)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        char rs[16], ss[16], ts[16];
+        snprintf(rs, sizeof(rs), "%d", rank);
+        snprintf(ss, sizeof(ss), "%d", size);
+        snprintf(ts, sizeof(ts), "%d", timeout_s);
+        setenv("NEXAR_SOCKET", g_d.sock, 1);
+        setenv("NEXAR_JOB", job, 1);
+        setenv("NEXAR_RANK", rs, 1);
+        setenv("NEXAR_WORLD_SIZE", ss, 1);
+        setenv("NEXAR_TIMEOUT", ts, 1);
+        struct hx_rank r = {.rank = rank, .size = size, .job = job, .sock = g_d.sock,
+                            .arg = arg};
+        _exit(fn(&r));
+    }
+    return pid;
+}
+
 #define BIG_COUNT ((5u << 20) / 4) /* f32: 5 MiB, 5 chunks of one 1 MiB slot */
 
 static int root_rank(struct hx_rank *r)
@@ -440,16 +463,7 @@ static void phase_silent_reader(void)
     char job[96];
     hx_job_name(job, sizeof(job), "silent");
     /* The real root is rank 0 of 2, forked here; this process is rank 1. */
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("NEXAR_SOCKET", g_d.sock, 1);
-        setenv("NEXAR_JOB", job, 1);
-        setenv("NEXAR_RANK", "0", 1);
-        setenv("NEXAR_WORLD_SIZE", "2", 1);
-        setenv("NEXAR_TIMEOUT", "2", 1);
-        struct hx_rank r = {.rank = 0, .size = 2, .job = job, .sock = g_d.sock};
-        _exit(root_rank(&r));
-    }
+    pid_t pid = fork_rank(job, 0, 2, 2, root_rank, NULL);
     struct raw c;
     if (raw_join(&c, job, 1, false)) {
         tl_log("FAIL: the raw reader could not join");
@@ -522,40 +536,41 @@ static int raw_cqe(struct raw *c, struct nx_cqe *out, char *text, size_t len, in
     return -1;
 }
 
-/* ---- single copy: a root whose buffer cannot be read ---- */
+/* ---- single copy: a buffer that cannot be read or written ---- */
 
 #define FAULT_COUNT (1u << 17) /* f32: 512 KiB, a single-copy broadcast read whole */
 #define SPLIT_COUNT (1u << 18) /* f32: 1 MiB, split: the root writes half (pull.c) */
 
-/* Rank 0, real: the broadcast from rank 1 (the raw parent) fails here with the reason, and
- * the communicator with nexard's. */
-static int fault_reader(struct hx_rank *r)
+/* Rank 0, real, of a broadcast whose raw rank 1 (the parent) names a PROT_NONE buffer:
+ * as its root (the read fails here), or as the reader of a split one this rank roots (the
+ * write fails here).  The broadcast fails with the cause, and the next op with nexard's. */
+static int fault_rank(struct hx_rank *r)
 {
+    bool reader = r->arg != NULL;
+    uint32_t count = reader ? FAULT_COUNT : SPLIT_COUNT;
     nexar_comm_t *w;
     if (hx_init(&w) != NEXAR_OK)
         return 1;
-    float *buf = calloc(FAULT_COUNT, sizeof(float));
-    char want[160];
-    snprintf(want, sizeof(want), "broadcast seq 0: reading %zu bytes of rank 1's buffer (pid "
-             "%d) with process_vm_readv: Bad address; NEXAR_SINGLE_COPY=0 turns single copy "
-             "off", FAULT_COUNT * sizeof(float), (int)getppid());
-    nexar_status_t s = nexar_broadcast(w, buf, FAULT_COUNT, NEXAR_F32, 1);
+    float *buf = calloc(count, sizeof(float));
+    char want[192];
+    snprintf(want, sizeof(want), "broadcast seq 0: %s %zu bytes %s rank 1's buffer (pid %d) "
+             "with process_vm_%s: Bad address; NEXAR_SINGLE_COPY=0 turns single copy off",
+             reader ? "reading" : "writing", count * sizeof(float) / (reader ? 1 : 2),
+             reader ? "of" : "into", (int)getppid(), reader ? "readv" : "writev");
+    nexar_status_t s = nexar_broadcast(w, buf, count, NEXAR_F32, reader ? 1 : 0);
     const char *text = nexar_last_error();
-    int bad = 0;
-    if (s != NEXAR_ERR_INTERNAL || !strstr(text, want)) {
-        tl_log("FAIL single-copy reader: broadcast gave %s: \"%s\", expected \"%s\"",
-               nexar_strerror(s), text, want);
-        bad = 1;
-    } else {
-        tl_log("ok: a single-copy reader that cannot read: \"%s\"", text);
-    }
+    int bad = s != NEXAR_ERR_INTERNAL || !strstr(text, want);
+    if (bad)
+        tl_log("FAIL single-copy %s: broadcast gave %s: \"%s\", expected \"%s\"",
+               reader ? "reader" : "root", nexar_strerror(s), text, want);
+    else
+        tl_log("ok: a single-copy %s that cannot copy: \"%s\"", reader ? "reader" : "root",
+               text);
     s = nexar_barrier(w);
     text = nexar_last_error();
-    if (s != NEXAR_ERR_INTERNAL || !strstr(text, "broadcast seq 0 on comm") ||
-        !strstr(text, "rank 0 could not read rank 1's buffer with process_vm_readv: Bad "
-                      "address")) {
-        tl_log("FAIL single-copy reader: the next op gave %s: \"%s\"", nexar_strerror(s),
-               text);
+    if (s != NEXAR_ERR_INTERNAL || !strstr(text, "broadcast seq 0 on comm")) {
+        tl_log("FAIL single-copy %s: the next op gave %s: \"%s\"",
+               reader ? "reader" : "root", nexar_strerror(s), text);
         bad = 1;
     }
     free(buf);
@@ -563,55 +578,58 @@ static int fault_reader(struct hx_rank *r)
     return bad;
 }
 
-/* A raw root of a single-copy broadcast names a buffer no process_vm_readv can read: its
- * reader fails with the cause, says so in its notice, and nexard fails the op on every
- * rank, the root included (its data did not arrive, so no OK). */
-static void phase_cma_fault(void)
+/* The raw side of fault_rank.  raw_root: it roots a broadcast read whole, naming a
+ * PROT_NONE input; otherwise it reads a split one into a PROT_NONE output (it gets its
+ * table first, and never reads).  Either way its completion carries nexard's text, which
+ * names both ranks: a source whose data did not arrive never hears OK. */
+static void phase_cma_fault(bool raw_root)
 {
     char job[96];
-    hx_job_name(job, sizeof(job), "cmafault");
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("NEXAR_SOCKET", g_d.sock, 1);
-        setenv("NEXAR_JOB", job, 1);
-        setenv("NEXAR_RANK", "0", 1);
-        setenv("NEXAR_WORLD_SIZE", "2", 1);
-        setenv("NEXAR_TIMEOUT", "5", 1);
-        struct hx_rank r = {.rank = 0, .size = 2, .job = job, .sock = g_d.sock};
-        _exit(fault_reader(&r));
-    }
+    hx_job_name(job, sizeof(job), raw_root ? "cmaread" : "cmawrite");
+    uint32_t count = raw_root ? FAULT_COUNT : SPLIT_COUNT;
+    pid_t pid = fork_rank(job, 0, 2, 10, fault_rank, raw_root ? (void *)1 : NULL);
     struct raw c;
     if (raw_join(&c, job, 1, true)) {
-        tl_log("FAIL: the raw root could not join with single copy");
+        tl_log("FAIL: the raw rank could not join with single copy");
         fails++;
         kill(pid, SIGKILL);
         hx_wait_pid(pid, 30, NULL);
         return;
     }
-    /* Mapped, but never readable: process_vm_readv gets EFAULT. */
-    void *hole = mmap(NULL, FAULT_COUNT * sizeof(float), PROT_NONE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* Mapped, but never readable nor writable: process_vm_readv / writev get EFAULT. */
+    void *hole = mmap(NULL, count * sizeof(float), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+                      -1, 0);
     struct nx_sqe s = {.user_data = 77, .comm_id = c.comm, .kind = NX_K_BROADCAST,
-                       .dtype = NEXAR_F32, .count = FAULT_COUNT, .peer = 1,
-                       .flags = NX_SQE_CMA, .in_off = (uint64_t)(uintptr_t)hole};
+                       .dtype = NEXAR_F32, .count = count, .flags = NX_SQE_CMA,
+                       .peer = raw_root ? 1 : 0};
+    if (raw_root)
+        s.in_off = (uint64_t)(uintptr_t)hole;
+    else
+        s.out_off = (uint64_t)(uintptr_t)hole;
     raw_push(&c, &s);
     struct nx_cqe e;
     char text[NX_ERR_TEXT_BYTES];
     int got = raw_cqe(&c, &e, text, sizeof(text), 10000);
-    EXPECT_TRUE(fails, got == 0 && e.user_data == 77 && e.status == NEXAR_ERR_INTERNAL &&
-                strstr(text, "rank 0 could not read rank 1's buffer with process_vm_readv: "
-                       "Bad address"),
-                "the root of an unreadable single-copy broadcast got %s status %u: \"%s\"",
-                got ? "no completion" : "a completion with", got ? 0 : e.status,
+    bool table = got == 0 && e.status == 0 && e.pull_n == 1 && e.pull_hold == 1;
+    if (!raw_root && table)
+        got = raw_cqe(&c, &e, text, sizeof(text), 10000);
+    const char *want = raw_root ? "rank 0 could not read rank 1's buffer with "
+                                  "process_vm_readv: Bad address"
+                                : "rank 0 could not write into rank 1's buffer with "
+                                  "process_vm_writev: Bad address";
+    EXPECT_TRUE(fails, (raw_root || table) && got == 0 && e.status == NEXAR_ERR_INTERNAL &&
+                strstr(text, want),
+                "the raw %s: table %d, then %s status %u: \"%s\"", raw_root ? "root" : "reader",
+                table, got ? "no completion" : "a completion with", got ? 0 : e.status,
                 got ? "" : text);
     if (got == 0 && e.status == NEXAR_ERR_INTERNAL)
-        tl_log("ok: its root hears it too: \"%s\"", text);
+        tl_log("ok: the raw %s hears it too: \"%s\"", raw_root ? "root" : "reader", text);
     int ws = 0;
     if (hx_wait_pid(pid, 60, &ws) || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
-        tl_log("FAIL: the reader of the unreadable single-copy broadcast");
+        tl_log("FAIL: the real rank of the single-copy fault");
         fails++;
     }
-    munmap(hole, FAULT_COUNT * sizeof(float));
+    munmap(hole, count * sizeof(float));
     raw_close(&c);
 }
 
@@ -641,24 +659,6 @@ static int leave_rank(struct hx_rank *r)
     return s != NEXAR_OK || wrong;
 }
 
-static pid_t fork_rank(const char *job, int rank, int size, int (*fn)(struct hx_rank *))
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        char rs[16], ss[16];
-        snprintf(rs, sizeof(rs), "%d", rank);
-        snprintf(ss, sizeof(ss), "%d", size);
-        setenv("NEXAR_SOCKET", g_d.sock, 1);
-        setenv("NEXAR_JOB", job, 1);
-        setenv("NEXAR_RANK", rs, 1);
-        setenv("NEXAR_WORLD_SIZE", ss, 1);
-        setenv("NEXAR_TIMEOUT", "10", 1);
-        struct hx_rank r = {.rank = rank, .size = size, .job = job, .sock = g_d.sock};
-        _exit(fn(&r));
-    }
-    return pid;
-}
-
 /* A rank whose op is done may free the communicator while its peers still read each
  * other: the op no longer needs it.  (nexard once failed the communicator then, "freed
  * communicator 1 while operations on it were in flight", and the root's broadcast, whose
@@ -667,7 +667,8 @@ static void phase_reader_leaves(void)
 {
     char job[96];
     hx_job_name(job, sizeof(job), "leave");
-    pid_t p0 = fork_rank(job, 0, 3, leave_rank), p1 = fork_rank(job, 1, 3, leave_rank);
+    pid_t p0 = fork_rank(job, 0, 3, 10, leave_rank, NULL);
+    pid_t p1 = fork_rank(job, 1, 3, 10, leave_rank, NULL);
     struct raw c;
     if (raw_join_n(&c, job, 2, 3, true)) {
         tl_log("FAIL: the raw reader could not join with single copy");
@@ -701,85 +702,6 @@ static void phase_reader_leaves(void)
     if (r0 && r1)
         tl_log("ok: a reader frees the world while another still reads; the root's "
                "broadcast completes");
-    raw_close(&c);
-}
-
-/* Rank 0, real: the root of a split broadcast whose reader (the raw parent) names an
- * output no process_vm_writev can write. */
-static int fault_writer(struct hx_rank *r)
-{
-    nexar_comm_t *w;
-    if (hx_init(&w) != NEXAR_OK)
-        return 1;
-    float *buf = calloc(SPLIT_COUNT, sizeof(float));
-    char want[160];
-    snprintf(want, sizeof(want), "broadcast seq 0: writing %zu bytes into rank 1's buffer (pid "
-             "%d) with process_vm_writev: Bad address; NEXAR_SINGLE_COPY=0 turns single copy "
-             "off", SPLIT_COUNT * sizeof(float) / 2, (int)getppid());
-    nexar_status_t s = nexar_broadcast(w, buf, SPLIT_COUNT, NEXAR_F32, 0);
-    const char *text = nexar_last_error();
-    int bad = s != NEXAR_ERR_INTERNAL || !strstr(text, want);
-    if (bad)
-        tl_log("FAIL single-copy writer: broadcast gave %s: \"%s\", expected \"%s\"",
-               nexar_strerror(s), text, want);
-    else
-        tl_log("ok: a single-copy root that cannot write: \"%s\"", text);
-    free(buf);
-    nexar_finalize();
-    return bad;
-}
-
-/* The same the other way: a raw reader of a split broadcast whose output is PROT_NONE. */
-static void phase_cma_write_fault(void)
-{
-    char job[96];
-    hx_job_name(job, sizeof(job), "cmawrite");
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("NEXAR_SOCKET", g_d.sock, 1);
-        setenv("NEXAR_JOB", job, 1);
-        setenv("NEXAR_RANK", "0", 1);
-        setenv("NEXAR_WORLD_SIZE", "2", 1);
-        setenv("NEXAR_TIMEOUT", "5", 1);
-        struct hx_rank r = {.rank = 0, .size = 2, .job = job, .sock = g_d.sock};
-        _exit(fault_writer(&r));
-    }
-    struct raw c;
-    if (raw_join(&c, job, 1, true)) {
-        tl_log("FAIL: the raw reader could not join with single copy");
-        fails++;
-        kill(pid, SIGKILL);
-        hx_wait_pid(pid, 30, NULL);
-        return;
-    }
-    void *hole = mmap(NULL, SPLIT_COUNT * sizeof(float), PROT_NONE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    struct nx_sqe s = {.user_data = 78, .comm_id = c.comm, .kind = NX_K_BROADCAST,
-                       .dtype = NEXAR_F32, .count = SPLIT_COUNT, .flags = NX_SQE_CMA,
-                       .out_off = (uint64_t)(uintptr_t)hole};
-    raw_push(&c, &s);
-    /* Its table first (it reads the first half and is written the rest), then the
-     * failure: this client never reads, the root's write fails first. */
-    struct nx_cqe e;
-    char text[NX_ERR_TEXT_BYTES];
-    int got = raw_cqe(&c, &e, text, sizeof(text), 10000);
-    bool table = got == 0 && e.status == 0 && e.pull_n == 1 && e.pull_hold == 1;
-    if (table)
-        got = raw_cqe(&c, &e, text, sizeof(text), 10000);
-    EXPECT_TRUE(fails, table && got == 0 && e.status == NEXAR_ERR_INTERNAL &&
-                strstr(text, "rank 0 could not write into rank 1's buffer with "
-                       "process_vm_writev: Bad address"),
-                "the reader of an unwritable split broadcast: table %d, then %s status %u: "
-                "\"%s\"", table, got ? "no completion" : "a completion with",
-                got ? 0 : e.status, got ? "" : text);
-    if (table && got == 0 && e.status == NEXAR_ERR_INTERNAL)
-        tl_log("ok: the reader hears it too: \"%s\"", text);
-    int ws = 0;
-    if (hx_wait_pid(pid, 60, &ws) || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
-        tl_log("FAIL: the root of the unwritable split broadcast");
-        fails++;
-    }
-    munmap(hole, SPLIT_COUNT * sizeof(float));
     raw_close(&c);
 }
 
@@ -859,8 +781,8 @@ int main(void)
     phase_cases("NEXAR_SINGLE_COPY=0 on rank 0: peer reads of slots", 2, want_slots);
     phase_cases("NEXAR_PEER_READS=0 on rank 0", 1, 0);
     phase_silent_reader();
-    phase_cma_fault();
-    phase_cma_write_fault();
+    phase_cma_fault(true);
+    phase_cma_fault(false);
     phase_reader_leaves();
     phase_bogus_notice();
     if (hx_daemon_stop(&g_d))
