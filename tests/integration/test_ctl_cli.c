@@ -144,6 +144,38 @@ static void section_missing_ca(void)
     tl_log("missing CA: %s", r->err);
 }
 
+/* --remote takes addr.h's grammar, as NEXAR_COORD, rank tables and peer-test do: it once
+ * had its own, which took a v4 literal in brackets, '/' and '@' in a host, port 0 and
+ * hosts no daemon could be named by. */
+static void section_remote_addr(void)
+{
+    static const char *const bad[] = {"[127.0.0.1]:7000", "host/x:7000", "user@host:7000",
+                                      "127.0.0.1:0", ":7000", "::1:7000", "127.0.0.1:",
+                                      "127.0.0.1:65536",
+                                      "a-host-name-of-sixty-four-bytes-is-one-more-than-"
+                                      "addr-h-allows:7", NULL};
+    for (size_t i = 0; bad[i]; i++) {
+        const char *a[] = {"--remote", bad[i], "--tls-ca", "/nonexistent/ca.pem",
+                           "--tls-cert", "", "status", NULL};
+        struct tl_ctl *r = ctl(a);
+        char want[256];
+        snprintf(want, sizeof(want), "nexarctl: %s: not HOST:PORT or [V6]:PORT (a port from "
+                 "1, at most 63 bytes)\n", bad[i]);
+        EXPECT_TRUE(fails, r->rc == NEXAR_ERR_INVALID, "--remote %s: exit %d", bad[i], r->rc);
+        EXPECT_EQ(r->err, want, "--remote refusal");
+    }
+    /* What it takes goes on to the CA (missing here). */
+    static const char *const good[] = {"127.0.0.1:9", "[::1]:9", "localhost:9", NULL};
+    for (size_t i = 0; good[i]; i++) {
+        const char *a[] = {"--remote", good[i], "--tls-ca", "/nonexistent/ca.pem",
+                           "--tls-cert", "", "status", NULL};
+        struct tl_ctl *r = ctl(a);
+        EXPECT_EQ(r->err, "nexarctl: --tls-ca /nonexistent/ca.pem: No such file or directory\n",
+                  "--remote accepted");
+    }
+    tl_log("--remote: addr.h's grammar, every refusal named");
+}
+
 /* ---- config ------------------------------------------------------------------------- */
 
 /* Every key nx_config_set takes, read from daemon/base/config.c; n keys in *n. */
@@ -324,6 +356,7 @@ int main(void)
     section_help();
     section_json_errors();
     section_missing_ca();
+    section_remote_addr();
     section_config();
     hx_rmtree(g_scratch);
     tl_log("%s (%d failure(s))", fails ? "FAIL" : "PASS", fails);

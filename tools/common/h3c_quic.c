@@ -21,6 +21,7 @@
 
 #include <gnutls/crypto.h>
 
+#include "addr.h"
 #include "h3c_int.h"
 #include "inspect.h"
 #include "nexar.h"
@@ -47,33 +48,20 @@ static ngtcp2_tstamp now_ts(void)
 
 /* ---- the address ---- */
 
-/* Every address of opts.addr, in getaddrinfo's order: *res (freeaddrinfo). */
+/* Every address of opts.addr, in getaddrinfo's order: *res (freeaddrinfo).  The grammar
+ * is addr.h's, as for every other daemon address (NEXAR_COORD, rank tables, peer-test):
+ * what no rank or daemon could be named by, nexarctl does not take either. */
 static int resolve(struct h3c *c, struct addrinfo **res, char *err, size_t errlen)
 {
     const char *a = c->o->addr;
-    char host[256], port[16];
-    const char *colon;
-    if (!a || !*a)
-        goto bad;
-    if (a[0] == '[') {
-        const char *end = strchr(a, ']');
-        if (!end || end[1] != ':' || (size_t)(end - a - 1) >= sizeof(host))
-            goto bad;
-        memcpy(host, a + 1, (size_t)(end - a - 1));
-        host[end - a - 1] = '\0';
-        colon = end + 1;
-    } else {
-        colon = strrchr(a, ':');
-        if (!colon || colon == a || memchr(a, ':', (size_t)(colon - a)) ||
-            (size_t)(colon - a) >= sizeof(host))
-            goto bad;
-        memcpy(host, a, (size_t)(colon - a));
-        host[colon - a] = '\0';
+    char host[NX_ADDR_MAX], port[8];
+    uint16_t p;
+    if (nx_addr_split(a, false, host, sizeof(host), &p) < 0) {
+        snprintf(err, errlen, "%s: not HOST:PORT or [V6]:PORT (a port from 1, at most %d "
+                 "bytes)", a ? a : "(none)", NX_ADDR_MAX - 1);
+        return -NEXAR_ERR_INVALID;
     }
-    if (!colon[1] || strlen(colon + 1) >= sizeof(port) ||
-        strspn(colon + 1, "0123456789") != strlen(colon + 1))
-        goto bad;
-    snprintf(port, sizeof(port), "%s", colon + 1);
+    snprintf(port, sizeof(port), "%u", p);
     struct addrinfo hints = {.ai_socktype = SOCK_DGRAM};
     int rv = getaddrinfo(host, port, &hints, res);
     if (rv != 0) {
@@ -81,9 +69,6 @@ static int resolve(struct h3c *c, struct addrinfo **res, char *err, size_t errle
         return -NEXAR_ERR_INVALID;
     }
     return 0;
-bad:
-    snprintf(err, errlen, "%s: not HOST:PORT or [V6]:PORT", a ? a : "(none)");
-    return -NEXAR_ERR_INVALID;
 }
 
 static int open_socket(struct h3c *c, char *err, size_t errlen)
