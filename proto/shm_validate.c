@@ -173,6 +173,8 @@ int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
             REJECT("count or chunk on an op without data");
         if (e->flags & NX_SQE_DEVICE)
             REJECT("device flag on an op without data");
+        if (e->flags & NX_SQE_CMA)
+            REJECT("single-copy flag on an op without data");
         return 0;
     }
 

@@ -245,6 +245,8 @@ SQE_SEEDS = {
                           out_off=0x7f0056780000, tag=2) + L2CMA,
     "broadcast_cma_staged": sqe("broadcast", count=1 << 18, peer=0) + L2CMA,
     "pulled_failed": sqe("pulled", seq=9, peer=0, tag=14) + L2CMA,
+    # The fuzzer's find: an op without data flagged single-copy (refused).
+    "shrink_cma_flag": sqe("shrink", flags=CMA) + L2CMA,
     "bad_kind": sqe("all_reduce", count=1)[:12] + b"\x63" + sqe("all_reduce", count=1)[13:] + L4,
     "outside_arena": sqe("all_reduce", flags=DIRECT, count=1 << 40) + L4,
 }

@@ -884,6 +884,17 @@ static void test_single_copy(void)
     e.flags = NX_SQE_CMA;
     BAD(e, &lim, "not single-copy");
 
+    /* Nor is an op without data (the fuzzer's find: a shrink flagged single-copy). */
+    static const uint8_t nodata[] = {NX_K_BARRIER, NX_K_SPLIT, NX_K_COMM_FREE,
+                                     NX_K_COMM_ABORT, NX_K_COMM_SHRINK, NX_K_COMM_GROW};
+    for (size_t i = 0; i < sizeof nodata; i++) {
+        e = sqe(nodata[i], 0, 0, 0);
+        e.peer = nodata[i] == NX_K_COMM_GROW ? 1 : 0;
+        OK(e, &lim);
+        e.flags = NX_SQE_CMA;
+        BAD(e, &lim, "single-copy flag on an op without data");
+    }
+
     /* A reader that could not read: an errno, and the rank it read from; or write. */
     e = sqe(NX_K_PULLED, 0, 0, 0);
     e.tag = 14; /* EFAULT */
