@@ -247,6 +247,8 @@ static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
         j->world_comm = r->world_comm;
         j->plan = (r->local_plan ? NX_PLAN_LOCAL : 0u) |
                   (r->single_copy && r->n_pull_pids ? NX_PLAN_CMA : 0u);
+        if (!r->n_pull_pids) /* the job here does not single-copy: no peer reads us */
+            nx_single_copy_release();
         for (size_t i = 0; i < r->n_pull_pids; i++)
             j->pull_pids[i] = r->pull_pids[i];
         j->rank = r->rank;
@@ -276,6 +278,7 @@ nexar_status_t nx_control_join(const struct nx_env *env, struct nx_join *j)
     return NEXAR_OK;
 
 fail_sock:
+    nx_single_copy_release(); /* whatever join's probe let in */
     close(j->sock);
     j->sock = -1;
     return s;

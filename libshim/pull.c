@@ -88,6 +88,7 @@ nexar_status_t nx_pull_map(struct nx_join *j)
 
 void nx_pull_unmap(void)
 {
+    nx_single_copy_release(); /* no peer reads us any more */
     for (uint32_t i = 0; i < nx_S.pull_count; i++) {
         if (nx_S.pull_seg[i] && nx_S.pull_seg[i] != nx_S.seg)
             munmap((void *)nx_S.pull_seg[i], (size_t)nx_S.pull_len[i]);
@@ -173,6 +174,16 @@ static uint32_t copy_all(struct nexar_request *r, const struct nx_cqe *e, const 
     return 0;
 }
 
+/* Whether the probe let any process of our uid read us (Yama's ptrace_scope 1). */
+static bool ptracer_any;
+
+void nx_single_copy_release(void)
+{
+    if (ptracer_any)
+        prctl(PR_SET_PTRACER, 0, 0, 0, 0);
+    ptracer_any = false;
+}
+
 bool nx_single_copy_probe(void)
 {
     if (prctl(PR_GET_DUMPABLE) != 1)
@@ -187,6 +198,7 @@ bool nx_single_copy_probe(void)
         if (k <= 0 || (v[0] != '0' && v[0] != '1') ||
             (v[0] == '1' && prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) != 0))
             return false;
+        ptracer_any = v[0] == '1';
     }
     uint64_t src = 0x6e78636d61ull, dst = 0;
     struct iovec to = {&dst, sizeof(dst)}, from = {&src, sizeof(src)};

@@ -301,6 +301,9 @@ NX_HIDDEN uint32_t nx_pull_flush(uint32_t space);
  * lets its peers read it (asking it to, at scope 1), and process_vm_readv works here
  * (a seccomp filter, as container runtimes install, may forbid it). */
 NX_HIDDEN bool nx_single_copy_probe(void);
+/* Undoes what the probe let in (Yama), when the job does not single-copy after all or this
+ * rank's peers are gone. */
+NX_HIDDEN void nx_single_copy_release(void);
 
 /* ---- rings and doorbells (ring.c) ---------------------------------------------- */
 
