@@ -203,8 +203,8 @@ uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t
     if (nx_op_single_copy(kind, esize, count, plan))
         return count;
     uint64_t cap = slot_bytes / per_elem;
-    if (!(plan & NX_PLAN_LOCAL) || (kind != NX_K_BROADCAST && kind != NX_K_ALL_GATHER) || cap == 0 ||
-        count > NX_PIPE_SLOTS * cap)
+    if (!(plan & NX_PLAN_LOCAL) || (kind != NX_K_BROADCAST && kind != NX_K_ALL_GATHER) ||
+        cap == 0 || count > NX_PIPE_SLOTS * cap)
         return cap;
     uint64_t want = count / NX_PIPE_CHUNKS + (count % NX_PIPE_CHUNKS != 0);
     uint64_t min = kind == NX_K_BROADCAST ? NX_PIPE_MIN_BCAST_BYTES : NX_PIPE_MIN_BYTES;

@@ -33,8 +33,10 @@
  *      NX_PIPE_MIN_BYTES.
  *   7  single-copy ops (NX_SQE_CMA, NX_PLAN_CMA): on a communicator whose plan says so,
  *      a broadcast, all_gather, gather, scatter or all_to_all of NX_CMA_MIN_BYTES of
- *      block or more is one descriptor naming the rank's own buffer, read by its peers
- *      with process_vm_readv; nx_cqe.res_local carries the plan's bits.
+ *      block or more is one descriptor naming the rank's own buffers, which its peers
+ *      read and write with process_vm_readv / writev (struct nx_pull grew at, rank and
+ *      flags); nx_cqe.res_local carries the plan's bits; NX_K_PULLED may carry a
+ *      failure.
  */
 #ifndef NX_SHM_ABI_H
 #define NX_SHM_ABI_H
@@ -74,7 +76,7 @@ enum nx_kind {
     NX_K_PULLED = 20,      /* chunk `chunk` of collective seq `seq`: this rank has read what
                               its peer-read completion named (struct nx_pull); no data, not
                               matched, never completed.  tag != 0: it could not (an errno,
-                              reading rank `peer`'s block), and the op fails everywhere */
+                              copying rank `peer`'s part), and the op fails everywhere */
     NX_K_MAX = 20
 };
 
