@@ -45,6 +45,16 @@ static const char *env(const char *name)
     return v && *v ? v : NULL;
 }
 
+/* A switch that is on unless set to 0: anything but 0 or 1 is INVALID, named. */
+static nexar_status_t switch_on(const char *name, bool *out)
+{
+    const char *v = env(name);
+    if (v && strcmp(v, "0") && strcmp(v, "1"))
+        return nx_fail(NEXAR_ERR_INVALID, "nexar_init: %s=\"%s\" is not 0 or 1", name, v);
+    *out = !v || !strcmp(v, "1");
+    return NEXAR_OK;
+}
+
 /* A decimal number in [0, max]; false when v is not one. */
 static bool parse_u32(const char *v, uint32_t max, uint32_t *out)
 {
@@ -191,27 +201,19 @@ static nexar_status_t read_misc(struct nx_env *e, const struct nx_env_source *sr
                        sizeof(e->algo) - 1);
     if (!v)
         e->algo[0] = '\0';
+    nexar_status_t st;
     /* Peer reads (shm_abi.h) are on unless NEXAR_PEER_READS=0: for a comparison, or a
      * rank that must not map its peers' slots. */
-    v = env("NEXAR_PEER_READS");
-    if (v && strcmp(v, "0") && strcmp(v, "1"))
-        return nx_fail(NEXAR_ERR_INVALID, "nexar_init: NEXAR_PEER_READS=\"%s\" is not 0 or 1",
-                       v);
-    e->peer_reads = !v || !strcmp(v, "1");
+    if ((st = switch_on("NEXAR_PEER_READS", &e->peer_reads)) != NEXAR_OK)
+        return st;
     /* Single copy (shm_abi.h) is on unless NEXAR_SINGLE_COPY=0: for a comparison, or a
      * rank whose memory its peers must not read. */
-    v = env("NEXAR_SINGLE_COPY");
-    if (v && strcmp(v, "0") && strcmp(v, "1"))
-        return nx_fail(NEXAR_ERR_INVALID, "nexar_init: NEXAR_SINGLE_COPY=\"%s\" is not 0 or 1",
-                       v);
-    e->single_copy = !v || !strcmp(v, "1");
+    if ((st = switch_on("NEXAR_SINGLE_COPY", &e->single_copy)) != NEXAR_OK)
+        return st;
     /* Streaming copies into the slots (stream_copy.c) are on unless NEXAR_STREAM_COPY=0:
      * for a comparison, or a host where they measure slower. */
-    v = env("NEXAR_STREAM_COPY");
-    if (v && strcmp(v, "0") && strcmp(v, "1"))
-        return nx_fail(NEXAR_ERR_INVALID,
-                       "nexar_init: NEXAR_STREAM_COPY=\"%s\" is not 0 or 1", v);
-    e->stream_copy = !v || !strcmp(v, "1");
+    if ((st = switch_on("NEXAR_STREAM_COPY", &e->stream_copy)) != NEXAR_OK)
+        return st;
     return NEXAR_OK;
 }
 

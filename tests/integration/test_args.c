@@ -11,9 +11,10 @@
  *    invalid call that consumed a sequence number would show as a mismatch);
  *  - count 0 with NULL buffers is a successful no-op for every collective;
  *  - arena: nexar_free of a foreign pointer, nexar_alloc exhaustion -> NOMEM;
- *  - environment: bad NEXAR_RANK / NEXAR_WORLD_SIZE -> INVALID; NEXAR_PEER_READS and
- *    NEXAR_STREAM_COPY other than 0 or 1 -> INVALID naming the value; the torchrun,
- *    Slurm and Open MPI fallbacks; no variables at all -> rank 0 of 1.
+ *  - environment: bad NEXAR_RANK / NEXAR_WORLD_SIZE -> INVALID; NEXAR_PEER_READS,
+ *    NEXAR_SINGLE_COPY and NEXAR_STREAM_COPY other than 0 or 1 -> INVALID naming the
+ *    value; the torchrun, Slurm and Open MPI fallbacks; no variables at all -> rank 0
+ *    of 1.
  */
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -296,7 +297,8 @@ int main(void)
             rv = -1;
     }
 
-    static const char *const switches[] = {"NEXAR_PEER_READS=2", "NEXAR_STREAM_COPY=yes"};
+    static const char *const switches[] = {"NEXAR_PEER_READS=2", "NEXAR_SINGLE_COPY=on",
+                                           "NEXAR_STREAM_COPY=yes"};
     for (size_t i = 0; i < sizeof(switches) / sizeof(switches[0]); i++) {
         const char *env[] = {switches[i], "NEXAR_TIMEOUT=3", NULL};
         if (run_env_job(&d, 1, 0, env, bad_switch, switches[i]))
