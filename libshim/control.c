@@ -246,7 +246,7 @@ static nexar_status_t join(const struct nx_env *env, struct nx_join *j)
         j->client_id = r->client_id;
         j->world_comm = r->world_comm;
         j->plan = (r->local_plan ? NX_PLAN_LOCAL : 0u) |
-                  (r->single_copy && r->n_pull_pids ? NX_PLAN_CMA : 0u);
+                  (r->single_copy ? NX_PLAN_CMA : 0u); /* with pids: checked above */
         if (!r->n_pull_pids) /* the job here does not single-copy: no peer reads us */
             nx_single_copy_release();
         for (size_t i = 0; i < r->n_pull_pids; i++)

@@ -135,7 +135,7 @@ static void list_ranks(const struct nx_job *j, bool want, char *buf, size_t len)
  * that failed (the client is dropped). */
 static bool hand_over(struct nx_client *cl, const struct nx_job *j, const struct nx_comm *c,
                       uint32_t rank, uint32_t size, uint32_t nodes, uint32_t local_size,
-                      uint32_t local_rank, const int *pull_fds, const uint32_t *pull_wr,
+                      uint32_t local_rank, const int *pull_fds, uint32_t *pull_pids,
                       uint32_t pull_count)
 {
     Nexar__JoinReply rep = NEXAR__JOIN_REPLY__INIT;
@@ -153,7 +153,6 @@ static bool hand_over(struct nx_client *cl, const struct nx_job *j, const struct
     rep.local_size = local_size;
     rep.local_rank = local_rank;
     int fds[3 + NX_PULL_MAX_RANKS] = {cl->seg.memfd, cl->sq_efd, cl->cq_efd}, nfds = 3;
-    uint32_t pids[NX_PULL_MAX_RANKS];
     if (pull_count) {
         rep.pull_count = pull_count;
         rep.pull_index = cl->pull_index;
@@ -161,11 +160,9 @@ static bool hand_over(struct nx_client *cl, const struct nx_job *j, const struct
             if (i != cl->pull_index)
                 fds[nfds++] = pull_fds[i];
     }
-    if (pull_count && j->single_copy) {
-        for (uint32_t i = 0; i < pull_count; i++)
-            pids[i] = (uint32_t)j->ranks[pull_wr[i]]->pid;
+    if (pull_pids) {
         rep.n_pull_pids = pull_count;
-        rep.pull_pids = pids;
+        rep.pull_pids = pull_pids;
     }
     if (!cl->conn || nx_conn_send(cl->conn, NX_MSG_JOIN_REPLY, &rep, fds, nfds) < 0 ||
         nx_client_start(cl) < 0) {
@@ -248,8 +245,13 @@ void nx_job_form(struct nx_job *j)
             j->name, j->world_size, n, nodes, nodes == 1 ? "" : "s", j->world->id,
             pulls ? (j->single_copy ? ", peer reads, single copy" : ", peer reads") : "");
 
+    /* Single copy: every rank reads its peers by pid, in pull index order (cls's). */
+    uint32_t pids[NX_PULL_MAX_RANKS];
+    for (uint32_t i = 0; i < pulls; i++)
+        pids[i] = (uint32_t)cls[i]->pid;
     for (uint32_t i = 0; i < n; i++)
-        hand_over(cls[i], j, j->world, wr[i], j->world_size, nodes, n, i, pull_fds, wr, pulls);
+        hand_over(cls[i], j, j->world, wr[i], j->world_size, nodes, n, i, pull_fds,
+                  pulls && j->single_copy ? pids : NULL, pulls);
     for (uint32_t i = 0; i < pulls; i++)
         close(pull_fds[i]);
     free(cls);
