@@ -264,8 +264,10 @@ static void fill_ops(struct arena *a, Nexar__CtlReply *rep)
             oi->chunks_done = op->next_chunk;
             oi->chunks_total = op->nchunks;
             oi->age_s = now - op->started;
-            oi->algorithm = (char *)(op->pull_owe ? "local-peer-reads"
-                                                  : nx_coll_local_algo(op->sig.kind));
+            oi->algorithm = (char *)nx_coll_local_algo(op->sig.kind);
+            if (op->pull_owe)
+                oi->algorithm = (char *)(op->sig.flags & NX_SQE_CMA ? "local-single-copy"
+                                                                     : "local-peer-reads");
             const char *across = nx_xcoll_algo(op);
             if (across) {
                 oi->algorithm = keep(a, nx_xasprintf("%s + %s across %u nodes", oi->algorithm,

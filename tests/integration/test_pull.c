@@ -694,6 +694,20 @@ static void phase_reader_leaves(void)
     int ws1 = 0, ws0 = 0;
     bool r1 = hx_wait_pid(p1, 30, &ws1) == 0 && WIFEXITED(ws1) && WEXITSTATUS(ws1) == 0;
     usleep(200 * 1000);
+    /* Meanwhile nexarctl ops names the op's path and the reader that holds it up. */
+    int rc;
+    struct tj *v = tl_ctl_json(g_d.dir, g_d.sock, "ops", &rc);
+    const char *algo = v ? tj_str(v, "ops[0].algorithm") : NULL;
+    uint64_t waiting = 99;
+    bool named = algo && !strcmp(algo, "local-single-copy") &&
+                 tj_len(v, "ops[0].waiting_for") == 1 &&
+                 tj_u64(v, "ops[0].waiting_for[0]", &waiting) == 0 && waiting == 2;
+    EXPECT_TRUE(fails, named, "nexarctl ops while the single-copy reader is silent: algorithm "
+                "%s, waiting for rank %llu (expected local-single-copy, rank 2)",
+                algo ? algo : "(none)", (unsigned long long)waiting);
+    if (named)
+        tl_log("ok: nexarctl ops: local-single-copy, waiting for rank 2");
+    tj_free(v);
     struct nx_sqe n = {.comm_id = c.comm, .kind = NX_K_PULLED};
     raw_push(&c, &n);
     bool r0 = hx_wait_pid(p0, 30, &ws0) == 0 && WIFEXITED(ws0) && WEXITSTATUS(ws0) == 0;
