@@ -287,6 +287,15 @@ void nx_xop_on_sent(struct nx_xop *x, uint32_t token)
     leave(x);
 }
 
+void nx_xop_on_copied(struct nx_xop *x, uint32_t token)
+{
+    if (x->state == XS_DONE)
+        return; /* ended: settled then */
+    enter(x);
+    nx_xrun_copied(x, token);
+    leave(x);
+}
+
 void nx_xop_abort(struct nx_xop *x, uint32_t status, const char *text)
 {
     enter(x);
@@ -322,6 +331,7 @@ void nx_xop_fail(struct nx_xop *x, uint32_t status, const char *fmt, ...)
         x->net.what(x->net.arg, what, sizeof(what));
     x->text = nx_xasprintf("%s: %s", what, msg);
     NX_DEBUG(LOG_SUB, "%s", x->text);
+    nx_xrun_settle(x); /* what the net still reads of the buffers goes back with them */
     enter(x);
     x->net.done(x->net.arg, x, status, x->text);
     leave(x);

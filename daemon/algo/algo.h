@@ -113,6 +113,9 @@ struct nx_xmsg {
     const struct iovec *iov; /* desc.iov_send: the payload, iovcnt pieces of len in all */
     int iovcnt;
     uint32_t token;    /* nonzero: report nx_xop_on_sent(token) when acknowledged */
+    /* With iov: the net may lend it (send returns 1), reading it after send returns until
+     * nx_xop_on_copied(token).  The xop writes none of it meanwhile. */
+    bool lend;
 };
 
 struct nx_xnet {
@@ -120,7 +123,8 @@ struct nx_xnet {
     /* The largest message the network carries, bytes (the transport's NX_TMSG_MAX); 0:
      * no limit.  An xop whose plan needs a bigger one is refused at creation. */
     uint32_t msg_max;
-    /* Queues one message.  0, or a negative errno: the xop then fails with
+    /* Queues one message.  0 (1: lent, see nx_xmsg.lend), or a negative errno: the xop
+     * then fails with
      * NEXAR_ERR_PEER_LOST (-ENOTCONN: the peer node is lost), NEXAR_ERR_UNAVAILABLE
      * (-ESHUTDOWN: this node's daemon is stopping) or NEXAR_ERR_INTERNAL.  Must not call
      * back into the xop. */
@@ -132,6 +136,13 @@ struct nx_xnet {
     /* Optional: names the op for an error text, in place of desc.what.  Called only when
      * a text is written, so a caller whose name costs a format pays nothing per op. */
     void (*what)(void *arg, char *buf, size_t len);
+    /* Nonzero: a message of iov (desc.iov_send) of this many bytes or more may be lent
+     * (nx_xmsg.lend), for a net that copies on a thread of its own; below, the hand-off
+     * back costs more than the copy.  0: the net never lends. */
+    size_t lend_min;
+    /* With lending: returns once every lent message is copied, for an xop that fails or
+     * goes with some still lent (its buffers are then given back). */
+    void (*settle)(void *arg);
 };
 
 /* Creates an xop (idle until nx_xop_start).  0 and *out, or -EINVAL with a reason in
@@ -155,6 +166,9 @@ void nx_xop_on_data(struct nx_xop *x, uint32_t src, uint32_t step, uint32_t sig,
 
 /* The message sent with token was acknowledged.  Unknown tokens are ignored. */
 void nx_xop_on_sent(struct nx_xop *x, uint32_t token);
+
+/* The net copied the message lent with token.  Unknown tokens are ignored. */
+void nx_xop_on_copied(struct nx_xop *x, uint32_t token);
 
 /* Ends the xop now with status (e.g. NEXAR_ERR_PEER_LOST, NEXAR_ERR_TIMEOUT) and text,
  * unless it already ended. */
@@ -180,6 +194,7 @@ struct nx_xop_stats {
     uint32_t steps;                 /* steps per piece */
     uint64_t msgs_sent, bytes_sent, msgs_recv, bytes_recv, credits_sent;
     uint64_t early_msgs;            /* messages kept because they came early */
+    uint64_t msgs_lent;             /* messages the net copied on a thread of its own */
     uint64_t early_peak_bytes;      /* the most such bytes kept at once */
 };
 void nx_xop_stats(const struct nx_xop *x, struct nx_xop_stats *out);

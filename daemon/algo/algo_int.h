@@ -101,10 +101,15 @@ struct nx_xslot {
     uint32_t recv_left;
     struct nx_xplan plan; /* of the current step */
     uint8_t *scr;         /* scratch_bytes, kept for the slot's next pieces */
+    /* Messages of the current step the net still reads (lent, not yet copied): until
+     * none is, the step receives nothing into its regions and does not end. */
+    uint32_t lent;
 };
 
 struct nx_xinflight {
     uint32_t token;
+    bool lent;      /* not yet copied: counted in its piece's slot */
+    uint64_t piece;
     uint64_t bytes;
 };
 
@@ -146,6 +151,7 @@ struct nx_xop {
     uint64_t max_inflight, inflight;
     struct nx_xinflight *infl;
     size_t ninfl, cap_infl;
+    uint32_t lent;        /* the slots' lent, all together */
     uint32_t next_token;
     uint8_t *stage, *tmp; /* host staging for one payload, and reduce-first scratch */
     size_t stage_cap, tmp_cap;
@@ -167,6 +173,9 @@ void nx_xrun_data(struct nx_xop *x, uint32_t src, uint32_t step, uint64_t offset
                   const void *data, size_t len);
 void nx_xrun_credit(struct nx_xop *x, uint32_t src, uint64_t done);
 void nx_xrun_sent(struct nx_xop *x, uint32_t token);
+void nx_xrun_copied(struct nx_xop *x, uint32_t token);
+/* Waits until the net has copied every message the xop lent it (net.settle). */
+void nx_xrun_settle(struct nx_xop *x);
 void nx_xrun_free(struct nx_xop *x);
 
 /* Ends the xop with status and a formatted text (prefixed with x->what). */

@@ -137,6 +137,7 @@ static int send_one(struct nx_xop *x, struct nx_xslot *sl, const struct nx_xfer 
         }
         m.iov = iov;
         m.iovcnt = (int)f->nreg;
+        m.lend = x->net.lend_min && f->bytes >= x->net.lend_min;
     } else {
         if (x->stage_cap < f->bytes) {
             free(x->stage);
@@ -163,10 +164,17 @@ static int send_one(struct nx_xop *x, struct nx_xslot *sl, const struct nx_xfer 
                     x->d.me, sl->step, f->peer, send_why(x, rv, why, sizeof(why)));
         return rv;
     }
+    bool lent = m.lend && rv == 1;
     if (m.token) {
         nx_grow((void **)&x->infl, &x->cap_infl, x->ninfl + 1, sizeof(*x->infl));
-        x->infl[x->ninfl++] = (struct nx_xinflight){.token = m.token, .bytes = f->bytes};
+        x->infl[x->ninfl++] = (struct nx_xinflight){.token = m.token, .lent = lent,
+                                                    .piece = sl->pc.idx, .bytes = f->bytes};
         x->inflight += f->bytes;
+    }
+    if (lent) {
+        sl->lent++;
+        x->lent++;
+        x->st.msgs_lent++;
     }
     x->st.msgs_sent++;
     x->st.bytes_sent += f->bytes;
@@ -277,10 +285,11 @@ static bool advance(struct nx_xop *x, struct nx_xslot *sl)
             sl->recv_left = sl->plan.nrecv;
             for (uint32_t i = 0; i < sl->plan.nrecv; i++)
                 sl->plan.recv[i].done = false;
-            pull_early(x, sl);
+            if (!sl->lent)
+                pull_early(x, sl); /* else once copied (nx_xrun_copied) */
             moved = true;
         } else if (sl->phase == XP_RECV) {
-            if (sl->recv_left > 0)
+            if (sl->recv_left > 0 || sl->lent)
                 return moved;
             enter_step(x, sl, sl->step + 1);
             moved = true;
@@ -390,7 +399,8 @@ void nx_xrun_data(struct nx_xop *x, uint32_t src, uint32_t step, uint64_t offset
                            "node %u sent %zu bytes for step %u of piece %llu, where %s", src,
                            len, step, (unsigned long long)p,
                            f ? "the step's geometry says otherwise" : "it sends nothing here");
-    if (live && step == sl->step && sl->phase == XP_RECV) {
+    /* While the net still reads this step's lent messages, what comes waits, kept. */
+    if (live && step == sl->step && sl->phase == XP_RECV && !sl->lent) {
         if (f->done)
             return nx_xop_fail(x, NEXAR_ERR_INTERNAL,
                                "node %u sent step %u of piece %llu twice", src, step,
@@ -420,11 +430,24 @@ void nx_xrun_credit(struct nx_xop *x, uint32_t src, uint64_t done)
         nx_xrun_progress(x);
 }
 
+/* A lent message is copied: its slot may write its regions again once all are. */
+static void unlend(struct nx_xop *x, struct nx_xinflight *in)
+{
+    in->lent = false;
+    struct nx_xslot *sl = slot_of(x, in->piece);
+    sl->lent--;
+    x->lent--;
+    if (!sl->lent && x->state == XS_RUNNING && sl->phase == XP_RECV)
+        pull_early(x, sl);
+}
+
 void nx_xrun_sent(struct nx_xop *x, uint32_t token)
 {
     for (size_t i = 0; i < x->ninfl; i++) {
         if (x->infl[i].token != token)
             continue;
+        if (x->infl[i].lent) /* acknowledged, so copied long since */
+            unlend(x, &x->infl[i]);
         x->inflight -= x->infl[i].bytes;
         x->infl[i] = x->infl[--x->ninfl];
         if (x->state == XS_RUNNING)
@@ -433,8 +456,34 @@ void nx_xrun_sent(struct nx_xop *x, uint32_t token)
     }
 }
 
+void nx_xrun_copied(struct nx_xop *x, uint32_t token)
+{
+    for (size_t i = 0; i < x->ninfl; i++) {
+        if (x->infl[i].token != token || !x->infl[i].lent)
+            continue;
+        unlend(x, &x->infl[i]);
+        if (x->state == XS_RUNNING)
+            nx_xrun_progress(x);
+        return;
+    }
+}
+
+void nx_xrun_settle(struct nx_xop *x)
+{
+    if (!x->lent)
+        return;
+    if (x->net.settle)
+        x->net.settle(x->net.arg);
+    for (size_t i = 0; i < x->ninfl; i++)
+        x->infl[i].lent = false;
+    for (uint32_t i = 0; i < x->window; i++)
+        x->slots[i].lent = 0;
+    x->lent = 0;
+}
+
 void nx_xrun_free(struct nx_xop *x)
 {
+    nx_xrun_settle(x); /* before the scratch goes, and the buffers with the xop */
     while (x->early) {
         struct nx_xearly *e = x->early;
         x->early = e->next;

@@ -252,6 +252,13 @@ static void on_sent(void *arg, struct nx_tpeer *p, uint64_t token)
         nx_xcoll_on_sent(token);
 }
 
+static void on_copied(void *arg, uint64_t token)
+{
+    (void)arg;
+    if (token & NX_TOKEN_XCOLL)
+        nx_xcoll_on_copied(token);
+}
+
 /* The TLS files must all be there before we bind: say which one is missing. */
 static int check_tls(const struct nx_config *c)
 {
@@ -333,7 +340,8 @@ int nx_cluster_init(const struct nx_quic_inspect *inspect)
     qc.cc = c->quic_cc && !strcmp(c->quic_cc, "cubic") ? NX_QUIC_CC_CUBIC : NX_QUIC_CC_BBR;
     qc.inspect = inspect;
     struct nx_transport_cb cb = {
-        .arg = NULL, .on_message = on_message, .on_peer = on_peer, .on_sent = on_sent};
+        .arg = NULL, .on_message = on_message, .on_peer = on_peer, .on_sent = on_sent,
+        .on_copied = on_copied};
     char err[256];
     if (c->quic_lanes > 1) {
         cl.t = nx_lanes_new(nxd.loop, &qc, c->quic_lanes, &cb, err, sizeof(err));

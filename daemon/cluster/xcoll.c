@@ -103,6 +103,10 @@ static void part_ended(struct xpart *p, uint32_t status, const char *text)
  * carries little of the bulk: 3 parts in 7 with 2 lanes, 1 in 7 with 4, none with 8
  * (performance.md, "Which thread sets the pace with lanes").  With one connection the
  * channels are only streams, and which one a part takes changes nothing. */
+/* Messages from 64 KiB are lent to a transport that copies on its lanes' threads: the
+ * copy leaves the loop thread, which sets the pace with lanes (performance.md). */
+#define XC_LEND_MIN (64u << 10)
+
 static uint64_t part_channel(const struct nx_op *op, uint64_t k)
 {
     return op->nchunks <= 1 ? 0 : 1 + k % (NX_XCOLL_CHANNELS - 1);
@@ -137,11 +141,20 @@ static int xop_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
         iov[1] = (struct iovec){(void *)m->data, m->len};
     uint64_t token = m->token ? NX_TOKEN_XCOLL | (uint64_t)p->id << 32 | m->token : 0;
     /* All of a part's messages on one channel: the xop's own order holds (algo.h). */
-    int rv = nx_xcomm_send(c, m->dst, nx_xcomm_coll_channel(c, part_channel(op, p->index)),
-                           iov, n, token);
+    uint64_t ch = nx_xcomm_coll_channel(c, part_channel(op, p->index));
+    int rv = m->lend ? nx_xcomm_lend(c, m->dst, ch, iov, n, token)
+                     : nx_xcomm_send(c, m->dst, ch, iov, n, token);
     if (iov != stack)
         free(iov);
     return rv;
+}
+
+static void xop_settle(void *arg)
+{
+    (void)arg;
+    struct nx_transport *t = nx_cluster_transport();
+    if (t && t->ops->settle)
+        t->ops->settle(t);
 }
 
 static void xop_what(void *arg, char *buf, size_t len)
@@ -220,10 +233,12 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
         .stride = p->in_place ? p->io[0].out_stride : 0,
         .ad = &nx_adapter_cpu,
         .sig = op->xr->sig,
-        .iov_send = 1, /* host buffers; the transport copies as it sends */
+        .iov_send = 1, /* host buffers: the transport copies as it sends, or lends */
     };
+    struct nx_transport *t = nx_cluster_transport();
     struct nx_xnet net = {.arg = p, .msg_max = NX_TMSG_MAX, .send = xop_send, .done = xop_done,
-                          .what = xop_what};
+                          .what = xop_what, .settle = xop_settle,
+                          .lend_min = t && t->ops->lend ? XC_LEND_MIN : 0};
     char why[192];
     if (nx_xop_create(&d, &net, &p->x, why, sizeof(why)) < 0) {
         char what[192];

@@ -95,6 +95,8 @@ const char *nx_xcoll_on_data(struct nx_tpeer *p, uint64_t channel, const struct 
 
 /* The transport acknowledged a message sent with an NX_TOKEN_XCOLL token. */
 void nx_xcoll_on_sent(uint64_t token);
+/* The transport copied a message lent with an NX_TOKEN_XCOLL token. */
+void nx_xcoll_on_copied(uint64_t token);
 
 /* c's spanning record goes: what was held for it is freed. */
 void nx_xcoll_comm_gone(struct nx_comm *c);

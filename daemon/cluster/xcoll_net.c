@@ -143,6 +143,16 @@ void nx_xcoll_on_sent(uint64_t token)
     xc_leave();
 }
 
+void nx_xcoll_on_copied(uint64_t token)
+{
+    struct xpart *p = xc_part_by_id((uint32_t)(token >> 32) % ID_LIMIT);
+    if (!p || p->ended || !p->x)
+        return; /* an ended part's xop settled first (nx_xop_fail) */
+    xc_enter();
+    nx_xop_on_copied(p->x, (uint32_t)token);
+    xc_leave();
+}
+
 void nx_xcoll_comm_gone(struct nx_comm *c)
 {
     xc_drop_held(c, true, 0);

@@ -2,6 +2,7 @@
 #include "xcomm.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -330,8 +331,8 @@ uint64_t nx_xcomm_p2p_channel(const struct nx_comm *c, uint32_t tag)
            ~(uint64_t)(NX_LANES_MAX - 1);
 }
 
-int nx_xcomm_send(struct nx_comm *c, uint32_t node, uint64_t channel, const struct iovec *iov,
-                  int iovcnt, uint64_t token)
+static int xsend(struct nx_comm *c, uint32_t node, uint64_t channel, const struct iovec *iov,
+                 int iovcnt, uint64_t token, bool lend)
 {
     struct nx_transport *t = nx_cluster_transport();
     const char *addr = c->job->net->nodes[c->x->node_job[node]];
@@ -341,7 +342,21 @@ int nx_xcomm_send(struct nx_comm *c, uint32_t node, uint64_t channel, const stru
     struct nx_tpeer *p = t->ops->peer(t, addr, err, sizeof(err));
     if (!p)
         return -EHOSTUNREACH;
+    if (lend && t->ops->lend)
+        return t->ops->lend(p, channel, iov, iovcnt, token);
     return t->ops->send(p, channel, iov, iovcnt, token);
+}
+
+int nx_xcomm_send(struct nx_comm *c, uint32_t node, uint64_t channel, const struct iovec *iov,
+                  int iovcnt, uint64_t token)
+{
+    return xsend(c, node, channel, iov, iovcnt, token, false);
+}
+
+int nx_xcomm_lend(struct nx_comm *c, uint32_t node, uint64_t channel, const struct iovec *iov,
+                  int iovcnt, uint64_t token)
+{
+    return xsend(c, node, channel, iov, iovcnt, token, true);
 }
 
 /* Whether every rank of c at comm node cn is known failed (its daemon lost, or its ranks

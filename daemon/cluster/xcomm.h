@@ -115,6 +115,10 @@ uint64_t nx_xcomm_p2p_channel(const struct nx_comm *c, uint32_t tag);
  * is gone (it is stopping). */
 int nx_xcomm_send(struct nx_comm *c, uint32_t node, uint64_t channel, const struct iovec *iov,
                   int iovcnt, uint64_t token);
+/* The same with the transport's lend (transport.h) where it has one: 1 when it reads
+ * iov[1..] until its on_copied(token), 0 when it copied them. */
+int nx_xcomm_lend(struct nx_comm *c, uint32_t node, uint64_t channel, const struct iovec *iov,
+                  int iovcnt, uint64_t token);
 
 /* Sends a control message to every other node of c (a lost one is logged). */
 void nx_xcomm_send_ctl(struct nx_comm *c, Nexar__PeerMsg *m);

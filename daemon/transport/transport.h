@@ -18,6 +18,9 @@
  * - send() copies the message: the caller's memory is free when it returns.  The transport
  *   holds its copy until the peer acknowledged it, then calls on_sent(token) if token != 0,
  *   which is how a caller keeps a bounded amount in flight.
+ * - lend() is send() for a transport that sends on threads of its own (QUIC lanes): the
+ *   copy is made on the thread that sends, not the caller's, which reads the caller's
+ *   memory until on_copied(token).
  * - A peer that cannot be reached, fails the TLS check, or stays silent past the idle
  *   timeout is lost: on_peer(LOST, reason) once, every later send to it fails with
  *   -ENOTCONN until a send after peer_forget() dials it afresh.
@@ -85,6 +88,10 @@ struct nx_transport_cb {
     void (*on_peer)(void *arg, struct nx_tpeer *p, enum nx_tpeer_state st, const char *reason);
     /* A message sent with this token was acknowledged by the peer.  May be NULL. */
     void (*on_sent)(void *arg, struct nx_tpeer *p, uint64_t token);
+    /* A message lend() kept pointers into is copied: the memory is the caller's again.
+     * Comes for every lend() that returned 1, the peer lost or not (so no peer), before
+     * its on_sent.  May be NULL for a caller that never lends. */
+    void (*on_copied)(void *arg, uint64_t token);
 };
 
 struct nx_transport_ops {
@@ -96,6 +103,16 @@ struct nx_transport_ops {
      * peer, -EMSGSIZE, -ENOMEM. */
     int (*send)(struct nx_tpeer *p, uint64_t channel, const struct iovec *iov, int iovcnt,
                 uint64_t token);
+    /* Optional (NULL: use send).  As send(), but iov[1..iovcnt) may be read after it
+     * returns (iov[0], a header, is copied at once): 1 when the transport kept pointers to
+     * them and reads them until it calls on_copied(token) (token != 0), 0 when it copied
+     * them at once as send() does, or send()'s errors. */
+    int (*lend)(struct nx_tpeer *p, uint64_t channel, const struct iovec *iov, int iovcnt,
+                uint64_t token);
+    /* Optional, with lend: returns once every lent message is copied (its on_copied may
+     * still be on its way).  For a caller about to free or reuse memory it lent without
+     * waiting for on_copied (an op that failed).  Waits for other threads. */
+    void (*settle)(struct nx_transport *t);
     /* Closes the connection now (the peer sees it lost with reason); state becomes LOST. */
     void (*close_peer)(struct nx_tpeer *p, const char *reason);
     /* Drops a LOST peer's record; the pointer is invalid afterwards. */

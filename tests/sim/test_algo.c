@@ -34,7 +34,8 @@ static int run_case(const struct ta_case *c, uint64_t seed)
     uint64_t rng = seed ^ 0x5bd1e995u;
     struct ta_pump_opts o = {.seed = seed, .chaos = ta_rand(&rng) % 4 == 0,
                              .misalign = ta_rand(&rng) % 8 == 0,
-                             .inflight_limit = c->max_inflight};
+                             .inflight_limit = c->max_inflight,
+                             .lend = ta_rand(&rng) % 2 == 0};
     struct ta_pump *p = ta_pump_new(c->nnodes, &o);
     uint64_t pe = 0;
     int rv = 0;

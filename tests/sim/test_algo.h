@@ -91,6 +91,10 @@ struct ta_pump_opts {
     /* > 0: abort when a node has more unacknowledged bytes than this (one message alone
      * may exceed it), to hold the xops to their max_inflight */
     uint64_t inflight_limit;
+    /* The net lends (nx_xnet.lend_min 1): a message of iov is read when the pump copies
+     * it, a step of its own at a random time, which fails the test if the bytes changed
+     * since the send. */
+    bool lend;
 };
 
 struct ta_pump *ta_pump_new(uint32_t nnodes, const struct ta_pump_opts *o);

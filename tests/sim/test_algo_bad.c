@@ -357,12 +357,14 @@ static void sc_mismatch(void)
     for (int variant = 0; variant < 3; variant++) {
         struct ta_case c = {.kind = NX_K_ALL_REDUCE, .dtype = NEXAR_F32, .redop = NEXAR_SUM,
                             .algo = variant == 0 ? NX_ALGO_RING : NX_ALGO_RD, .count = 64,
-                            .nnodes = 3, .chunk_bytes = 64, .vals = TA_EXACT, .seed = 5};
+                            .nnodes = 3, .chunk_bytes = 64, .vals = TA_EXACT, .seed = 5,
+                            .iov_send = variant != 1};
         uint64_t rng = 77;
         ta_place(&c, 3, false, &rng);
         struct ta_bufs b;
         ta_setup(&c, &b);
-        struct ta_pump_opts o = {.seed = 11 + variant};
+        /* Lent messages too: a node that fails settles them (the pump checks their bytes). */
+        struct ta_pump_opts o = {.seed = 11 + variant, .lend = true};
         struct ta_pump *p = ta_pump_new(3, &o);
         for (uint32_t n = 0; n < 3; n++) {
             struct nx_xop_desc d;

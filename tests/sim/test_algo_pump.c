@@ -9,6 +9,8 @@ struct pmsg {
     struct pmsg *next;
     struct nx_xmsg m;
     uint32_t src;
+    struct iovec *lent; /* lent, not yet copied: the sender's regions (data: as sent) */
+    int nlent;
     uint8_t data[];
 };
 
@@ -38,6 +40,8 @@ struct ta_pump {
     uint64_t unacked[TA_MAXN]; /* bytes sent with a token, not yet acknowledged */
     uint8_t *odd; /* misaligned delivery buffer */
     size_t odd_cap;
+    uint32_t nlent;  /* messages lent, not yet copied */
+    bool broken;     /* an xop wrote memory it had lent */
 };
 
 static int p_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
@@ -52,6 +56,8 @@ static int p_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
     q->next = NULL;
     q->m = *m;
     q->src = nd->id;
+    q->lent = NULL;
+    q->nlent = 0;
     if (m->iov) {
         size_t off = 0;
         for (int i = 0; i < m->iovcnt; i++) {
@@ -64,6 +70,14 @@ static int p_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
         }
     } else if (m->len) {
         memcpy(q->data, m->data, m->len);
+    }
+    int lent = 0;
+    if (m->lend && m->iov && p->o.lend) {
+        q->nlent = m->iovcnt;
+        q->lent = malloc((size_t)m->iovcnt * sizeof(*q->lent));
+        memcpy(q->lent, m->iov, (size_t)m->iovcnt * sizeof(*q->lent));
+        p->nlent++;
+        lent = 1;
     }
     q->m.data = NULL;
     q->m.iov = NULL;
@@ -86,7 +100,35 @@ static int p_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
     *tail = q;
     p->qlen[nd->id][m->dst]++;
     p->msgs++;
-    return 0;
+    return lent;
+}
+
+/* The net's copy of a lent message: the bytes must be those the xop sent. */
+static void copy_lent(struct ta_pump *p, struct pmsg *q)
+{
+    size_t off = 0;
+    for (int i = 0; i < q->nlent; i++) {
+        if (memcmp(q->data + off, q->lent[i].iov_base, q->lent[i].iov_len) != 0 && !p->broken) {
+            fprintf(stderr, "FAIL pump: node %u changed a message it lent (step %u, offset "
+                    "%llu, token %u) before the net copied it\n", q->src, q->m.step,
+                    (unsigned long long)q->m.offset, q->m.token);
+            p->broken = true;
+        }
+        off += q->lent[i].iov_len;
+    }
+    free(q->lent);
+    q->lent = NULL;
+    p->nlent--;
+}
+
+static void p_settle(void *arg)
+{
+    struct pnode *nd = arg;
+    struct ta_pump *p = nd->p;
+    for (uint32_t d = 0; d < p->N; d++)
+        for (struct pmsg *q = p->qh[nd->id][d]; q; q = q->next)
+            if (q->lent)
+                copy_lent(p, q);
 }
 
 static void p_done(void *arg, struct nx_xop *x, uint32_t status, const char *text)
@@ -110,7 +152,8 @@ struct ta_pump *ta_pump_new(uint32_t nnodes, const struct ta_pump_opts *o)
 
 struct nx_xnet ta_pump_net(struct ta_pump *p, uint32_t n)
 {
-    return (struct nx_xnet){.arg = &p->nodes[n], .send = p_send, .done = p_done};
+    return (struct nx_xnet){.arg = &p->nodes[n], .send = p_send, .done = p_done,
+                            .lend_min = p->o.lend ? 1 : 0, .settle = p_settle};
 }
 
 void ta_pump_set(struct ta_pump *p, uint32_t n, struct nx_xop *x)
@@ -163,6 +206,34 @@ static void deliver(struct ta_pump *p, struct pmsg *q)
     nx_xop_on_data(nd->x, src, q->m.step, q->m.sig, q->m.offset, data, q->m.len);
 }
 
+/* Messages of the (s, d) queue the pump may deliver now: a lent one only once copied, and
+ * without chaos only the oldest. */
+static uint32_t deliverable(const struct ta_pump *p, uint32_t s, uint32_t d)
+{
+    uint32_t n = 0;
+    for (const struct pmsg *q = p->qh[s][d]; q; q = q->next) {
+        if (!p->o.chaos)
+            return !q->lent;
+        n += !q->lent;
+    }
+    return n;
+}
+
+/* Copies the pick'th lent message, and tells its sender. */
+static void copy_step(struct ta_pump *p, uint64_t pick)
+{
+    for (uint32_t s = 0; s < p->N; s++)
+        for (uint32_t d = 0; d < p->N; d++)
+            for (struct pmsg *q = p->qh[s][d]; q; q = q->next) {
+                if (!q->lent || pick-- != 0)
+                    continue;
+                copy_lent(p, q);
+                if (!p->nodes[s].done)
+                    nx_xop_on_copied(p->nodes[s].x, q->m.token);
+                return;
+            }
+}
+
 int ta_pump_run(struct ta_pump *p)
 {
     for (;;) {
@@ -171,11 +242,11 @@ int ta_pump_run(struct ta_pump *p)
             unstarted += !p->nodes[n].started;
             running += !p->nodes[n].done;
             for (uint32_t d = 0; d < p->N; d++)
-                queues += p->qlen[n][d] > 0;
+                queues += deliverable(p, n, d) > 0;
         }
         if (running == 0)
             return 0;
-        uint64_t options = unstarted + queues + p->nacks;
+        uint64_t options = unstarted + queues + p->nacks + p->nlent;
         if (options == 0)
             return (int)running;
         uint64_t pick = ta_rand(&p->rng) % options;
@@ -198,11 +269,21 @@ int ta_pump_run(struct ta_pump *p)
             continue;
         }
         pick -= p->nacks;
+        if (pick < p->nlent) {
+            copy_step(p, pick);
+            continue;
+        }
+        pick -= p->nlent;
         for (uint32_t s = 0; s < p->N; s++)
             for (uint32_t d = 0; d < p->N; d++) {
-                if (p->qlen[s][d] == 0 || pick-- != 0)
+                uint32_t ok = deliverable(p, s, d);
+                if (ok == 0 || pick-- != 0)
                     continue;
-                uint32_t k = p->o.chaos ? (uint32_t)(ta_rand(&p->rng) % p->qlen[s][d]) : 0;
+                /* The k'th message that may go: its place among all of the queue. */
+                uint32_t j = p->o.chaos ? (uint32_t)(ta_rand(&p->rng) % ok) : 0, k = 0;
+                for (struct pmsg *m = p->qh[s][d]; m; m = m->next, k++)
+                    if (!m->lent && j-- == 0)
+                        break;
                 struct pmsg *q = unlink_at(p, s, d, k);
                 deliver(p, q);
                 free(q);
@@ -214,6 +295,11 @@ int ta_pump_run(struct ta_pump *p)
 
 int ta_pump_status(const struct ta_pump *p, uint32_t n, const char **text)
 {
+    if (p->broken) {
+        if (text)
+            *text = "an xop changed a message it lent before the net copied it";
+        return -2;
+    }
     if (text)
         *text = p->nodes[n].text;
     return p->nodes[n].done ? (int)p->nodes[n].status : -1;
@@ -229,8 +315,11 @@ void ta_pump_free(struct ta_pump *p)
     for (uint32_t s = 0; s < p->N; s++) {
         nx_xop_destroy(p->nodes[s].x);
         for (uint32_t d = 0; d < p->N; d++)
-            while (p->qlen[s][d])
-                free(unlink_at(p, s, d, 0));
+            while (p->qlen[s][d]) {
+                struct pmsg *q = unlink_at(p, s, d, 0);
+                free(q->lent);
+                free(q);
+            }
     }
     free(p->acks);
     free(p->odd);

@@ -5,7 +5,7 @@
  * The threads share two kinds of queue, each a mutex-held list with a libuv async handle
  * to wake its reader: commands from the loop thread to a lane (send, close, forget,
  * adopt, reload, resume, stats, stop) and events from the lanes to the loop thread
- * (message, sent, up, lost); besides them only the buffer pool, the hand-off counters
+ * (message, sent, up, lost, copied); besides them only the buffer pool, the hand-off counters
  * and the answers to reload and stats, which the loop thread waits for.  A peer incarnation is named across them by an id the loop thread
  * gives it and never reuses, so an event about a peer forgotten meanwhile finds nothing
  * and is dropped.  Each queue is first in, first out: after a lane handled "forget id",
@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "bufpool.h"
 #include "transport_lanes.h"
@@ -27,6 +28,8 @@
  * from close callbacks that may run after this pool is gone. */
 #define NX_LPOOL_KEEP 32
 #define NX_LPOOL_BYTES (512u << 20)
+
+#define NX_LENT_HEAD 96 /* the most of a lent message's header copied at lend() */
 
 enum nx_lcmd_kind {
     NX_LC_SEND, NX_LC_ADOPT, NX_LC_CLOSE, NX_LC_FORGET, NX_LC_RELOAD, NX_LC_RESUME,
@@ -39,12 +42,19 @@ struct nx_lcmd {
     uint64_t id;                /* the peer incarnation */
     uint64_t channel, token;    /* SEND */
     void *msg;                  /* SEND: from nx_quic_msg_new, the lane's from here */
+    /* SEND of a lent message (msg NULL until the lane copies it): the header, copied,
+     * then the caller's iov, read on the lane. */
+    struct iovec *lent;
+    int nlent;
+    size_t total;
+    uint8_t head[NX_LENT_HEAD];
+    size_t headlen;
     char addr[NX_TADDR_MAX];    /* ADOPT: the peer's address on this lane */
     char reason[100];           /* CLOSE */
     uint64_t seq;               /* STATS: answered in nx_lane.stat under this number */
 };
 
-enum nx_levt_kind { NX_LE_MSG, NX_LE_SENT, NX_LE_UP, NX_LE_LOST };
+enum nx_levt_kind { NX_LE_MSG, NX_LE_SENT, NX_LE_UP, NX_LE_LOST, NX_LE_COPIED };
 
 struct nx_levt {
     struct nx_levt *next;
@@ -77,7 +87,10 @@ struct nx_lane {
     pthread_t th;
     struct nx_transport *t;     /* this lane's QUIC endpoint */
     pthread_mutex_t mu;
-    pthread_cond_t cv;          /* reload, stats: the loop thread waits for the answer */
+    pthread_cond_t cv;          /* reload, stats: the loop thread waits for the answer;
+                                 * settle: for lent_done */
+    uint64_t lent_posted;       /* lent messages posted (loop thread only) */
+    uint64_t lent_done;         /* of them copied or dropped by the lane (under mu) */
     struct nx_lcmd *head, *tail;
     int reload_done, reload_rv, rolled;
     char reload_err[256];
@@ -125,6 +138,8 @@ struct nx_lanes {
 int nx_lane_start(struct nx_lane *ln, const struct nx_quic_conf *conf, char *err,
                   size_t errlen);
 void nx_lane_post(struct nx_lane *ln, struct nx_lcmd *c);
+/* Frees a command the lane will not carry out (a stop came first). */
+void nx_lcmd_drop(struct nx_lane *ln, struct nx_lcmd *c);
 void nx_lane_stop(struct nx_lane *ln);
 
 /* transport_lanes.c: called by lanes (any thread) */

@@ -244,6 +244,45 @@ static void do_send(struct nx_lane *ln, struct nx_lcmd *c)
     nx_quic_send_built(r->qp, c->channel, c->msg, c->token);
 }
 
+static void lent_done(struct nx_lane *ln)
+{
+    pthread_mutex_lock(&ln->mu);
+    ln->lent_done++;
+    pthread_cond_broadcast(&ln->cv);
+    pthread_mutex_unlock(&ln->mu);
+}
+
+/* A lent message becomes the lane's: copied here, so that the loop thread does not. */
+static void copy_lent(struct nx_lane *ln, struct nx_lcmd *c)
+{
+    uint8_t *dst;
+    c->msg = nx_quic_msg_new(&ln->L->pool, c->total, &dst);
+    memcpy(dst, c->head, c->headlen);
+    dst += c->headlen;
+    for (int i = 0; i < c->nlent; i++) {
+        if (c->lent[i].iov_len)
+            memcpy(dst, c->lent[i].iov_base, c->lent[i].iov_len);
+        dst += c->lent[i].iov_len;
+    }
+    free(c->lent);
+    c->lent = NULL;
+    struct nx_levt *e = evt_new(ln, NX_LE_COPIED, c->id, 0);
+    e->token = c->token;
+    lent_done(ln);
+    nx_lanes_event(ln->L, e);
+}
+
+void nx_lcmd_drop(struct nx_lane *ln, struct nx_lcmd *c)
+{
+    if (c->lent) {
+        free(c->lent);
+        lent_done(ln);
+    }
+    if (c->msg)
+        nx_quic_msg_free(&ln->L->pool, c->msg);
+    free(c);
+}
+
 static void do_adopt(struct nx_lane *ln, struct nx_lcmd *c)
 {
     struct nx_lrec *r;
@@ -318,6 +357,8 @@ static void wake_cb(uv_async_t *h)
         struct nx_lrec *r;
         switch (c->kind) {
         case NX_LC_SEND:
+            if (c->lent)
+                copy_lent(ln, c);
             do_send(ln, c);
             break;
         case NX_LC_ADOPT:
@@ -353,9 +394,7 @@ static void wake_cb(uv_async_t *h)
             free(c);
             for (c = next; c; c = next) { /* nothing follows a stop but sends */
                 next = c->next;
-                if (c->msg)
-                    nx_quic_msg_free(&ln->L->pool, c->msg);
-                free(c);
+                nx_lcmd_drop(ln, c);
             }
             return;
         }
@@ -449,9 +488,7 @@ void nx_lane_stop(struct nx_lane *ln)
     /* The loop ran dry once every handle closed: what posted after the stop is freed. */
     for (c = ln->head; c;) {
         struct nx_lcmd *next = c->next;
-        if (c->msg)
-            nx_quic_msg_free(&ln->L->pool, c->msg);
-        free(c);
+        nx_lcmd_drop(ln, c);
         c = next;
     }
     uv_loop_close(&ln->loop);

@@ -4,6 +4,7 @@
  * the lanes know it by), and the events of lanes >= 1.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,7 +183,10 @@ static void ev_cb(uv_async_t *h)
     while (e) {
         struct nx_levt *next = e->next;
         struct nx_lpeer *p = by_id(L, e->id);
-        if (p) {
+        if (e->kind == NX_LE_COPIED) { /* the lender's, whatever became of the peer */
+            if (L->base.cb.on_copied)
+                L->base.cb.on_copied(L->base.cb.arg, e->token);
+        } else if (p) {
             switch (e->kind) {
             case NX_LE_MSG:
                 p->msgs_recv++;
@@ -199,6 +203,8 @@ static void ev_cb(uv_async_t *h)
                 break; /* the peer is up with lane 0 */
             case NX_LE_LOST:
                 lost(L, p, e->lane, e->reason);
+                break;
+            case NX_LE_COPIED:
                 break;
             }
         }
@@ -270,8 +276,10 @@ static struct nx_tpeer *lanes_peer(struct nx_transport *t, const char *addr, cha
     return &p->base;
 }
 
-static int lanes_send(struct nx_tpeer *tp, uint64_t channel, const struct iovec *iov,
-                      int iovcnt, uint64_t token)
+/* send() and lend(): a message for lane 0 goes on this thread's connection, copied; one
+ * for another lane is copied here, or, lent, on that lane's thread. */
+static int lanes_submit(struct nx_tpeer *tp, uint64_t channel, const struct iovec *iov,
+                        int iovcnt, uint64_t token, bool lend)
 {
     struct nx_lpeer *p = (struct nx_lpeer *)tp;
     struct nx_lanes *L = (struct nx_lanes *)tp->t;
@@ -290,17 +298,31 @@ static int lanes_send(struct nx_tpeer *tp, uint64_t channel, const struct iovec 
             return -EMSGSIZE;
         total += iov[i].iov_len;
     }
-    uint8_t *dst;
     struct nx_lcmd *c = nx_xcalloc(1, sizeof(*c));
     c->kind = NX_LC_SEND;
     c->id = p->id;
     c->channel = channel;
     c->token = token;
-    c->msg = nx_quic_msg_new(&L->pool, total, &dst);
-    for (int i = 0; i < iovcnt; i++) {
-        if (iov[i].iov_len)
-            memcpy(dst, iov[i].iov_base, iov[i].iov_len);
-        dst += iov[i].iov_len;
+    /* Lent only to a lane that is up (one that is not holds it for as long as a dial
+     * takes) and with a header that fits the command. */
+    lend = lend && token && iovcnt > 1 && p->state == NX_TPEER_UP &&
+           iov[0].iov_len <= sizeof(c->head);
+    if (lend) {
+        c->total = total;
+        c->headlen = iov[0].iov_len;
+        memcpy(c->head, iov[0].iov_base, c->headlen);
+        c->nlent = iovcnt - 1;
+        c->lent = nx_xcalloc((size_t)c->nlent, sizeof(*c->lent));
+        memcpy(c->lent, iov + 1, (size_t)c->nlent * sizeof(*c->lent));
+        L->lane[lane].lent_posted++;
+    } else {
+        uint8_t *dst;
+        c->msg = nx_quic_msg_new(&L->pool, total, &dst);
+        for (int i = 0; i < iovcnt; i++) {
+            if (iov[i].iov_len)
+                memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+            dst += iov[i].iov_len;
+        }
     }
     p->msgs_sent++;
     p->bytes_sent += total;
@@ -313,7 +335,33 @@ static int lanes_send(struct nx_tpeer *tp, uint64_t channel, const struct iovec 
             p->held = c;
         p->held_tail = c;
     }
-    return 0;
+    return lend;
+}
+
+static int lanes_send(struct nx_tpeer *tp, uint64_t channel, const struct iovec *iov,
+                      int iovcnt, uint64_t token)
+{
+    return lanes_submit(tp, channel, iov, iovcnt, token, false);
+}
+
+static int lanes_lend(struct nx_tpeer *tp, uint64_t channel, const struct iovec *iov,
+                      int iovcnt, uint64_t token)
+{
+    return lanes_submit(tp, channel, iov, iovcnt, token, true);
+}
+
+static void lanes_settle(struct nx_transport *t)
+{
+    struct nx_lanes *L = (struct nx_lanes *)t;
+    if (atomic_load(&L->stopping))
+        return; /* the lanes are stopped, or stop before they read anything more */
+    for (uint32_t i = 1; i < L->n; i++) {
+        struct nx_lane *ln = &L->lane[i];
+        pthread_mutex_lock(&ln->mu);
+        while (ln->lent_done < ln->lent_posted)
+            pthread_cond_wait(&ln->cv, &ln->mu);
+        pthread_mutex_unlock(&ln->mu);
+    }
 }
 
 static void lanes_close_peer(struct nx_tpeer *tp, const char *reason)
@@ -444,6 +492,8 @@ static const struct nx_transport_ops lanes_ops = {
     .name = "quic-lanes",
     .peer = lanes_peer,
     .send = lanes_send,
+    .lend = lanes_lend,
+    .settle = lanes_settle,
     .close_peer = lanes_close_peer,
     .peer_forget = lanes_peer_forget,
     .progress = lanes_progress,
