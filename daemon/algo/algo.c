@@ -307,6 +307,8 @@ void nx_xop_destroy(struct nx_xop *x)
 {
     if (!x)
         return;
+    /* Now, not at the deferred free: the caller frees the buffers once this returns. */
+    nx_xrun_settle(x);
     if (x->depth > 0)
         x->destroy_req = true;
     else
@@ -373,6 +375,9 @@ void nx_xop_describe(const struct nx_xop *x, char *buf, size_t len)
         snprintf(buf + n, len - n, ": sending to node %u (%s)", peer,
                  x->inflight >= x->max_inflight ? "unacknowledged bytes at the limit"
                                                 : "waiting for its credit");
+    } else if (sl->phase == XP_RECV && sl->lent) { /* what came waits for it, too */
+        snprintf(buf + n, len - n, ": waiting for the transport to copy %u message%s it sent",
+                 sl->lent, sl->lent == 1 ? "" : "s");
     } else if (sl->phase == XP_RECV) {
         size_t off = (size_t)n;
         off += (size_t)snprintf(buf + off, len - off, ": waiting for node");

@@ -174,7 +174,8 @@ void nx_xop_on_copied(struct nx_xop *x, uint32_t token);
  * unless it already ended. */
 void nx_xop_abort(struct nx_xop *x, uint32_t status, const char *text);
 
-/* Frees the xop; safe from inside the done callback.  NULL is a no-op. */
+/* Frees the xop; safe from inside the done callback.  NULL is a no-op.  Once it returns
+ * the net reads none of the xop's buffers (net.settle). */
 void nx_xop_destroy(struct nx_xop *x);
 
 /* The op's signature hash, carried in every DATA message: kind, dtype, count, root and

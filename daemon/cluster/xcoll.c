@@ -96,17 +96,17 @@ static void part_ended(struct xpart *p, uint32_t status, const char *text)
     p->queued = true;
 }
 
-/* The collective channel of part k of op.  An op of one part (every small op) keeps
- * channel 0, which rides lane 0, the loop thread's own connection: no hand-off between
- * threads.  The parts of a larger op take channels 1-7 in turn, so that with quic_lanes
- * the loop thread, which already makes the copy send() promises and the reductions,
- * carries little of the bulk: 3 parts in 7 with 2 lanes, 1 in 7 with 4, none with 8
- * (performance.md, "Which thread sets the pace with lanes").  With one connection the
- * channels are only streams, and which one a part takes changes nothing. */
 /* Messages from 64 KiB are lent to a transport that copies on its lanes' threads: the
  * copy leaves the loop thread, which sets the pace with lanes (performance.md). */
 #define XC_LEND_MIN (64u << 10)
 
+/* The collective channel of part k of op.  An op of one part (every small op) keeps
+ * channel 0, which rides lane 0, the loop thread's own connection: no hand-off between
+ * threads.  The parts of a larger op take channels 1-7 in turn, so that with quic_lanes
+ * the loop thread, which already makes the reductions (and the copies of what it does not
+ * lend), carries little of the bulk: 3 parts in 7 with 2 lanes, 1 in 7 with 4, none with 8
+ * (performance.md, "Which thread sets the pace with lanes").  With one connection the
+ * channels are only streams, and which one a part takes changes nothing. */
 static uint64_t part_channel(const struct nx_op *op, uint64_t k)
 {
     return op->nchunks <= 1 ? 0 : 1 + k % (NX_XCOLL_CHANNELS - 1);

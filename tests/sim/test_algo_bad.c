@@ -33,6 +33,9 @@ static int failures;
 struct solo {
     struct nx_xop *x;
     int dones, sends;
+    int settles, settles_at_done; /* net.settle calls: all, and before done */
+    uint32_t tokens[64];          /* of the messages sent with one, in order */
+    int ntok, ncopied;            /* ncopied: tokens[0..ncopied) told copied */
     uint32_t status;
     char text[512];
     int send_rv;     /* what send returns */
@@ -45,6 +48,8 @@ static int solo_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
     struct solo *s = arg;
     s->sends++;
     s->last = *m;
+    if (m->token && s->ntok < 64)
+        s->tokens[s->ntok++] = m->token;
     return s->send_rv;
 }
 
@@ -54,6 +59,7 @@ static void solo_done(void *arg, struct nx_xop *x, uint32_t status, const char *
     s->dones++;
     s->status = status;
     snprintf(s->text, sizeof(s->text), "%s", text ? text : "");
+    s->settles_at_done = s->settles;
     if (s->destroy_in_done) {
         nx_xop_destroy(x);
         s->x = NULL;
@@ -63,22 +69,36 @@ static void solo_done(void *arg, struct nx_xop *x, uint32_t status, const char *
 static uint32_t two_nodes[2] = {0, 1};
 static float buf_in[400], buf_out[400];
 
+static void solo_settle(void *arg)
+{
+    struct solo *s = arg;
+    s->settles++;
+}
+
 /* Node 0 of 2, all_reduce ring, f32 sum, count 100, 64-byte chunks: pieces of 32
- * elements (one message = one 16-element segment, 64 bytes), 4 pieces, 2 steps. */
-static void solo_new(struct solo *s, uint32_t window)
+ * elements (one message = one 16-element segment, 64 bytes), 4 pieces, 2 steps.  lend:
+ * the messages go as iovs of the buffers, and the net lends them (send returns 1). */
+static void solo_make(struct solo *s, uint32_t window, bool lend)
 {
     memset(s, 0, sizeof(*s));
     struct nx_xop_desc d = {.kind = NX_K_ALL_REDUCE, .dtype = NEXAR_F32, .redop = NEXAR_SUM,
                             .algo = NX_ALGO_RING, .count = 100, .nnodes = 2, .me = 0,
                             .nranks = 2, .rank_node = two_nodes, .in = buf_in, .out = buf_out,
                             .ad = &nx_adapter_cpu, .chunk_bytes = 64, .window = window,
-                            .what = "all_reduce seq 9"};
-    struct nx_xnet net = {.arg = s, .send = solo_send, .done = solo_done};
+                            .what = "all_reduce seq 9", .iov_send = lend};
+    struct nx_xnet net = {.arg = s, .send = solo_send, .done = solo_done,
+                          .lend_min = lend ? 1 : 0, .settle = solo_settle};
+    s->send_rv = lend;
     char err[256];
     int rv = nx_xop_create(&d, &net, &s->x, err, sizeof(err));
     CHECK(rv == 0);
     if (rv < 0)
         fprintf(stderr, "create: %s\n", err);
+}
+
+static void solo_new(struct solo *s, uint32_t window)
+{
+    solo_make(s, window, false);
 }
 
 static uint32_t sig_ar100(void)
@@ -195,6 +215,77 @@ static void sc_solo_run(void)
     CHECK(st.pieces == 4 && st.piece_elems == 32 && st.steps == 2);
     CHECK(st.credits_sent >= 1);
     nx_xop_destroy(s.x);
+}
+
+/* A net that lends: the xop writes nothing of a step while one of its messages is lent
+ * (what comes meanwhile waits), says so, and settles before it ends or goes. */
+static void sc_lent(void)
+{
+    struct solo s;
+    uint32_t sig = sig_ar100();
+    static float p[16];
+    char desc[160];
+    for (int i = 0; i < 100; i++)
+        buf_in[i] = (float)i;
+    for (int i = 0; i < 16; i++)
+        p[i] = 1000.0f;
+    solo_make(&s, 4, true);
+    nx_xop_start(s.x);
+    /* Step 0 of each of the 4 pieces (window 4), all lent. */
+    CHECK(s.sends == 4 && s.ntok == 4 && s.last.lend && s.last.iov);
+    nx_xop_describe(s.x, desc, sizeof(desc));
+    CHECK(strstr(desc, "piece 1/4 step 1/2: waiting for the transport to copy 1 message it "
+                       "sent") != NULL);
+    /* Node 1's step 0 of piece 0 comes while its message is lent: kept, not reduced in. */
+    float before = buf_out[16];
+    nx_xop_on_data(s.x, 1, 0, sig, 0, p, 64);
+    CHECK(buf_out[16] == before && s.sends == 4 && s.dones == 0);
+    /* News of another token's copy changes nothing. */
+    nx_xop_on_copied(s.x, s.tokens[0] + 100);
+    CHECK(buf_out[16] == before && s.sends == 4);
+    /* Copied: the kept block goes in (16 + 1000), and piece 0's step 1 is sent, lent. */
+    nx_xop_on_copied(s.x, s.tokens[0]);
+    s.ncopied = 1;
+    CHECK(buf_out[16] == 1016.0f);
+    CHECK(s.sends == 5 && s.last.step == 1 && s.last.lend);
+    /* The rest: every piece's blocks, each message copied after they came. */
+    for (uint64_t pc = 0; pc < 4 && s.dones == 0; pc++) {
+        size_t seg = pc < 3 ? 64 : 8;
+        if (pc > 0)
+            nx_xop_on_data(s.x, 1, 0, sig, pc * 128, p, seg);
+        while (s.ncopied < s.ntok)
+            nx_xop_on_copied(s.x, s.tokens[s.ncopied++]);
+        nx_xop_on_data(s.x, 1, 1, sig, pc * 128, p, seg);
+        while (s.ncopied < s.ntok)
+            nx_xop_on_copied(s.x, s.tokens[s.ncopied++]);
+    }
+    CHECK(s.dones == 1 && s.status == 0);
+    if (s.dones != 1 || s.status != 0)
+        fprintf(stderr, "lent run: %d dones, status %u: %s\n", s.dones, s.status, s.text);
+    CHECK(buf_out[0] == 1000.0f && buf_out[16] == 1016.0f && buf_out[99] == 1099.0f);
+    struct nx_xop_stats st;
+    nx_xop_stats(s.x, &st);
+    CHECK(st.msgs_lent == st.msgs_sent && st.msgs_sent == 8);
+    CHECK(s.settles == 0); /* everything was copied before the end */
+    nx_xop_destroy(s.x);
+    CHECK(s.settles == 0);
+
+    /* Aborted with a message lent: the net settles before done says so; late news of the
+     * copy is ignored. */
+    solo_make(&s, 4, true);
+    nx_xop_start(s.x);
+    nx_xop_abort(s.x, NEXAR_ERR_PEER_LOST, "node 1 lost");
+    CHECK(s.dones == 1 && s.settles == 1 && s.settles_at_done == 1);
+    nx_xop_on_copied(s.x, s.tokens[0]);
+    CHECK(s.dones == 1);
+    nx_xop_destroy(s.x);
+    CHECK(s.settles == 1);
+
+    /* Destroyed while running with a message lent: settled before destroy returns. */
+    solo_make(&s, 4, true);
+    nx_xop_start(s.x);
+    nx_xop_destroy(s.x);
+    CHECK(s.settles == 1 && s.dones == 0);
 }
 
 static void sc_lifecycle(void)
@@ -465,7 +556,7 @@ static const struct {
 } scenarios[] = {
     {"forged", sc_forged}, {"solo", sc_solo_run}, {"lifecycle", sc_lifecycle},
     {"create", sc_create}, {"choose", sc_choose}, {"mismatch", sc_mismatch},
-    {"flow", sc_flow},
+    {"flow", sc_flow}, {"lent", sc_lent},
 };
 
 int main(int argc, char **argv)
