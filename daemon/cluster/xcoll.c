@@ -271,7 +271,7 @@ static void feed_held(struct xpart *p)
         x->held_msgs--;
         nx_xop_on_data(p->x, h->src, h->h.step, h->h.sig,
                        h->h.offset - xc_part_base(op, p->index), h->data, h->len);
-        free(h);
+        xc_held_free(h);
     }
 }
 
@@ -283,8 +283,10 @@ static void part_run(struct xpart *p)
         part_ended(p, NEXAR_ERR_INTERNAL, err);
         return;
     }
-    feed_held(p);
+    /* Started first: what was held for a step the xop is at goes straight in, not into
+     * its early store (a copy), as a message that came now would. */
     nx_xop_start(p->x);
+    feed_held(p);
 }
 
 /* A device backend's copy failed: the part ends with what failed, and where. */
@@ -413,8 +415,14 @@ void xc_drop_held(struct nx_comm *c, bool all, uint64_t seq)
         TAILQ_REMOVE(&x->held, h, link);
         x->held_bytes -= h->len;
         x->held_msgs--;
-        free(h);
+        xc_held_free(h);
     }
+}
+
+void xc_held_free(struct nx_xheld *h)
+{
+    free(h->buf);
+    free(h);
 }
 
 /* The ops behind a finished one may run now. */
@@ -655,7 +663,7 @@ void nx_xcoll_run(struct nx_op *op)
             TAILQ_REMOVE(&c->x->held, h, link);
             c->x->held_msgs--;
             xc_confirmed_by(op, h->src, h->ci); /* nothing sent yet: starts nothing */
-            free(h);
+            xc_held_free(h);
         }
     }
     start_parts(op);

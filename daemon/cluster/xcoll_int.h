@@ -29,7 +29,9 @@ struct nx_xheld {
     uint32_t src; /* comm node */
     uint8_t ci;   /* which of the communicator's collective channels it came on */
     size_t len;
-    uint8_t data[];
+    const uint8_t *data; /* the payload: in buf, or in inl */
+    void *buf;           /* the transport's buffer it came in, taken (free()); NULL: inl */
+    uint8_t inl[];
 };
 
 /* One part of an op: one xop over node-level buffers. */
@@ -84,6 +86,8 @@ struct xpart *xc_part_by_id(uint32_t id);
  * channel ci; only its first such message counts the node. */
 void xc_confirmed_by(struct nx_op *op, uint32_t node, unsigned ci);
 /* Frees what c holds for seq (all: for every op). */
+/* Frees a held message and what it holds. */
+void xc_held_free(struct nx_xheld *h);
 void xc_drop_held(struct nx_comm *c, bool all, uint64_t seq);
 
 /* ---- xcoll_sig.c -------------------------------------------------------------------- */

@@ -8,6 +8,7 @@
 #include <sys/queue.h>
 
 #include "algo.h"
+#include "cluster.h"
 #include "comm.h"
 #include "job.h"
 #include "matcher.h"
@@ -27,6 +28,13 @@ static bool ended_here(const struct nx_comm *c, uint64_t seq)
     return true;
 }
 
+/* The whole message nx_xcoll_on_data is delivering, as the transport gave it: a held
+ * message's payload stays in the transport's buffer when the transport lets it be taken. */
+static const uint8_t *cur_raw;
+static size_t cur_rawlen;
+
+#define XC_TAKE_MIN 4096 /* smaller ones are copied: cheaper than a buffer of their own */
+
 static void hold(struct nx_comm *c, uint32_t node, unsigned ci, const struct nx_data_hdr *h,
                  const void *data, size_t len)
 {
@@ -41,9 +49,21 @@ static void hold(struct nx_comm *c, uint32_t node, unsigned ci, const struct nx_
                      XC_HELD_MSGS, h->seq);
         return;
     }
-    struct nx_xheld *e = nx_xmalloc(sizeof(*e) + len);
-    *e = (struct nx_xheld){.h = *h, .src = node, .ci = (uint8_t)ci, .len = len};
-    memcpy(e->data, data, len);
+    struct nx_transport *t = nx_cluster_transport();
+    const uint8_t *d = data;
+    void *buf = NULL;
+    if (len >= XC_TAKE_MIN && cur_raw && d >= cur_raw && d + len <= cur_raw + cur_rawlen &&
+        t && t->ops->take)
+        buf = t->ops->take(t, cur_raw);
+    struct nx_xheld *e = nx_xmalloc(sizeof(*e) + (buf ? 0 : len));
+    *e = (struct nx_xheld){.h = *h, .src = node, .ci = (uint8_t)ci, .len = len, .buf = buf};
+    if (buf) {
+        e->data = (const uint8_t *)buf + (d - cur_raw);
+        cur_raw = NULL; /* the transport's no longer */
+    } else {
+        memcpy(e->inl, data, len);
+        e->data = e->inl;
+    }
     TAILQ_INSERT_TAIL(&x->held, e, link);
     x->held_bytes += len;
     x->held_msgs++;
@@ -128,7 +148,10 @@ const char *nx_xcoll_on_data(struct nx_tpeer *tp, uint64_t channel, const struct
     if (r <= 0)
         return r < 0 ? why : NULL;
     xc_enter();
+    cur_raw = raw;
+    cur_rawlen = rawlen;
     deliver(c, node, (unsigned)(channel - c->x->chan0), &w->hdr, w->body, w->body_len);
+    cur_raw = NULL;
     xc_leave();
     return NULL;
 }

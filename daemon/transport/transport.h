@@ -109,6 +109,10 @@ struct nx_transport_ops {
      * them at once as send() does, or send()'s errors. */
     int (*lend)(struct nx_tpeer *p, uint64_t channel, const struct iovec *iov, int iovcnt,
                 uint64_t token);
+    /* Optional (NULL: never).  From inside on_message: takes the buffer data (the message's
+     * first byte) lies in, which is the caller's from then on, to free(); NULL when it
+     * cannot be taken (it lies in a packet, or is small): copy it then. */
+    void *(*take)(struct nx_transport *t, const void *data);
     /* Optional, with lend: returns once every lent message is copied (its on_copied may
      * still be on its way).  For a caller about to free or reuse memory it lent without
      * waiting for on_copied (an op that failed).  Waits for other threads. */

@@ -127,6 +127,7 @@ struct nx_lanes {
     uv_async_t ev_wake;
     pthread_mutex_t ev_mu;
     struct nx_levt *ev_head, *ev_tail;
+    struct nx_levt *delivering; /* the message event in on_message now (ops->take) */
     struct nx_lpeer *peers;
     uint64_t next_id;
     uint64_t stat_seq;          /* the last STATS request's number */

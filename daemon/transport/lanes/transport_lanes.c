@@ -191,9 +191,12 @@ static void ev_cb(uv_async_t *h)
             case NX_LE_MSG:
                 p->msgs_recv++;
                 p->bytes_recv += e->len;
-                if (p->state != NX_TPEER_LOST && L->base.cb.on_message)
+                if (p->state != NX_TPEER_LOST && L->base.cb.on_message) {
+                    L->delivering = e;
                     L->base.cb.on_message(L->base.cb.arg, &p->base, e->channel,
                                           e->len ? (const void *)e->data : "", e->len);
+                    L->delivering = NULL;
+                }
                 break;
             case NX_LE_SENT:
                 if (L->base.cb.on_sent)
@@ -350,6 +353,21 @@ static int lanes_lend(struct nx_tpeer *tp, uint64_t channel, const struct iovec 
     return lanes_submit(tp, channel, iov, iovcnt, token, true);
 }
 
+/* A message of lane 0 is its endpoint's to give; one of another lane is in its event's
+ * pool buffer, which the event then no longer frees (nx_levt_free). */
+static void *lanes_take(struct nx_transport *t, const void *data)
+{
+    struct nx_lanes *L = (struct nx_lanes *)t;
+    struct nx_levt *e = L->delivering;
+    if (!e)
+        return L->t0->ops->take ? L->t0->ops->take(L->t0, data) : NULL;
+    if (data != e->data || e->data == e->inl)
+        return NULL;
+    void *buf = e->data;
+    e->data = NULL;
+    return buf;
+}
+
 static void lanes_settle(struct nx_transport *t)
 {
     struct nx_lanes *L = (struct nx_lanes *)t;
@@ -493,6 +511,7 @@ static const struct nx_transport_ops lanes_ops = {
     .peer = lanes_peer,
     .send = lanes_send,
     .lend = lanes_lend,
+    .take = lanes_take,
     .settle = lanes_settle,
     .close_peer = lanes_close_peer,
     .peer_forget = lanes_peer_forget,

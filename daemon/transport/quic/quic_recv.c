@@ -94,8 +94,8 @@ void *nx_quic_take_delivered(struct nx_transport *t, const void *data, size_t *c
 {
     struct nx_quic *q = (struct nx_quic *)t;
     struct nx_qrec *r = q->feeding;
-    if (!q->conf.bufs || !r || !r->buf || data != r->buf)
-        return NULL; /* straight from a packet, or a buffer of the endpoint's own */
+    if (!r || !r->buf || data != r->buf)
+        return NULL; /* straight from a packet */
     void *buf = r->buf;
     *cap = r->cap;
     r->buf = NULL; /* the parser puts back nothing */

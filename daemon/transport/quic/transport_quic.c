@@ -375,10 +375,17 @@ static void quic_progress(struct nx_transport *t)
         flush_all(q);
 }
 
+static void *quic_take(struct nx_transport *t, const void *data)
+{
+    size_t cap;
+    return nx_quic_take_delivered(t, data, &cap);
+}
+
 static const struct nx_transport_ops quic_ops = {
     .name = "quic",
     .peer = quic_peer,
     .send = quic_send,
+    .take = quic_take,
     .close_peer = quic_close_peer,
     .peer_forget = quic_peer_forget,
     .progress = quic_progress,

@@ -119,11 +119,11 @@ void *nx_quic_msg_new(struct nx_bufpool *bufs, size_t len, uint8_t **payload);
 void nx_quic_msg_free(struct nx_bufpool *bufs, void *msg);
 int nx_quic_send_built(struct nx_tpeer *p, uint64_t channel, void *msg, uint64_t token);
 
-/* From inside on_message, with conf.bufs set: takes the buffer the message was assembled
- * in (it arrived in several packets), so that it outlives the call; the caller gives it
- * back with nx_bufpool_put(conf.bufs, buf, *cap).  NULL when data is not such a buffer
- * (it came whole in one packet): copy it then.  Lanes hand received messages to another
- * thread this way. */
+/* From inside on_message: takes the buffer the message was assembled in (it arrived in
+ * several packets), so that it outlives the call; the caller gives it back with
+ * nx_bufpool_put(conf.bufs, buf, *cap), or free()s it (ops->take).  NULL when data is not
+ * such a buffer (it came whole in one packet): copy it then.  Lanes hand received
+ * messages to another thread this way. */
 void *nx_quic_take_delivered(struct nx_transport *t, const void *data, size_t *cap);
 
 /* Stops (1) or resumes (0) reading the socket: what arrives meanwhile waits in the
