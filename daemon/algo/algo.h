@@ -143,6 +143,9 @@ struct nx_xnet {
     /* With lending: returns once every lent message is copied, for an xop that fails or
      * goes with some still lent (its buffers are then given back). */
     void (*settle)(void *arg);
+    /* Optional: from inside nx_xop_on_data, the buffer the payload lies in, which the
+     * xop then keeps (and free()s) instead of copying what it must keep; NULL: none. */
+    void *(*take)(void *arg, const void *data, size_t len);
 };
 
 /* Creates an xop (idle until nx_xop_start).  0 and *out, or -EINVAL with a reason in

@@ -88,7 +88,9 @@ struct nx_xearly {
     uint64_t piece;
     uint32_t step, src;
     size_t len;
-    uint8_t data[];
+    const uint8_t *data; /* in buf (the net's, taken: net.take), or in inl */
+    void *buf;
+    uint8_t inl[];
 };
 
 enum nx_xphase { XP_IDLE, XP_SEND, XP_RECV, XP_DONE };

@@ -181,6 +181,12 @@ static int send_one(struct nx_xop *x, struct nx_xslot *sl, const struct nx_xfer 
     return 0;
 }
 
+static void early_free(struct nx_xearly *e)
+{
+    free(e->buf);
+    free(e);
+}
+
 static void keep_early(struct nx_xop *x, uint64_t piece, uint32_t step, uint32_t src,
                        struct nx_xearly *e)
 {
@@ -200,8 +206,8 @@ static void keep_early(struct nx_xop *x, uint64_t piece, uint32_t step, uint32_t
 static int send_self(struct nx_xop *x, struct nx_xslot *sl, const struct nx_xfer *f)
 {
     struct nx_xearly *e = nx_xmalloc(sizeof(*e) + f->bytes);
-    e->len = f->bytes;
-    int rv = stage(x, sl, f, e->data);
+    *e = (struct nx_xearly){.len = f->bytes, .data = e->inl};
+    int rv = stage(x, sl, f, e->inl);
     if (rv < 0) {
         free(e);
         nx_xop_fail_adapter(x, "stage", rv);
@@ -244,7 +250,7 @@ static void pull_early(struct nx_xop *x, struct nx_xslot *sl)
             consume(x, sl, f, e->data);
             sl->recv_left--;
         }
-        free(e);
+        early_free(e);
     }
 }
 
@@ -413,10 +419,12 @@ void nx_xrun_data(struct nx_xop *x, uint32_t src, uint32_t step, uint64_t offset
         if (e->piece == p && e->step == step && e->src == src)
             return nx_xop_fail(x, NEXAR_ERR_INTERNAL, "node %u sent step %u of piece %llu "
                                "twice", src, step, (unsigned long long)p);
-    struct nx_xearly *e = nx_xmalloc(sizeof(*e) + len);
-    e->len = len;
-    if (len)
-        memcpy(e->data, data, len);
+    /* Kept in the net's buffer where it gives it, else copied. */
+    void *buf = len && x->net.take ? x->net.take(x->net.arg, data, len) : NULL;
+    struct nx_xearly *e = nx_xmalloc(sizeof(*e) + (buf ? 0 : len));
+    *e = (struct nx_xearly){.len = len, .data = buf ? data : e->inl, .buf = buf};
+    if (len && !buf)
+        memcpy(e->inl, data, len);
     keep_early(x, p, step, src, e);
     x->st.early_msgs++;
 }
@@ -487,7 +495,7 @@ void nx_xrun_free(struct nx_xop *x)
     while (x->early) {
         struct nx_xearly *e = x->early;
         x->early = e->next;
-        free(e);
+        early_free(e);
     }
     if (x->slots)
         for (uint32_t i = 0; i < x->window; i++) {

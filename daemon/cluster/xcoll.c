@@ -149,6 +149,12 @@ static int xop_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
     return rv;
 }
 
+static void *xop_take(void *arg, const void *data, size_t len)
+{
+    (void)arg;
+    return xc_take(data, len);
+}
+
 static void xop_settle(void *arg)
 {
     (void)arg;
@@ -237,7 +243,7 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
     };
     struct nx_transport *t = nx_cluster_transport();
     struct nx_xnet net = {.arg = p, .msg_max = NX_TMSG_MAX, .send = xop_send, .done = xop_done,
-                          .what = xop_what, .settle = xop_settle,
+                          .what = xop_what, .settle = xop_settle, .take = xop_take,
                           .lend_min = t && t->ops->lend ? XC_LEND_MIN : 0};
     char why[192];
     if (nx_xop_create(&d, &net, &p->x, why, sizeof(why)) < 0) {
@@ -269,8 +275,10 @@ static void feed_held(struct xpart *p)
         TAILQ_REMOVE(&x->held, h, link);
         x->held_bytes -= h->len;
         x->held_msgs--;
+        xc_feeding_held(h);
         nx_xop_on_data(p->x, h->src, h->h.step, h->h.sig,
                        h->h.offset - xc_part_base(op, p->index), h->data, h->len);
+        xc_feeding_held(NULL);
         xc_held_free(h);
     }
 }

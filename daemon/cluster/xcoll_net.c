@@ -28,12 +28,37 @@ static bool ended_here(const struct nx_comm *c, uint64_t seq)
     return true;
 }
 
-/* The whole message nx_xcoll_on_data is delivering, as the transport gave it: a held
- * message's payload stays in the transport's buffer when the transport lets it be taken. */
+/* The whole message nx_xcoll_on_data is delivering, as the transport gave it, or the held
+ * message feed_held is: what must be kept of it stays in that buffer, taken, instead of
+ * being copied (xc_take). */
 static const uint8_t *cur_raw;
 static size_t cur_rawlen;
+static struct nx_xheld *cur_held;
 
 #define XC_TAKE_MIN 4096 /* smaller ones are copied: cheaper than a buffer of their own */
+
+void *xc_take(const void *data, size_t len)
+{
+    const uint8_t *d = data;
+    struct nx_transport *t = nx_cluster_transport();
+    void *buf = NULL;
+    if (len < XC_TAKE_MIN)
+        return NULL;
+    if (cur_held && cur_held->buf && d == cur_held->data && len == cur_held->len) {
+        buf = cur_held->buf;
+        cur_held->buf = NULL;
+    } else if (cur_raw && d >= cur_raw && d + len <= cur_raw + cur_rawlen && t &&
+               t->ops->take) {
+        buf = t->ops->take(t, cur_raw);
+        cur_raw = NULL; /* the transport's no longer */
+    }
+    return buf;
+}
+
+void xc_feeding_held(struct nx_xheld *h)
+{
+    cur_held = h;
+}
 
 static void hold(struct nx_comm *c, uint32_t node, unsigned ci, const struct nx_data_hdr *h,
                  const void *data, size_t len)
@@ -49,21 +74,12 @@ static void hold(struct nx_comm *c, uint32_t node, unsigned ci, const struct nx_
                      XC_HELD_MSGS, h->seq);
         return;
     }
-    struct nx_transport *t = nx_cluster_transport();
-    const uint8_t *d = data;
-    void *buf = NULL;
-    if (len >= XC_TAKE_MIN && cur_raw && d >= cur_raw && d + len <= cur_raw + cur_rawlen &&
-        t && t->ops->take)
-        buf = t->ops->take(t, cur_raw);
+    void *buf = xc_take(data, len); /* data stays where it is, now ours */
     struct nx_xheld *e = nx_xmalloc(sizeof(*e) + (buf ? 0 : len));
-    *e = (struct nx_xheld){.h = *h, .src = node, .ci = (uint8_t)ci, .len = len, .buf = buf};
-    if (buf) {
-        e->data = (const uint8_t *)buf + (d - cur_raw);
-        cur_raw = NULL; /* the transport's no longer */
-    } else {
+    *e = (struct nx_xheld){.h = *h, .src = node, .ci = (uint8_t)ci, .len = len, .buf = buf,
+                           .data = buf ? data : e->inl};
+    if (!buf)
         memcpy(e->inl, data, len);
-        e->data = e->inl;
-    }
     TAILQ_INSERT_TAIL(&x->held, e, link);
     x->held_bytes += len;
     x->held_msgs++;

@@ -35,7 +35,8 @@ static int run_case(const struct ta_case *c, uint64_t seed)
     struct ta_pump_opts o = {.seed = seed, .chaos = ta_rand(&rng) % 4 == 0,
                              .misalign = ta_rand(&rng) % 8 == 0,
                              .inflight_limit = c->max_inflight,
-                             .lend = ta_rand(&rng) % 2 == 0};
+                             .lend = ta_rand(&rng) % 2 == 0,
+                             .take = ta_rand(&rng) % 2 == 0};
     struct ta_pump *p = ta_pump_new(c->nnodes, &o);
     uint64_t pe = 0;
     int rv = 0;

@@ -95,6 +95,9 @@ struct ta_pump_opts {
      * it, a step of its own at a random time, which fails the test if the bytes changed
      * since the send. */
     bool lend;
+    /* Each payload in a buffer of its own that the xop may take (net.take); one it does
+     * not take is overwritten and freed after the call. */
+    bool take;
 };
 
 struct ta_pump *ta_pump_new(uint32_t nnodes, const struct ta_pump_opts *o);

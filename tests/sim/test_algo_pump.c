@@ -41,6 +41,7 @@ struct ta_pump {
     uint8_t *odd; /* misaligned delivery buffer */
     size_t odd_cap;
     uint32_t nlent;  /* messages lent, not yet copied */
+    uint8_t *giving; /* take: the buffer of the message being delivered, until taken */
     bool broken;     /* an xop wrote memory it had lent */
 };
 
@@ -150,10 +151,22 @@ struct ta_pump *ta_pump_new(uint32_t nnodes, const struct ta_pump_opts *o)
     return p;
 }
 
+static void *p_take(void *arg, const void *data, size_t len)
+{
+    struct pnode *nd = arg;
+    struct ta_pump *p = nd->p;
+    uint8_t *buf = p->giving;
+    if (!buf || (const uint8_t *)data != buf + p->o.misalign)
+        return NULL;
+    p->giving = NULL;
+    return buf;
+}
+
 struct nx_xnet ta_pump_net(struct ta_pump *p, uint32_t n)
 {
     return (struct nx_xnet){.arg = &p->nodes[n], .send = p_send, .done = p_done,
-                            .lend_min = p->o.lend ? 1 : 0, .settle = p_settle};
+                            .lend_min = p->o.lend ? 1 : 0, .settle = p_settle,
+                            .take = p->o.take ? p_take : NULL};
 }
 
 void ta_pump_set(struct ta_pump *p, uint32_t n, struct nx_xop *x)
@@ -194,7 +207,13 @@ static void deliver(struct ta_pump *p, struct pmsg *q)
     }
     if (nd->done || !nd->x)
         return; /* e.g. a credit for a node that has finished */
-    if (p->o.misalign && q->m.len) {
+    if (p->o.take && q->m.len) {
+        /* A buffer of its own, which the xop may keep (net.take); the pump frees it
+         * otherwise, after writing over it, so that a kept pointer into it would show. */
+        p->giving = malloc(q->m.len + 1);
+        memcpy(p->giving + p->o.misalign, data, q->m.len);
+        data = p->giving + p->o.misalign;
+    } else if (p->o.misalign && q->m.len) {
         if (p->odd_cap < q->m.len + 1) {
             free(p->odd);
             p->odd_cap = q->m.len + 1;
@@ -204,7 +223,13 @@ static void deliver(struct ta_pump *p, struct pmsg *q)
         data = p->odd + 1;
     }
     nx_xop_on_data(nd->x, src, q->m.step, q->m.sig, q->m.offset, data, q->m.len);
+    if (p->giving) {
+        memset(p->giving, 0xa5, q->m.len + 1);
+        free(p->giving);
+        p->giving = NULL;
+    }
 }
+
 
 /* Messages of the (s, d) queue the pump may deliver now: a lent one only once copied, and
  * without chaos only the oldest. */
