@@ -85,7 +85,6 @@ struct xpart *xc_part_by_id(uint32_t id);
 /* Node `node` confirmed op (NX_XSTEP_CONFIRM) or sent its device note, on collective
  * channel ci; only its first such message counts the node. */
 void xc_confirmed_by(struct nx_op *op, uint32_t node, unsigned ci);
-/* Frees what c holds for seq (all: for every op). */
 /* From inside nx_xcoll_on_data (the transport's message) or feed_held (a held one): the
  * buffer data lies in, the caller's from then on (free()), so that what must be kept is
  * not copied; NULL: copy it.  Only once per message. */
@@ -94,6 +93,7 @@ void *xc_take(const void *data, size_t len);
 void xc_feeding_held(struct nx_xheld *h);
 /* Frees a held message and what it holds. */
 void xc_held_free(struct nx_xheld *h);
+/* Frees what c holds for seq (all: for every op). */
 void xc_drop_held(struct nx_comm *c, bool all, uint64_t seq);
 
 /* ---- xcoll_sig.c -------------------------------------------------------------------- */
