@@ -173,6 +173,15 @@ static void sc_forged(void)
     nx_xop_destroy(s.x);
 }
 
+/* Node 0's input 0, 1, ... 99; what node 1 sends, 1000 in every element. */
+static void solo_inputs(float p[16])
+{
+    for (int i = 0; i < 100; i++)
+        buf_in[i] = (float)i;
+    for (int i = 0; i < 16; i++)
+        p[i] = 1000.0f;
+}
+
 /* A whole run of the solo xop against a well-behaved node 1 played by hand. */
 static void sc_solo_run(void)
 {
@@ -180,10 +189,7 @@ static void sc_solo_run(void)
     uint32_t sig = sig_ar100();
     static float p[16];
     char desc[160];
-    for (int i = 0; i < 100; i++)
-        buf_in[i] = (float)i;
-    for (int i = 0; i < 16; i++)
-        p[i] = 1000.0f;
+    solo_inputs(p);
     solo_new(&s, 1);
     nx_xop_describe(s.x, desc, sizeof(desc));
     CHECK(strcmp(desc, "not started") == 0);
@@ -225,10 +231,7 @@ static void sc_lent(void)
     uint32_t sig = sig_ar100();
     static float p[16];
     char desc[160];
-    for (int i = 0; i < 100; i++)
-        buf_in[i] = (float)i;
-    for (int i = 0; i < 16; i++)
-        p[i] = 1000.0f;
+    solo_inputs(p);
     solo_make(&s, 4, true);
     nx_xop_start(s.x);
     /* Step 0 of each of the 4 pieces (window 4), all lent. */
