@@ -5,10 +5,11 @@
  * The threads share two kinds of queue, each a mutex-held list with a libuv async handle
  * to wake its reader: commands from the loop thread to a lane (send, close, forget,
  * adopt, reload, resume, stats, stop) and events from the lanes to the loop thread
- * (message, sent, up, lost, copied); besides them only the buffer pool, the hand-off counters
- * and the answers to reload and stats, which the loop thread waits for.  A peer incarnation is named across them by an id the loop thread
- * gives it and never reuses, so an event about a peer forgotten meanwhile finds nothing
- * and is dropped.  Each queue is first in, first out: after a lane handled "forget id",
+ * (message, sent, up, lost, copied); besides them only the buffer pool, the hand-off
+ * counters, the count of lent messages copied, and the answers to reload and stats,
+ * which the loop thread waits for.  A peer incarnation is named across them by an id
+ * the loop thread gives it and never reuses, so an event about a peer forgotten
+ * meanwhile finds nothing and is dropped.  Each queue is first in, first out: after a lane handled "forget id",
  * no event of its about id follows.
  */
 #ifndef NX_LANES_INT_H
