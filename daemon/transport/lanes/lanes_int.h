@@ -9,8 +9,8 @@
  * counters, the count of lent messages copied, and the answers to reload and stats,
  * which the loop thread waits for.  A peer incarnation is named across them by an id
  * the loop thread gives it and never reuses, so an event about a peer forgotten
- * meanwhile finds nothing and is dropped.  Each queue is first in, first out: after a lane handled "forget id",
- * no event of its about id follows.
+ * meanwhile finds nothing and is dropped.  Each queue is first in, first out: after a
+ * lane handled "forget id", no event of its about id follows.
  */
 #ifndef NX_LANES_INT_H
 #define NX_LANES_INT_H
