@@ -153,7 +153,6 @@ struct nx_xop {
     uint64_t max_inflight, inflight;
     struct nx_xinflight *infl;
     size_t ninfl, cap_infl;
-    uint32_t lent;        /* the slots' lent, all together */
     uint32_t next_token;
     uint8_t *stage, *tmp; /* host staging for one payload, and reduce-first scratch */
     size_t stage_cap, tmp_cap;

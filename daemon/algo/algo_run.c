@@ -173,7 +173,6 @@ static int send_one(struct nx_xop *x, struct nx_xslot *sl, const struct nx_xfer 
     }
     if (lent) {
         sl->lent++;
-        x->lent++;
         x->st.msgs_lent++;
     }
     x->st.msgs_sent++;
@@ -444,7 +443,6 @@ static void unlend(struct nx_xop *x, struct nx_xinflight *in)
     in->lent = false;
     struct nx_xslot *sl = slot_of(x, in->piece);
     sl->lent--;
-    x->lent--;
     if (!sl->lent && x->state == XS_RUNNING && sl->phase == XP_RECV)
         pull_early(x, sl);
 }
@@ -478,15 +476,18 @@ void nx_xrun_copied(struct nx_xop *x, uint32_t token)
 
 void nx_xrun_settle(struct nx_xop *x)
 {
-    if (!x->lent)
+    /* Every lent message has its record until acknowledged (send_one). */
+    size_t i = 0;
+    while (i < x->ninfl && !x->infl[i].lent)
+        i++;
+    if (i == x->ninfl)
         return;
     if (x->net.settle)
         x->net.settle(x->net.arg);
-    for (size_t i = 0; i < x->ninfl; i++)
+    for (; i < x->ninfl; i++)
         x->infl[i].lent = false;
-    for (uint32_t i = 0; i < x->window; i++)
-        x->slots[i].lent = 0;
-    x->lent = 0;
+    for (uint32_t s = 0; s < x->window; s++)
+        x->slots[s].lent = 0;
 }
 
 void nx_xrun_free(struct nx_xop *x)
