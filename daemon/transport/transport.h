@@ -35,6 +35,8 @@
 
 #define NX_TMSG_MAX (64u << 20) /* largest message, bytes */
 #define NX_TADDR_MAX 64         /* "host:port" with the NUL */
+#define NX_TSTREAM_MIN 4096     /* the shortest message offered streamed (on_stream) */
+#define NX_TSTREAM_HEAD 128     /* at least this much of it comes with the offer */
 
 struct nx_transport;
 struct nx_tpeer;
@@ -92,6 +94,19 @@ struct nx_transport_cb {
      * Comes for every lend() that returned 1, the peer lost or not (so no peer), before
      * its on_sent.  May be NULL for a caller that never lends. */
     void (*on_copied)(void *arg, uint64_t token);
+    /* Optional (NULL: every message comes whole, by on_message).  A message of at least
+     * NX_TSTREAM_MIN bytes that arrives in pieces (QUIC packets) is offered as it begins,
+     * with its first headlen >= NX_TSTREAM_HEAD bytes (valid during the call): NULL lets
+     * it come whole; anything else is the caller's sink, which then gets every byte of
+     * the message from the first, in order, piece by piece as packets bring them
+     * (on_stream_data; valid during the call), then on_stream_end(sink, 1) after the last
+     * one, or on_stream_end(sink, 0) when the connection ends inside the message.  The
+     * rest of that one never comes; a connection that carries the peer on (a handover)
+     * may bring the whole message again, by on_message or on_stream. */
+    void *(*on_stream)(void *arg, struct nx_tpeer *p, uint64_t channel, const void *head,
+                       size_t headlen, size_t len);
+    void (*on_stream_data)(void *arg, void *sink, const void *data, size_t n);
+    void (*on_stream_end)(void *arg, void *sink, int whole);
 };
 
 struct nx_transport_ops {

@@ -91,7 +91,7 @@ static void receiver(int wfd, const struct opts *o, unsigned payload)
     pin(1);
     loop = uv_default_loop();
     conf_for(&c, 1, o, payload);
-    struct nx_transport_cb cb = {&r, rx_message, rx_peer, NULL, NULL};
+    struct nx_transport_cb cb = {.arg = &r, .on_message = rx_message, .on_peer = rx_peer};
     struct nx_transport *t = nx_quic_new(loop, &c, &cb, err, sizeof(err));
     if (!t) {
         fprintf(stderr, "receiver: %s\n", err);
@@ -191,7 +191,7 @@ static int run_one(const struct opts *o, int nch, unsigned payload)
     x.limit = o->queue_mib << 20;
     x.buf = malloc(x.msg);
     memset(x.buf, 0x5a, x.msg);
-    struct nx_transport_cb cb = {&x, NULL, tx_peer, tx_sent, NULL};
+    struct nx_transport_cb cb = {.arg = &x, .on_peer = tx_peer, .on_sent = tx_sent};
     struct nx_transport *t = nx_quic_new(loop, &c, &cb, err, sizeof(err));
     if (!t) {
         fprintf(stderr, "sender: %s\n", err);

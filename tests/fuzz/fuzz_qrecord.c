@@ -7,8 +7,10 @@
  * when on_message closes the peer.  The stream is parsed three ways:
  *   - by a reference parser below, written for clarity, over the whole input at once;
  *   - by nx_qrec_feed() with the whole input in one call;
- *   - by nx_qrec_feed() in pseudo-random pieces (1 byte to 64 KiB).
- * All three must give the same records (channel, length, contents), the same verdict
+ *   - by nx_qrec_feed() in pseudo-random pieces (1 byte to 64 KiB);
+ *   - the same, with an owner that takes the long records it is offered streamed (all,
+ *     or every other one), hashing their bytes as they come.
+ * All must give the same records (channel, length, contents), the same verdict
  * (the same reason on a violation) and agree whether the stream may end here.  Every
  * buffer the parser asks for must be of the record's length, at most NX_TMSG_MAX, and
  * come back exactly once.
@@ -37,7 +39,15 @@ struct seen {
     uint64_t partial;  /* reference: the length of a record cut off by the end, if known */
 };
 
-static struct seen ref, whole, split;
+static struct seen ref, whole, split, streamed;
+
+/* The one record streaming now (the parser has at most one). */
+static struct {
+    int out;
+    uint64_t channel, hash, head_hash;
+    size_t len, have, offers;
+    int every_other;
+} sk;
 
 static uint64_t fnv1a(const uint8_t *p, size_t n)
 {
@@ -160,7 +170,56 @@ static int deliver(void *arg, uint64_t channel, const uint8_t *d, size_t len)
     return s->n - 1 == s->stop_after;
 }
 
-static const struct nx_qrec_ops ops = {buf_get, buf_put, deliver};
+static void *s_begin(void *arg, uint64_t channel, const uint8_t *head, size_t headlen,
+                     size_t len)
+{
+    (void)arg;
+    CHECK(!sk.out);
+    CHECK(len >= NX_QREC_STREAM_MIN && len <= NX_TMSG_MAX);
+    CHECK(headlen >= NX_QREC_HEAD && headlen < len);
+    if (sk.every_other && sk.offers++ % 2)
+        return NULL;
+    sk.out = 1;
+    sk.channel = channel;
+    sk.len = len;
+    sk.have = 0;
+    sk.hash = 1469598103934665603ull;
+    sk.head_hash = fnv1a(head, NX_QREC_HEAD);
+    return &sk;
+}
+
+static int s_data(void *arg, void *sink, const uint8_t *d, size_t n)
+{
+    (void)arg;
+    CHECK(sink == &sk && sk.out && n > 0 && sk.have + n <= sk.len);
+    if (sk.have == 0)
+        CHECK(n < NX_QREC_HEAD || fnv1a(d, NX_QREC_HEAD) == sk.head_hash);
+    for (size_t i = 0; i < n; i++)
+        sk.hash = (sk.hash ^ d[i]) * 1099511628211ull;
+    sk.have += n;
+    return 0;
+}
+
+static void s_end(void *arg, void *sink, int whole_rec)
+{
+    struct seen *s = arg;
+    CHECK(sink == &sk && sk.out);
+    sk.out = 0;
+    if (!whole_rec) {
+        CHECK(sk.have < sk.len);
+        return;
+    }
+    CHECK(sk.have == sk.len);
+    if (s->n < MAX_RECS) {
+        s->channel[s->n] = sk.channel;
+        s->length[s->n] = (uint32_t)sk.len;
+        s->hash[s->n] = sk.hash;
+    }
+    s->n++;
+}
+
+static const struct nx_qrec_ops ops = {buf_get, buf_put, deliver, NULL, NULL, NULL};
+static const struct nx_qrec_ops sops = {buf_get, buf_put, deliver, s_begin, s_data, s_end};
 
 static uint32_t next_rand(uint32_t *x)
 {
@@ -255,5 +314,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_end(&r, rv, why, ref_at_end);
     nx_qrec_fini(&r, &ops, &split);
     CHECK(split.bufs_out == 0);
+
+    /* Streamed where offered (no stop: a streamed record's end cannot stop the parse). */
+    if (stop_after != SIZE_MAX)
+        return 0;
+    memset(&streamed, 0, sizeof(streamed));
+    streamed.stop_after = SIZE_MAX;
+    memset(&sk, 0, sizeof(sk));
+    sk.every_other = ctl & 1;
+    nx_qrec_init(&r);
+    rv = 0;
+    off = 0;
+    while (off < size && rv == 0) {
+        uint32_t x = next_rand(&rnd);
+        size_t piece = (x & 0x300) ? 1 + (x % 1500) : 1 + (x % 65536);
+        if (piece > size - off)
+            piece = size - off;
+        rv = nx_qrec_feed(&r, data + off, piece, &sops, &streamed, &why);
+        off += piece;
+    }
+    CHECK(rv == ref_rv);
+    compare(&ref, &streamed);
+    if (rv < 0)
+        CHECK(!strcmp(why, ref_why));
+    else
+        check_end(&r, rv, why, ref_at_end);
+    nx_qrec_fini(&r, &sops, &streamed);
+    CHECK(streamed.bufs_out == 0 && !sk.out);
     return 0;
 }

@@ -53,6 +53,12 @@ SEEDS = {
     "cut_header": (0x10, pre(1) + rec(b"a") + b"\x00\x00"),
     "cut_preamble": (0x12, pre(1)[:7]),
     "cut_switch": (0x13, pre(1) + switch(2)[:9]),
+    # Long enough to be offered streamed (NX_TSTREAM_MIN): every one, or every other.
+    "streamed": (0x14, pre(4) + rec(body(5000, 3)) + rec(b"x") + rec(body(4096, 5))
+                 + switch(6) + rec(body(9000, 7)) + rec(body(4095, 9))),
+    "streamed_other": (0x15, pre(4) + rec(body(4096, 1)) + rec(body(6000, 2))
+                       + rec(body(4200, 4))),
+    "streamed_cut": (0x16, pre(4) + rec(body(5000, 3)) + rec(body(7000, 1), length=9000)),
 }
 
 

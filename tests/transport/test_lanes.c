@@ -137,7 +137,8 @@ static struct ep *ep_new_at(int i, uint32_t lanes, int node, const char *at)
 {
     struct ep *e = &eps[i];
     char listen[64], err[256];
-    struct nx_transport_cb cb = {e, on_message, on_peer, on_sent, on_copied};
+    struct nx_transport_cb cb = {.arg = e, .on_message = on_message, .on_peer = on_peer,
+                                 .on_sent = on_sent, .on_copied = on_copied};
     memset(e, 0, sizeof(*e));
     e->idx = i;
     e->scratch = malloc(MAXMSG);
@@ -374,7 +375,8 @@ static int case_reload(void)
 static int case_held(void)
 {
     struct ep *b = ep_new(1, 2, 1), *a0 = NULL, *a1 = &eps[2];
-    struct nx_transport_cb cb = {a1, on_message, on_peer, on_sent, NULL};
+    struct nx_transport_cb cb = {.arg = a1, .on_message = on_message, .on_peer = on_peer,
+                                 .on_sent = on_sent};
     char err[256], l1[32];
     /* a0 on some port P (plain QUIC) and a1 on P + 1: what a 2-lane node listens on. */
     for (int tries = 0; tries < 20 && !a1->t; tries++) {

@@ -5,6 +5,8 @@
  * boundary, at every pair of them, and byte by byte; each time the same records must come
  * out, of the same channels, with the same bytes.  Violations are refused with the
  * transport's own reasons (quic_recv.c closes the connection with "protocol: " and them).
+ * Records long enough to stream are offered once, and a sink that takes one gets its bytes
+ * in order, where they lie, then one end.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -26,6 +28,14 @@ struct got {
     int gets, puts, out;
     size_t last_get;
     const uint8_t *in, *in_end; /* the bytes of the current feed call */
+    /* streams: accept 0 none, 1 every one, 2 every other offer */
+    int accept, offers, ends_whole, ends_broken, bad;
+    struct t_sink {
+        size_t len, have;
+        uint8_t *buf;
+        uint64_t channel;
+        int out; /* between begin and end */
+    } sinks[MAXREC];
 };
 
 static void *t_get(void *arg, size_t len, size_t *cap)
@@ -63,12 +73,75 @@ static int t_deliver(void *arg, uint64_t channel, const uint8_t *d, size_t len)
     return g->n++ == g->stop_at;
 }
 
-static const struct nx_qrec_ops ops = {t_get, t_put, t_deliver};
+static void *t_begin(void *arg, uint64_t channel, const uint8_t *head, size_t headlen,
+                     size_t len)
+{
+    struct got *g = arg;
+    int k = g->offers++;
+    if (len < NX_QREC_STREAM_MIN || headlen < NX_QREC_HEAD || headlen >= len ||
+        k >= MAXREC)
+        g->bad++;
+    if (g->accept == 0 || (g->accept == 2 && k % 2) || k >= MAXREC)
+        return NULL;
+    struct t_sink *s = &g->sinks[k];
+    *s = (struct t_sink){.len = len, .buf = malloc(len), .channel = channel, .out = 1};
+    memcpy(s->buf, head, headlen < NX_QREC_HEAD ? headlen : NX_QREC_HEAD); /* checked
+                                                  * against what data brings */
+    return s;
+}
+
+static int t_data(void *arg, void *sink, const uint8_t *d, size_t n)
+{
+    struct got *g = arg;
+    struct t_sink *s = sink;
+    if (!s->out || n == 0 || s->have + n > s->len)
+        g->bad++;
+    else if (s->have < NX_QREC_HEAD &&
+             memcmp(s->buf + s->have, d,
+                    (s->have + n < NX_QREC_HEAD ? s->have + n : NX_QREC_HEAD) - s->have))
+        g->bad++; /* the head it was offered with is what came */
+    else
+        memcpy(s->buf + s->have, d, n), s->have += n;
+    /* Past the first piece, the bytes are the caller's: nothing gathered them. */
+    if (s->have > n && !(d >= g->in && d + n <= g->in_end))
+        g->bad++;
+    return 0;
+}
+
+static void t_end(void *arg, void *sink, int whole)
+{
+    struct got *g = arg;
+    struct t_sink *s = sink;
+    if (!s->out)
+        g->bad++;
+    s->out = 0;
+    if (!whole) {
+        g->ends_broken++;
+        free(s->buf);
+        return;
+    }
+    g->ends_whole++;
+    if (s->have != s->len)
+        g->bad++;
+    if (g->n < MAXREC) {
+        g->channel[g->n] = s->channel;
+        g->len[g->n] = s->len;
+        g->data[g->n] = s->buf;
+        g->copied[g->n] = 0;
+    } else {
+        free(s->buf);
+    }
+    g->n++;
+}
+
+static const struct nx_qrec_ops ops = {t_get, t_put, t_deliver, NULL, NULL, NULL};
+static const struct nx_qrec_ops sops = {t_get, t_put, t_deliver, t_begin, t_data, t_end};
 
 static void got_init(struct got *g)
 {
     memset(g, 0, sizeof(*g));
     g->stop_at = -1;
+    g->accept = -1; /* an owner without begin */
 }
 
 static void got_free(struct got *g)
@@ -81,13 +154,13 @@ static int feed(struct nx_qrec *r, struct got *g, const uint8_t *d, size_t len, 
 {
     g->in = d;
     g->in_end = d + len;
-    return nx_qrec_feed(r, d, len, &ops, g, why);
+    return nx_qrec_feed(r, d, len, g->accept >= 0 ? &sops : &ops, g, why);
 }
 
 /* ---- building streams ---- */
 
 struct stream {
-    uint8_t b[1 << 16];
+    uint8_t b[1 << 17];
     size_t n;
     /* what must come out */
     int nrec;
@@ -379,6 +452,107 @@ static void test_stop(void)
     }
 }
 
+/* Records of 4096 bytes and more stream where the owner takes them: cut at random points
+ * (and so that a record starts a few bytes before a cut), every record comes out whole
+ * and in order, streamed or delivered; one that lies whole in a piece is delivered; a
+ * stream cut off inside a record ends broken. */
+static void test_streams(void)
+{
+    static struct stream s;
+    uint64_t ch;
+    memset(&s, 0, sizeof(s));
+    s_pre(&s, 3, &ch);
+    s_rec(&s, 4095, ch);
+    s_rec(&s, 4096, ch);
+    s_rec(&s, 7, ch);
+    s_rec(&s, 20000, ch);
+    s_switch(&s, 5, &ch);
+    s_rec(&s, 5000, ch);
+    s_rec(&s, 0, ch);
+    s_rec(&s, 70000, ch);
+    s_rec(&s, 4100, ch);
+    uint32_t seed = 12345;
+    for (int trial = 0; trial < 3000; trial++) {
+        size_t cuts[400];
+        int n = 0;
+        size_t at = 0;
+        if (trial % 5 == 1) { /* each record begins 1..130 bytes before a cut */
+            for (int i = 0; i < s.nrec; i++) {
+                seed = seed * 1103515245u + 12345u;
+                size_t c = s.off[i] + 1 + (seed >> 8) % 130;
+                if (c > at && c < s.n)
+                    cuts[n++] = at = c;
+            }
+        } else {
+            for (;;) {
+                seed = seed * 1103515245u + 12345u;
+                size_t step = 1 + (seed >> 8) % (trial % 3 == 0 ? 3000 : 1400);
+                if (at + step >= s.n || n == 399)
+                    break;
+                cuts[n++] = at += step;
+            }
+        }
+        for (int accept = 0; accept <= 2; accept++) {
+            struct nx_qrec r;
+            struct got g;
+            const char *why = NULL;
+            got_init(&g);
+            g.accept = accept;
+            nx_qrec_init(&r);
+            size_t from = 0;
+            for (int i = 0; i <= n; i++) {
+                size_t end = i < n ? cuts[i] : s.n;
+                QH_CHECK(feed(&r, &g, s.b + from, end - from, &why) == 0);
+                from = end;
+            }
+            char ctx[64];
+            snprintf(ctx, sizeof(ctx), "streams, trial %d accept %d", trial, accept);
+            QH_CHECK(same(&s, &g, ctx));
+            QH_CHECK(g.bad == 0 && g.ends_broken == 0);
+            QH_CHECK(g.ends_whole == (accept == 0 ? 0 : accept == 1 ? g.offers
+                                                                    : (g.offers + 1) / 2));
+            QH_CHECK(g.out == 0 && g.gets == g.puts);
+            QH_CHECK(nx_qrec_end(&r, &why) == 0);
+            nx_qrec_fini(&r, &sops, &g);
+            got_free(&g);
+        }
+    }
+    /* Only the 4096+ records that came in pieces are offered: whole, nothing is. */
+    struct nx_qrec r;
+    struct got g;
+    const char *why = NULL;
+    got_init(&g);
+    g.accept = 1;
+    nx_qrec_init(&r);
+    QH_CHECK(feed(&r, &g, s.b, s.n, &why) == 0 && g.offers == 0 && g.n == s.nrec);
+    nx_qrec_fini(&r, &sops, &g);
+    got_free(&g);
+    /* Byte by byte: the 5 long records gather their heads, then stream. */
+    got_init(&g);
+    g.accept = 1;
+    nx_qrec_init(&r);
+    for (size_t i = 0; i < s.n; i++)
+        QH_CHECK(feed(&r, &g, s.b + i, 1, &why) == 0);
+    QH_CHECK(same(&s, &g, "streams, byte by byte") && g.bad == 0);
+    QH_CHECK(g.offers == 5 && g.ends_whole == 5 && g.out == 0);
+    nx_qrec_fini(&r, &sops, &g);
+    got_free(&g);
+    /* Cut off inside a streamed record: fini ends it broken, once. */
+    got_init(&g);
+    g.accept = 1;
+    nx_qrec_init(&r);
+    size_t mid = s.off[3] + 9000;
+    QH_CHECK(feed(&r, &g, s.b, s.off[3] + 500, &why) == 0);
+    QH_CHECK(feed(&r, &g, s.b + s.off[3] + 500, mid - s.off[3] - 500, &why) == 0);
+    QH_CHECK(g.offers == 1 && g.ends_whole == 0 && g.ends_broken == 0);
+    QH_CHECK(nx_qrec_end(&r, &why) == -EPROTO);
+    nx_qrec_fini(&r, &sops, &g);
+    QH_CHECK(g.ends_broken == 1 && g.bad == 0 && g.out == 0);
+    nx_qrec_fini(&r, &sops, &g); /* again: nothing more */
+    QH_CHECK(g.ends_broken == 1);
+    got_free(&g);
+}
+
 int main(void)
 {
     test_splits();
@@ -387,6 +561,7 @@ int main(void)
     test_ends();
     test_switch();
     test_stop();
+    test_streams();
     if (qh_failures) {
         fprintf(stderr, "test_qrecord: %d failures\n", qh_failures);
         return 1;

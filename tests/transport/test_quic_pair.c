@@ -168,7 +168,8 @@ static struct ep *ep_new(const struct nx_quic_conf *conf)
     char err[256];
     memset(e, 0, sizeof(*e));
     e->idx = neps;
-    struct nx_transport_cb cb = {e, on_message, on_peer, on_sent, NULL};
+    struct nx_transport_cb cb = {.arg = e, .on_message = on_message, .on_peer = on_peer,
+                                 .on_sent = on_sent};
     e->t = nx_quic_new(loop, conf, &cb, err, sizeof(err));
     if (!e->t) {
         fprintf(stderr, "nx_quic_new(%s): %s\n", conf->listen, err);

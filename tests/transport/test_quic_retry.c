@@ -68,7 +68,8 @@ static void on_sent(void *arg, struct nx_tpeer *p, uint64_t token)
 static int ep_start(struct ep *e, int node)
 {
     struct nx_quic_conf c;
-    struct nx_transport_cb cb = {e, on_message, on_peer, on_sent, NULL};
+    struct nx_transport_cb cb = {.arg = e, .on_message = on_message, .on_peer = on_peer,
+                                 .on_sent = on_sent};
     char err[256];
     qh_conf(&c, "127.0.0.1:0", node);
     c.retry = 1;

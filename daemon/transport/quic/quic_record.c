@@ -3,13 +3,15 @@
  *
  * Bytes come in whatever pieces the packets cut them into.  Fixed-size parts (preamble,
  * record header, switch channel) gather in hdr; a payload that lies whole in the piece at
- * hand is delivered from it without a copy, otherwise it is gathered in one buffer of the
- * record's length, asked for only once its first bytes are here and handed back as soon
- * as the record is delivered.
+ * hand is delivered from it without a copy.  Otherwise it is offered to the owner as a
+ * stream (ops->begin), whose sink then takes its bytes where they lie, piece by piece; or
+ * it is gathered in one buffer of the record's length, asked for only once its first
+ * bytes are here and handed back as soon as the record is delivered.
  */
 #include "quic_record.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 static uint64_t get_be64(const uint8_t *p)
@@ -68,6 +70,7 @@ static int header_done(struct nx_qrec *r, const struct nx_qrec_ops *ops, void *a
     if (r->msglen > NX_TMSG_MAX)
         return fail(r, "record longer than NX_TMSG_MAX", why);
     r->have = 0;
+    r->offered = 0;
     r->state = NX_QREC_BODY;
     if (r->msglen == 0) {
         r->state = NX_QREC_LEN;
@@ -100,12 +103,34 @@ int nx_qrec_feed(struct nx_qrec *r, const uint8_t *d, size_t len,
             continue;
         }
         size_t need = r->msglen - r->have;
+        if (r->sink) {
+            size_t t = need < len ? need : len;
+            int stop = ops->data(arg, r->sink, d, t);
+            r->have += t, d += t, len -= t;
+            if (r->have == r->msglen) {
+                void *sink = r->sink;
+                r->sink = NULL;
+                r->state = NX_QREC_LEN;
+                ops->end(arg, sink, 1);
+            }
+            if (stop)
+                return 1;
+            continue;
+        }
         if (r->have == 0 && len >= need) {
             r->state = NX_QREC_LEN;
             if (ops->deliver(arg, r->channel, d, need))
                 return 1;
             d += need, len -= need;
             continue;
+        }
+        size_t head = r->msglen < NX_QREC_HEAD ? r->msglen : NX_QREC_HEAD;
+        bool offer = ops->begin && !r->offered && r->msglen >= NX_QREC_STREAM_MIN;
+        if (offer && r->have == 0 && len >= head) {
+            r->offered = 1;
+            r->sink = ops->begin(arg, r->channel, d, len, r->msglen);
+            if (r->sink)
+                continue;
         }
         size_t t = need < len ? need : len;
         if (!r->buf)
@@ -118,6 +143,16 @@ int nx_qrec_feed(struct nx_qrec *r, const uint8_t *d, size_t len,
             body_release(r, ops, arg);
             if (stop)
                 return 1;
+        } else if (offer && !r->offered && r->have >= head) {
+            /* The record began at the end of a piece: offered once its head is here. */
+            r->offered = 1;
+            r->sink = ops->begin(arg, r->channel, r->buf, r->have, r->msglen);
+            if (r->sink) {
+                int stop = ops->data(arg, r->sink, r->buf, r->have);
+                body_release(r, ops, arg);
+                if (stop)
+                    return 1;
+            }
         }
     }
     return 0;
@@ -138,5 +173,10 @@ int nx_qrec_end(const struct nx_qrec *r, const char **why)
 
 void nx_qrec_fini(struct nx_qrec *r, const struct nx_qrec_ops *ops, void *arg)
 {
+    if (r->sink) {
+        void *sink = r->sink;
+        r->sink = NULL;
+        ops->end(arg, sink, 0);
+    }
     body_release(r, ops, arg);
 }

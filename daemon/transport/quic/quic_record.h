@@ -27,6 +27,10 @@
 #define NX_QREC_HDR 4            /* record header: payload length (BE32) */
 #define NX_QSWITCH 0xffffffffu   /* a "length" that says: the stream now carries channel ... */
 #define NX_QMAGIC "nxq1"
+/* A record at least this long that does not lie whole in the bytes at hand is offered to
+ * ops->begin, with at least its first NX_QREC_HEAD bytes. */
+#define NX_QREC_STREAM_MIN NX_TSTREAM_MIN
+#define NX_QREC_HEAD NX_TSTREAM_HEAD
 
 /* What the parser needs from its owner.  arg is the caller's, passed through. */
 struct nx_qrec_ops {
@@ -40,6 +44,17 @@ struct nx_qrec_ops {
      * one piece, else the get() buffer.  Nonzero stops the parse (the consumer is going
      * away): the bytes after this record are left unread. */
     int (*deliver)(void *arg, uint64_t channel, const uint8_t *data, size_t len);
+    /* Optional (NULL: every record is delivered whole).  A record of len >=
+     * NX_QREC_STREAM_MIN bytes that arrives in pieces, offered once its first headlen =
+     * min(len, NX_QREC_HEAD) or more bytes are here: NULL leaves it to be gathered and
+     * delivered whole; anything else is a sink that then gets every byte of the record
+     * from the first, in order and in pieces as they come (data), and then end(sink, 1)
+     * after the last, or end(sink, 0) if the stream stops inside it (nx_qrec_fini).  The
+     * record then never reaches deliver.  data's nonzero stops the parse, as deliver's. */
+    void *(*begin)(void *arg, uint64_t channel, const uint8_t *head, size_t headlen,
+                   size_t len);
+    int (*data)(void *arg, void *sink, const uint8_t *d, size_t n);
+    void (*end)(void *arg, void *sink, int whole);
 };
 
 enum nx_qrec_state {
@@ -58,6 +73,8 @@ struct nx_qrec {
     uint32_t msglen;
     uint8_t *buf;             /* from ops->get, while a record arrives in pieces */
     size_t have, cap;
+    void *sink;               /* from ops->begin, while a record streams */
+    int offered;              /* the record in hand went to ops->begin */
     const char *why;          /* static text, once failed */
 };
 
@@ -80,7 +97,8 @@ int nx_qrec_feed(struct nx_qrec *r, const uint8_t *d, size_t len,
  * a record" (or the failure that came first).  A stream without its preamble is inside. */
 int nx_qrec_end(const struct nx_qrec *r, const char **why);
 
-/* Hands a partial record's buffer back (ops->put); the parser may be dropped after. */
+/* Hands a partial record's buffer back (ops->put), or ends its stream (ops->end with
+ * whole 0); the parser may be dropped after. */
 void nx_qrec_fini(struct nx_qrec *r, const struct nx_qrec_ops *ops, void *arg);
 
 #endif

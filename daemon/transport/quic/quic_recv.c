@@ -7,7 +7,8 @@
  * (or the switch marker); here, a FIN only between records.  A record that arrives whole
  * inside one callback is delivered straight from the decrypted packet; otherwise it is
  * assembled in one buffer of the record's length (a large allocation costs address space
- * only, pages come as data does; buffers of finished records are reused, base/bufpool.h).
+ * only, pages come as data does; buffers of finished records are reused, base/bufpool.h),
+ * unless the layer above takes it streamed (on_stream), piece by piece from the packets.
  * Flow-control credit goes back as soon as bytes are consumed (delivered or copied).
  */
 #include <stdlib.h>
@@ -48,7 +49,36 @@ static void buf_put(void *arg, void *buf, size_t cap)
     nx_bufpool_put(c->q->bufs, buf, cap);
 }
 
-static const struct nx_qrec_ops rec_ops = {buf_get, buf_put, deliver};
+/* A long message arriving in packets: the layer above may take it as it comes. */
+static void *stream_begin(void *arg, uint64_t channel, const uint8_t *head, size_t headlen,
+                          size_t len)
+{
+    struct nx_qconn *c = arg;
+    struct nx_quic *q = c->q;
+    if (channel == NX_QCHAN_ROLL || !q->base.cb.on_stream)
+        return NULL; /* the end marker is empty: never streamed, but say it */
+    return q->base.cb.on_stream(q->base.cb.arg, &c->peer->base, channel, head, headlen, len);
+}
+
+static int stream_data(void *arg, void *sink, const uint8_t *d, size_t n)
+{
+    struct nx_qconn *c = arg;
+    struct nx_qpeer *p = c->peer;
+    p->bytes_recv += n;
+    c->q->base.cb.on_stream_data(c->q->base.cb.arg, sink, d, n);
+    return c->fail || p->forget_req || p->close_req ? -1 : 0;
+}
+
+static void stream_end(void *arg, void *sink, int whole)
+{
+    struct nx_qconn *c = arg;
+    if (whole)
+        c->peer->msgs_recv++;
+    c->q->base.cb.on_stream_end(c->q->base.cb.arg, sink, whole);
+}
+
+static const struct nx_qrec_ops rec_ops = {buf_get, buf_put, deliver, stream_begin,
+                                           stream_data, stream_end};
 
 static int rs_fail(struct nx_qconn *c, const char *why)
 {
