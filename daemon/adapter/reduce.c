@@ -62,7 +62,8 @@ struct isa {
 /* ---- element ops -------------------------------------------------------------------- */
 
 /* Integer SUM/PROD run on the unsigned type of the same width, so wrapping is defined;
- * every step is cast back to the type, so uint8_t products never overflow int. */
+ * every step is cast back to the type, so uint8_t products never overflow int.  F32/F64
+ * SUM/PROD are fadd/fmul (below). */
 #define OP_ADD(a, b) ((a) + (b))
 #define OP_MUL(a, b) ((a) * (b))
 #define OP_MIN(a, b) ((b) < (a) ? (b) : (a))
@@ -105,8 +106,32 @@ static inline double bits_f64(uint64_t u)
     return d;
 }
 
+/*
+ * F32/F64 SUM/PROD: a NaN result is the canonical quiet NaN.  Which operand's payload the
+ * hardware keeps depends on the operand order the compiler picked, which may differ between
+ * a loop's vector body and its scalar tail; a streamed receive cuts a message's elements
+ * anywhere, so without this two nodes could hold different NaNs for one element.  (Across
+ * nodes half types travel as f32 partials, so their own kernels need not: in cache this
+ * costs them a quarter of their speed, and f32/f64 nothing measurable.)
+ */
+#define DEF_FARITH(T, U, FT, TF, QNAN)                                                     \
+    static inline T fadd_##T(T a, T b)                                                     \
+    {                                                                                      \
+        T r = a + b;                                                                       \
+        U nan = -(U)(r != r);                                                              \
+        return TF((FT(r) & ~nan) | (QNAN & nan));                                          \
+    }                                                                                      \
+    static inline T fmul_##T(T a, T b)                                                     \
+    {                                                                                      \
+        T r = a * b;                                                                       \
+        U nan = -(U)(r != r);                                                              \
+        return TF((FT(r) & ~nan) | (QNAN & nan));                                          \
+    }
+
 DEF_FMINMAX(float, uint32_t, nx_f32_bits, nx_bits_f32, UINT32_C(0x7fc00000))
 DEF_FMINMAX(double, uint64_t, f64_bits, bits_f64, UINT64_C(0x7ff8000000000000))
+DEF_FARITH(float, uint32_t, nx_f32_bits, nx_bits_f32, UINT32_C(0x7fc00000))
+DEF_FARITH(double, uint64_t, f64_bits, bits_f64, UINT64_C(0x7ff8000000000000))
 
 /* ---- kernels, instantiated once per instruction set ---------------------------------- */
 
@@ -190,12 +215,12 @@ DEF_FMINMAX(double, uint64_t, f64_bits, bits_f64, UINT64_C(0x7ff8000000000000))
 #define DEF_PLAIN(isa, attr, name, T, OPF) DEF_FOLDS(isa, attr, name, T, T, ID, OPF)
 
 #define DEF_ALL(isa, attr)                                                                 \
-    DEF_PLAIN(isa, attr, sum_f32, float, OP_ADD)                                           \
-    DEF_PLAIN(isa, attr, prod_f32, float, OP_MUL)                                          \
+    DEF_PLAIN(isa, attr, sum_f32, float, fadd_float)                                       \
+    DEF_PLAIN(isa, attr, prod_f32, float, fmul_float)                                      \
     DEF_PLAIN(isa, attr, min_f32, float, fmin_float)                                       \
     DEF_PLAIN(isa, attr, max_f32, float, fmax_float)                                       \
-    DEF_PLAIN(isa, attr, sum_f64, double, OP_ADD)                                          \
-    DEF_PLAIN(isa, attr, prod_f64, double, OP_MUL)                                         \
+    DEF_PLAIN(isa, attr, sum_f64, double, fadd_double)                                     \
+    DEF_PLAIN(isa, attr, prod_f64, double, fmul_double)                                    \
     DEF_PLAIN(isa, attr, min_f64, double, fmin_double)                                     \
     DEF_PLAIN(isa, attr, max_f64, double, fmax_double)                                     \
     DEF_PLAIN(isa, attr, sum_u8, uint8_t, OP_ADD)                                          \

@@ -19,11 +19,13 @@
  *   by dtype.
  *
  *   F32/F64 SUM/PROD are a left fold in source order (((s0 op s1) op s2) ...) in the
- *   dtype's precision.  A NaN result's payload is unspecified.
+ *   dtype's precision.  A NaN result is the canonical quiet NaN (below), so that any
+ *   grouping of the elements into calls gives the same bits.
  *
- *   F16/BF16 are widened exactly to f32, folded there as F32 is, and rounded to nearest
- *   even once per output element (overflow gives inf, subnormals are kept, a NaN comes out
- *   quiet).  See half.h.
+ *   F16/BF16 are widened exactly to f32, folded there as F32 is (but a NaN result keeps
+ *   some operand's payload, unspecified which), and rounded to nearest even once per
+ *   output element (overflow gives inf, subnormals are kept, a NaN comes out quiet).  See
+ *   half.h.
  *
  *   Float MIN/MAX propagate NaN and order -0 below +0 (IEEE 754-2019 minimum/maximum): if
  *   either operand is NaN the result is the canonical quiet NaN (f32 0x7fc00000, f64

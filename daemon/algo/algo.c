@@ -278,6 +278,34 @@ void nx_xop_on_data(struct nx_xop *x, uint32_t src, uint32_t step, uint32_t sig,
     leave(x);
 }
 
+bool nx_xop_stream_begin(struct nx_xop *x, uint32_t src, uint32_t step, uint32_t sig,
+                         uint64_t offset, size_t len, struct nx_xstream *s)
+{
+    /* A half-type reduction keeps the payload of some NaN operand, which one depending on
+     * how the kernel's loop cut the elements (reduce.h): cut by packets too, two nodes
+     * could differ.  The daemon's xops reduce halves as f32 partials anyway. */
+    bool half = x->d.dtype == NEXAR_F16 || x->d.dtype == NEXAR_BF16;
+    if (x->state != XS_RUNNING || src >= x->d.nnodes || src == x->d.me || sig != x->sig ||
+        x->d.ad->use_stream || (half && nx_kind_has_redop(x->d.kind)))
+        return false;
+    return nx_xrun_stream_begin(x, src, step, offset, len, s);
+}
+
+void nx_xop_stream_data(struct nx_xop *x, struct nx_xstream *s, const void *data, size_t n)
+{
+    if (x->state != XS_RUNNING)
+        return; /* it ended, with its own reason: the rest goes nowhere */
+    enter(x);
+    nx_xrun_stream_data(x, s, data, n);
+    leave(x);
+}
+
+void nx_xop_stream_broken(struct nx_xop *x, const struct nx_xstream *s)
+{
+    if (x->state == XS_RUNNING)
+        nx_xrun_stream_broken(x, s);
+}
+
 void nx_xop_on_sent(struct nx_xop *x, uint32_t token)
 {
     if (x->state == XS_DONE)

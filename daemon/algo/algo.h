@@ -40,6 +40,7 @@
 #ifndef NX_ALGO_H
 #define NX_ALGO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -167,6 +168,31 @@ void nx_xop_start(struct nx_xop *x);
 void nx_xop_on_data(struct nx_xop *x, uint32_t src, uint32_t step, uint32_t sig,
                     uint64_t offset, const void *data, size_t len);
 
+/*
+ * A DATA message taken as it arrives (the transport's streamed receives) rather than
+ * whole.  nx_xop_stream_begin: whether it can go straight into its step now: the piece
+ * waits in that step for it, none of the step's messages is lent, and src, sig, offset
+ * and len agree with the xop.  If not, the caller lets it come whole (nx_xop_on_data),
+ * which judges it.  If so, nx_xop_stream_data takes its len payload bytes in order, in
+ * pieces of any size (valid during the call), and the receive counts once the last came.
+ * nx_xop_stream_broken: the rest will not come (the connection closed): the step waits,
+ * and the same message coming again fails the op, since part of it is in already.
+ * The xnet's adapter must be the host's (no streams); elsewhere begin says no.
+ */
+struct nx_xstream {
+    uint64_t piece, len, got; /* got: bytes applied; carry holds up to an element more */
+    uint32_t src, step;
+    uint32_t ncarry;
+    union {
+        uint8_t b[16];
+        uint64_t align;
+    } carry; /* an element cut between two pieces */
+};
+bool nx_xop_stream_begin(struct nx_xop *x, uint32_t src, uint32_t step, uint32_t sig,
+                         uint64_t offset, size_t len, struct nx_xstream *s);
+void nx_xop_stream_data(struct nx_xop *x, struct nx_xstream *s, const void *data, size_t n);
+void nx_xop_stream_broken(struct nx_xop *x, const struct nx_xstream *s);
+
 /* The message sent with token was acknowledged.  Unknown tokens are ignored. */
 void nx_xop_on_sent(struct nx_xop *x, uint32_t token);
 
@@ -199,6 +225,7 @@ struct nx_xop_stats {
     uint64_t msgs_sent, bytes_sent, msgs_recv, bytes_recv, credits_sent;
     uint64_t early_msgs;            /* messages kept because they came early */
     uint64_t msgs_lent;             /* messages the net copied on a thread of its own */
+    uint64_t msgs_streamed;         /* of msgs_recv, those taken as they arrived */
     uint64_t early_peak_bytes;      /* the most such bytes kept at once */
 };
 void nx_xop_stats(const struct nx_xop *x, struct nx_xop_stats *out);

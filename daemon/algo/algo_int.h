@@ -43,6 +43,8 @@ struct nx_xfer {
     uint32_t reg0, nreg; /* regions [reg0, reg0 + nreg) of the plan */
     uint64_t bytes;      /* payload length */
     bool done;           /* receive consumed (engine's bookkeeping) */
+    bool streamed;       /* receive: its message is going in as it arrives (algo_stream.c) */
+    bool torn;           /* and that broke off: the step waits, and a second copy fails */
 };
 
 /* Most steps send to and receive from a node or two, in a few regions: those fit in the
@@ -170,6 +172,14 @@ struct nx_xop {
 /* ---- the engine (algo_run.c) ---------------------------------------------------- */
 
 void nx_xrun_progress(struct nx_xop *x);
+/* The slot piece p runs in; the receive of a plan from src (NULL: none). */
+struct nx_xslot *nx_xrun_slot(struct nx_xop *x, uint64_t p);
+struct nx_xfer *nx_xrun_recv_of(struct nx_xplan *pl, uint32_t src);
+/* Streamed receives (algo_stream.c). */
+bool nx_xrun_stream_begin(struct nx_xop *x, uint32_t src, uint32_t step, uint64_t offset,
+                          size_t len, struct nx_xstream *s);
+void nx_xrun_stream_data(struct nx_xop *x, struct nx_xstream *s, const uint8_t *d, size_t n);
+void nx_xrun_stream_broken(struct nx_xop *x, const struct nx_xstream *s);
 void nx_xrun_data(struct nx_xop *x, uint32_t src, uint32_t step, uint64_t offset,
                   const void *data, size_t len);
 void nx_xrun_credit(struct nx_xop *x, uint32_t src, uint64_t done);

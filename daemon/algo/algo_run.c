@@ -18,10 +18,12 @@
 #include "mem.h"
 #include "nexar.h"
 
-static struct nx_xslot *slot_of(struct nx_xop *x, uint64_t p)
+struct nx_xslot *nx_xrun_slot(struct nx_xop *x, uint64_t p)
 {
     return &x->slots[p % x->window];
 }
+
+#define slot_of nx_xrun_slot
 
 static void geometry(const struct nx_xop *x, uint64_t p, struct nx_xpiece *pc)
 {
@@ -32,7 +34,7 @@ static void geometry(const struct nx_xop *x, uint64_t p, struct nx_xpiece *pc)
         pc->n = x->piece_elems;
 }
 
-static struct nx_xfer *find_recv(struct nx_xplan *pl, uint32_t src)
+struct nx_xfer *nx_xrun_recv_of(struct nx_xplan *pl, uint32_t src)
 {
     for (uint32_t i = 0; i < pl->nrecv; i++)
         if (pl->recv[i].peer == src)
@@ -242,7 +244,7 @@ static void pull_early(struct nx_xop *x, struct nx_xslot *sl)
             pp = &e->next;
             continue;
         }
-        struct nx_xfer *f = find_recv(&sl->plan, e->src);
+        struct nx_xfer *f = nx_xrun_recv_of(&sl->plan, e->src);
         *pp = e->next;
         x->early_bytes -= e->len;
         if (f && !f->done) { /* validated when kept */
@@ -289,7 +291,8 @@ static bool advance(struct nx_xop *x, struct nx_xslot *sl)
             sl->phase = XP_RECV;
             sl->recv_left = sl->plan.nrecv;
             for (uint32_t i = 0; i < sl->plan.nrecv; i++)
-                sl->plan.recv[i].done = false;
+                sl->plan.recv[i].done = sl->plan.recv[i].streamed =
+                    sl->plan.recv[i].torn = false;
             if (!sl->lent)
                 pull_early(x, sl); /* else once copied (nx_xrun_copied) */
             moved = true;
@@ -398,7 +401,7 @@ void nx_xrun_data(struct nx_xop *x, uint32_t src, uint32_t step, uint64_t offset
         nx_xplan_clear(pl);
         x->alg->plan(x, &pc, step, pl);
     }
-    struct nx_xfer *f = find_recv(pl, src);
+    struct nx_xfer *f = nx_xrun_recv_of(pl, src);
     if (!f || f->bytes != len)
         return nx_xop_fail(x, NEXAR_ERR_INTERNAL,
                            "node %u sent %zu bytes for step %u of piece %llu, where %s", src,
@@ -410,6 +413,13 @@ void nx_xrun_data(struct nx_xop *x, uint32_t src, uint32_t step, uint64_t offset
             return nx_xop_fail(x, NEXAR_ERR_INTERNAL,
                                "node %u sent step %u of piece %llu twice", src, step,
                                (unsigned long long)p);
+        if (f->streamed) /* part of it went in: a second copy cannot */
+            return nx_xop_fail(x, NEXAR_ERR_INTERNAL,
+                               "node %u sent step %u of piece %llu again %s", src, step,
+                               (unsigned long long)p,
+                               f->torn ? "after its first copy broke off midway (the "
+                                         "connection that carried it closed)"
+                                       : "while it was arriving");
         consume(x, sl, f, data);
         sl->recv_left--;
         return nx_xrun_progress(x);

@@ -36,7 +36,8 @@ static int run_case(const struct ta_case *c, uint64_t seed)
                              .misalign = ta_rand(&rng) % 8 == 0,
                              .inflight_limit = c->max_inflight,
                              .lend = ta_rand(&rng) % 2 == 0,
-                             .take = ta_rand(&rng) % 2 == 0};
+                             .take = ta_rand(&rng) % 2 == 0,
+                             .stream = ta_rand(&rng) % 2 == 0};
     struct ta_pump *p = ta_pump_new(c->nnodes, &o);
     uint64_t pe = 0;
     int rv = 0;

@@ -98,6 +98,10 @@ struct ta_pump_opts {
     /* Each payload in a buffer of its own that the xop may take (net.take); one it does
      * not take is overwritten and freed after the call. */
     bool take;
+    /* Half the messages are offered streamed (nx_xop_stream_begin); one the xop takes goes
+     * in pieces of 1 byte to 3000, each from a buffer of its own at a random alignment
+     * (overwritten and freed after), with the pump's other events between them. */
+    bool stream;
 };
 
 struct ta_pump *ta_pump_new(uint32_t nnodes, const struct ta_pump_opts *o);

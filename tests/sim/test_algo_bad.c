@@ -291,6 +291,110 @@ static void sc_lent(void)
     CHECK(s.settles == 1 && s.dones == 0);
 }
 
+/* Streamed receives: a message goes in piece by piece only into the step its piece waits
+ * in; cut anywhere (inside elements, at odd addresses) it gives what it gives whole; a
+ * second copy of one that began, broken off or not, fails the op naming the node. */
+static void sc_stream(void)
+{
+    struct solo s;
+    struct nx_xstream st;
+    uint32_t sig = sig_ar100();
+    static float p[16];
+    static uint8_t odd[80];
+    solo_inputs(p);
+    memset(buf_out, 0, sizeof(buf_out));
+    solo_new(&s, 4);
+    /* Not started: no. */
+    CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
+    nx_xop_start(s.x);
+    /* Wrong node, signature, step, offset, length: no (the whole path judges them). */
+    CHECK(!nx_xop_stream_begin(s.x, 0, 0, sig, 0, 64, &st));
+    CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig + 1, 0, 64, &st));
+    CHECK(!nx_xop_stream_begin(s.x, 1, 1, sig, 0, 64, &st));
+    CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig, 4, 64, &st));
+    CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 60, &st));
+    CHECK(s.dones == 0);
+    /* Piece 0, step 0, in pieces of 3, 1, 5, 55 bytes from an odd address: 16 + 1000. */
+    CHECK(nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
+    CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st)); /* once */
+    memcpy(odd + 1, p, 64);
+    size_t cuts[] = {3, 1, 5, 55};
+    const uint8_t *at = odd + 1;
+    for (int i = 0; i < 4; i++) {
+        /* element 16 (the first) goes in once its 4th byte came */
+        CHECK((buf_out[16] == 1016.0f) == (i >= 2) && buf_out[31] != 1031.0f && s.sends == 4);
+        nx_xop_stream_data(s.x, &st, at, cuts[i]);
+        at += cuts[i];
+    }
+    CHECK(buf_out[16] == 1016.0f && buf_out[31] == 1031.0f);
+    CHECK(s.sends == 5 && s.last.step == 1); /* the step ended: step 1 went out */
+    /* The same message again, whole: the step is past it. */
+    struct nx_xop_stats xs;
+    nx_xop_stats(s.x, &xs);
+    CHECK(xs.msgs_streamed == 1 && xs.msgs_recv == 1);
+    /* Piece 1, step 0, half streamed, then the rest of it arrives whole: fails. */
+    CHECK(nx_xop_stream_begin(s.x, 1, 0, sig, 128, 64, &st));
+    nx_xop_stream_data(s.x, &st, p, 30);
+    expect_fail(&s, 1, 0, sig, 128, 64, NEXAR_ERR_INTERNAL,
+                "node 1 sent step 0 of piece 1 again while it was arriving");
+
+    /* Broken off midway: the step waits; the message coming again fails the op. */
+    memset(buf_out, 0, sizeof(buf_out));
+    solo_new(&s, 4);
+    nx_xop_start(s.x);
+    CHECK(nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
+    nx_xop_stream_data(s.x, &st, p, 10);
+    nx_xop_stream_broken(s.x, &st);
+    nx_xop_stream_data(s.x, &st, (const uint8_t *)p + 10, 54); /* goes nowhere */
+    CHECK(buf_out[17] == 1017.0f && buf_out[18] != 1018.0f && s.sends == 4 && s.dones == 0);
+    CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
+    expect_fail(&s, 1, 0, sig, 0, 64, NEXAR_ERR_INTERNAL,
+                "node 1 sent step 0 of piece 0 again after its first copy broke off midway");
+
+    /* More bytes than the message has: fails, naming the node. */
+    solo_new(&s, 4);
+    nx_xop_start(s.x);
+    CHECK(nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
+    nx_xop_stream_data(s.x, &st, p, 40);
+    nx_xop_stream_data(s.x, &st, p, 40);
+    CHECK(s.dones == 1 && s.status == NEXAR_ERR_INTERNAL &&
+          strstr(s.text, "node 1's message for step 0 of piece 0 ran past its 64 bytes"));
+    nx_xop_destroy(s.x);
+
+    /* A step with a message lent takes nothing streamed; once copied it does. */
+    solo_make(&s, 4, true);
+    nx_xop_start(s.x);
+    CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
+    nx_xop_on_copied(s.x, s.tokens[0]);
+    CHECK(nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
+    nx_xop_stream_data(s.x, &st, p, 64);
+    CHECK(buf_out[16] == 1016.0f && s.sends == 5);
+    /* Ended with a stream open: what comes after goes nowhere. */
+    nx_xop_on_copied(s.x, s.tokens[1]);
+    CHECK(nx_xop_stream_begin(s.x, 1, 0, sig, 128, 64, &st));
+    buf_out[48] = 0;
+    nx_xop_abort(s.x, NEXAR_ERR_PEER_LOST, "node 1 lost");
+    nx_xop_stream_data(s.x, &st, p, 64);
+    nx_xop_stream_broken(s.x, &st);
+    CHECK(s.dones == 1 && s.status == NEXAR_ERR_PEER_LOST && buf_out[48] == 0);
+    nx_xop_destroy(s.x);
+
+    /* A half-type reduction never streams (its NaNs depend on how the kernel cuts). */
+    memset(&s, 0, sizeof(s));
+    struct nx_xop_desc d = {.kind = NX_K_ALL_REDUCE, .dtype = NEXAR_BF16, .redop = NEXAR_SUM,
+                            .algo = NX_ALGO_RING, .count = 100, .nnodes = 2, .me = 0,
+                            .nranks = 2, .rank_node = two_nodes, .in = buf_in, .out = buf_out,
+                            .ad = &nx_adapter_cpu, .chunk_bytes = 64, .window = 4,
+                            .what = "all_reduce seq 9"};
+    struct nx_xnet net = {.arg = &s, .send = solo_send, .done = solo_done};
+    char err[256];
+    CHECK(nx_xop_create(&d, &net, &s.x, err, sizeof(err)) == 0);
+    nx_xop_start(s.x);
+    uint32_t bsig = nx_xop_sig(NX_K_ALL_REDUCE, NEXAR_BF16, 100, 0, NEXAR_SUM);
+    CHECK(s.sends > 0 && !nx_xop_stream_begin(s.x, 1, 0, bsig, 0, s.last.len, &st));
+    nx_xop_destroy(s.x);
+}
+
 static void sc_lifecycle(void)
 {
     struct solo s;
@@ -559,7 +663,7 @@ static const struct {
 } scenarios[] = {
     {"forged", sc_forged}, {"solo", sc_solo_run}, {"lifecycle", sc_lifecycle},
     {"create", sc_create}, {"choose", sc_choose}, {"mismatch", sc_mismatch},
-    {"flow", sc_flow}, {"lent", sc_lent},
+    {"flow", sc_flow}, {"lent", sc_lent}, {"stream", sc_stream},
 };
 
 int main(int argc, char **argv)

@@ -23,6 +23,14 @@ struct pnode {
     char text[512];
 };
 
+struct pstream {
+    struct pstream *next;
+    uint32_t node;
+    struct nx_xstream s;
+    size_t off;
+    struct pmsg *q; /* its bytes */
+};
+
 struct ack {
     uint32_t node, token;
     uint64_t bytes;
@@ -43,6 +51,8 @@ struct ta_pump {
     uint32_t nlent;  /* messages lent, not yet copied */
     uint8_t *giving; /* take: the buffer of the message being delivered, until taken */
     bool broken;     /* an xop wrote memory it had lent */
+    struct pstream *streams; /* taken streamed, not all fed yet */
+    uint32_t nstreams;
 };
 
 static int p_send(void *arg, struct nx_xop *x, const struct nx_xmsg *m)
@@ -190,12 +200,13 @@ static struct pmsg *unlink_at(struct ta_pump *p, uint32_t s, uint32_t d, uint32_
     return q;
 }
 
-static void deliver(struct ta_pump *p, struct pmsg *q)
+/* Delivers q; true when it goes in streamed, which then owns it. */
+static bool deliver(struct ta_pump *p, struct pmsg *q)
 {
     uint32_t src = q->src;
     uint8_t *data = q->data;
     if (p->o.filter && !p->o.filter(p->o.filter_arg, &q->m, &src, data))
-        return;
+        return false;
     struct pnode *nd = &p->nodes[q->m.dst];
     if (q->m.token) {
         if (p->nacks == p->cap_acks) {
@@ -206,7 +217,16 @@ static void deliver(struct ta_pump *p, struct pmsg *q)
             (struct ack){.node = q->src, .token = q->m.token, .bytes = q->m.len};
     }
     if (nd->done || !nd->x)
-        return; /* e.g. a credit for a node that has finished */
+        return false; /* e.g. a credit for a node that has finished */
+    struct nx_xstream s;
+    if (p->o.stream && q->m.len && ta_rand(&p->rng) % 2 &&
+        nx_xop_stream_begin(nd->x, src, q->m.step, q->m.sig, q->m.offset, q->m.len, &s)) {
+        struct pstream *ps = malloc(sizeof(*ps));
+        *ps = (struct pstream){.next = p->streams, .node = q->m.dst, .s = s, .q = q};
+        p->streams = ps;
+        p->nstreams++;
+        return true;
+    }
     if (p->o.take && q->m.len) {
         /* A buffer of its own, which the xop may keep (net.take); the pump frees it
          * otherwise, after writing over it, so that a kept pointer into it would show. */
@@ -228,6 +248,7 @@ static void deliver(struct ta_pump *p, struct pmsg *q)
         free(p->giving);
         p->giving = NULL;
     }
+    return false;
 }
 
 
@@ -242,6 +263,36 @@ static uint32_t deliverable(const struct ta_pump *p, uint32_t s, uint32_t d)
         n += !q->lent;
     }
     return n;
+}
+
+/* Feeds the pick'th stream its next piece; frees it once all went. */
+static void stream_step(struct ta_pump *p, uint64_t pick)
+{
+    struct pstream **pp = &p->streams;
+    while (pick--)
+        pp = &(*pp)->next;
+    struct pstream *ps = *pp;
+    struct pnode *nd = &p->nodes[ps->node];
+    size_t left = ps->q->m.len - ps->off;
+    uint64_t r = ta_rand(&p->rng);
+    size_t n = 1 + (r % 4 == 0 ? r / 4 % 9 : r / 4 % 3000);
+    if (n > left)
+        n = left;
+    if (!nd->done) {
+        size_t mis = (size_t)(r >> 20) % 8;
+        uint8_t *buf = malloc(n + mis);
+        memcpy(buf + mis, ps->q->data + ps->off, n);
+        nx_xop_stream_data(nd->x, &ps->s, buf + mis, n);
+        memset(buf, 0x5a, n + mis);
+        free(buf);
+    }
+    ps->off += n;
+    if (ps->off == ps->q->m.len || nd->done) {
+        *pp = ps->next;
+        p->nstreams--;
+        free(ps->q);
+        free(ps);
+    }
 }
 
 /* Copies the pick'th lent message, and tells its sender. */
@@ -271,7 +322,7 @@ int ta_pump_run(struct ta_pump *p)
         }
         if (running == 0)
             return 0;
-        uint64_t options = unstarted + queues + p->nacks + p->nlent;
+        uint64_t options = unstarted + queues + p->nacks + p->nlent + p->nstreams;
         if (options == 0)
             return (int)running;
         uint64_t pick = ta_rand(&p->rng) % options;
@@ -299,6 +350,11 @@ int ta_pump_run(struct ta_pump *p)
             continue;
         }
         pick -= p->nlent;
+        if (pick < p->nstreams) {
+            stream_step(p, pick);
+            continue;
+        }
+        pick -= p->nstreams;
         for (uint32_t s = 0; s < p->N; s++)
             for (uint32_t d = 0; d < p->N; d++) {
                 uint32_t ok = deliverable(p, s, d);
@@ -310,8 +366,8 @@ int ta_pump_run(struct ta_pump *p)
                     if (!m->lent && j-- == 0)
                         break;
                 struct pmsg *q = unlink_at(p, s, d, k);
-                deliver(p, q);
-                free(q);
+                if (!deliver(p, q))
+                    free(q);
                 goto next;
             }
     next:;
@@ -345,6 +401,12 @@ void ta_pump_free(struct ta_pump *p)
                 free(q->lent);
                 free(q);
             }
+    }
+    while (p->streams) {
+        struct pstream *ps = p->streams;
+        p->streams = ps->next;
+        free(ps->q);
+        free(ps);
     }
     free(p->acks);
     free(p->odd);
