@@ -27,6 +27,7 @@
     X(bytes_reduced, "bytes reduced", true)                \
     X(bytes_copied, "bytes copied", true)                  \
     X(bytes_pulled, "bytes pulled", true)                  \
+    X(bytes_streamed, "bytes streamed", true)              \
     X(chunks, "chunks", false)                             \
     X(p2p_messages, "p2p messages", false)                 \
     X(clients_accepted, "clients accepted", false)         \

@@ -230,3 +230,20 @@ int nx_wire_decode(const void *buf, size_t len, struct nx_wire_msg *m, const cha
     m->body_len = len;
     return 0;
 }
+
+_Static_assert(NX_P2P_HDR_BYTES <= NX_DATA_HDR_BYTES, "decode_head needs the larger header");
+
+int nx_wire_decode_head(const void *buf, size_t have, size_t len, struct nx_wire_msg *m,
+                        const char **why)
+{
+    /* nx_wire_decode reads the envelope and the fixed header, never the body: with those
+     * here it judges the whole message by len alone. */
+    size_t need = NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES;
+    if (have < len && have < need) {
+        memset(m, 0, sizeof(*m));
+        if (why)
+            *why = "message head cut short";
+        return -EBADMSG;
+    }
+    return nx_wire_decode(buf, len, m, why);
+}

@@ -105,4 +105,12 @@ size_t nx_wire_put_p2p(uint8_t *out, uint32_t flags, const struct nx_p2p_hdr *h)
  * may be NULL) and *m zeroed.  m->body points into buf: valid as long as buf is. */
 int nx_wire_decode(const void *buf, size_t len, struct nx_wire_msg *m, const char **why);
 
+/* The same for a message of len bytes of which only the first have are at buf (a message
+ * still arriving): every check nx_wire_decode makes, from the envelope and header alone,
+ * which must be here (have >= min(len, NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES), else
+ * -EBADMSG, "message head cut short").  m->body_len is the whole body's; only its first
+ * have - (m->body - buf) bytes are at m->body. */
+int nx_wire_decode_head(const void *buf, size_t have, size_t len, struct nx_wire_msg *m,
+                        const char **why);
+
 #endif

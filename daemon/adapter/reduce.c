@@ -140,7 +140,11 @@ DEF_FARITH(double, uint64_t, f64_bits, bits_f64, UINT64_C(0x7ff8000000000000))
     attr static void fn(void *d_, const void *const *s, size_t n)                          \
     {                                                                                      \
         TD *restrict d = d_;
-#define SRC(TS, x, k) const TS *restrict x = s[k];
+/* Sources may lie at any address (a received payload sits where the packet put it): read
+ * through a typedef of alignment 1, which x86's vector loads do at full speed. */
+#define SRC(TS, x, k)                                                                      \
+    typedef TS x##_u __attribute__((aligned(1)));                                          \
+    const x##_u *restrict x = s[k];
 #define STEP(TD, OPF, v, y) v = (TD)OPF(v, y);
 
 #define DEF_FOLDS(isa, attr, name, TD, TS, W, OPF)                                         \

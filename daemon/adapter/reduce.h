@@ -51,7 +51,8 @@
 int nx_reduce_fanout(void *const *dsts, size_t ndst, const void *const *srcs, size_t nsrc,
                      size_t n, uint8_t dtype, uint8_t op);
 
-/* dst[i] = dst[i] op src[i] (dst may equal src). */
+/* dst[i] = dst[i] op src[i] (dst may equal src).  Except for half types (2-byte aligned),
+ * src may lie at any address, as a received payload does. */
 int nx_reduce_inplace(void *dst, const void *src, size_t n, uint8_t dtype, uint8_t op);
 
 /* Prefix over ranks: dsts[r] = op over srcs[0..r] (inclusive) or srcs[0..r-1]

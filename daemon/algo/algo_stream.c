@@ -6,17 +6,15 @@
  * lent: then nothing else writes the regions it goes to until it is in (the step cannot
  * end without it, and a step sends before it receives).  The regions are elementwise
  * (copy, reduce), so applying a message's elements in any grouping gives what applying it
- * whole does.  Pieces cut elements anywhere: a cut element waits in the stream's carry,
- * and a piece that lies misaligned for the element size goes through a small aligned
- * buffer, since the reduce kernels want aligned operands.
+ * whole does.  Pieces cut elements anywhere: a cut element waits in the stream's carry.
+ * A piece lies wherever its packet put it; the reduce kernels read a source at any
+ * address (reduce.h), and a half type, which wants two bytes, never streams a reduction.
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "algo_int.h"
 #include "nexar.h"
-
-#define BOUNCE_BYTES 4096
 
 /* Applies payload bytes [at, at + n) of f's message (whole elements, d aligned for them)
  * to its regions; 0 or the op failed. */
@@ -114,19 +112,8 @@ void nx_xrun_stream_data(struct nx_xop *x, struct nx_xstream *s, const uint8_t *
             continue;
         }
         size_t whole = n - n % es;
-        if ((uintptr_t)d % es == 0) {
-            if (apply(x, sl, f, s->got, d, whole) < 0)
-                return;
-        } else {
-            uint64_t bounce[BOUNCE_BYTES / sizeof(uint64_t)];
-            for (size_t o = 0; o < whole;) {
-                size_t t = whole - o < BOUNCE_BYTES ? whole - o : BOUNCE_BYTES - BOUNCE_BYTES % es;
-                memcpy(bounce, d + o, t);
-                if (apply(x, sl, f, s->got + o, (const uint8_t *)bounce, t) < 0)
-                    return;
-                o += t;
-            }
-        }
+        if (apply(x, sl, f, s->got, d, whole) < 0)
+            return;
         s->got += whole, d += whole, n -= whole;
     }
     if (x->state != XS_RUNNING || s->got < s->len)

@@ -12,6 +12,7 @@ struct nx_stats {
     uint64_t ops_completed, ops_failed;
     uint64_t bytes_reduced, bytes_copied, chunks;
     uint64_t bytes_pulled; /* moved by the ranks' peer reads (pull.c) */
+    uint64_t bytes_streamed; /* DATA payload taken as it arrived (xcoll_net.c) */
     uint64_t clients_accepted, clients_dropped, protocol_violations;
     uint64_t p2p_messages, mismatches, timeouts, peers_lost;
     uint64_t recoveries; /* communicators shrunk */

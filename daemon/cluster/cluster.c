@@ -222,6 +222,31 @@ static void on_message(void *arg, struct nx_tpeer *p, uint64_t channel, const vo
     nx_clients_flush();
 }
 
+/* A long message arriving in packets: collective data may go straight into its step. */
+static void *on_stream(void *arg, struct nx_tpeer *p, uint64_t channel, const void *head,
+                       size_t headlen, size_t len)
+{
+    struct nx_wire_msg w;
+    (void)arg;
+    if (nx_cluster_node(p)->state == NX_TPEER_LOST ||
+        nx_wire_decode_head(head, headlen, len, &w, NULL) < 0 || w.type != NX_WIRE_DATA)
+        return NULL; /* it comes whole, and is judged then */
+    return nx_xcoll_stream_begin(p, channel, &w);
+}
+
+static void on_stream_data(void *arg, void *sink, const void *data, size_t n)
+{
+    (void)arg;
+    nx_xcoll_stream_data(sink, data, n);
+    nx_clients_flush(); /* as on_message: the piece may have ended a part, or failed it */
+}
+
+static void on_stream_end(void *arg, void *sink, int whole)
+{
+    (void)arg;
+    nx_xcoll_stream_end(sink, whole);
+}
+
 static void on_peer(void *arg, struct nx_tpeer *p, enum nx_tpeer_state st, const char *reason)
 {
     struct nx_node *n = nx_cluster_node(p);
@@ -341,7 +366,8 @@ int nx_cluster_init(const struct nx_quic_inspect *inspect)
     qc.inspect = inspect;
     struct nx_transport_cb cb = {
         .arg = NULL, .on_message = on_message, .on_peer = on_peer, .on_sent = on_sent,
-        .on_copied = on_copied};
+        .on_copied = on_copied, .on_stream = on_stream, .on_stream_data = on_stream_data,
+        .on_stream_end = on_stream_end};
     char err[256];
     if (c->quic_lanes > 1) {
         cl.t = nx_lanes_new(nxd.loop, &qc, c->quic_lanes, &cb, err, sizeof(err));

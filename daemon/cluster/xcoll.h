@@ -93,6 +93,15 @@ void nx_xcoll_op_free(struct nx_op *op);
 const char *nx_xcoll_on_data(struct nx_tpeer *p, uint64_t channel, const struct nx_wire_msg *w,
                              const void *raw, size_t rawlen);
 
+/* A DATA message arriving in pieces (the transport's on_stream; w decoded from its head):
+ * a sink that takes its every byte from the first (nx_xcoll_stream_data) when it can go
+ * straight into the step its part's xop waits in, else NULL: it then comes whole, to
+ * nx_xcoll_on_data, which judges it.  nx_xcoll_stream_end frees the sink (whole 0: the
+ * rest never came). */
+void *nx_xcoll_stream_begin(struct nx_tpeer *p, uint64_t channel, const struct nx_wire_msg *w);
+void nx_xcoll_stream_data(void *sink, const void *data, size_t n);
+void nx_xcoll_stream_end(void *sink, int whole);
+
 /* The transport acknowledged a message sent with an NX_TOKEN_XCOLL token. */
 void nx_xcoll_on_sent(uint64_t token);
 /* The transport copied a message lent with an NX_TOKEN_XCOLL token. */

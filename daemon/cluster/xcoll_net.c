@@ -10,10 +10,13 @@
 #include "algo.h"
 #include "cluster.h"
 #include "comm.h"
+#include "context.h"
 #include "job.h"
 #include "matcher.h"
+#include "rendezvous.h"
 #include "mem.h"
 #include "nexar.h"
+#include "wire.h"
 #include "op.h"
 #include "xcoll.h"
 #include "xcoll_int.h"
@@ -170,6 +173,80 @@ const char *nx_xcoll_on_data(struct nx_tpeer *tp, uint64_t channel, const struct
     cur_raw = NULL;
     xc_leave();
     return NULL;
+}
+
+/* ---- streamed receives -------------------------------------------------------------- */
+
+/* A DATA message going into its xop as the packets bring it.  The part is found again by
+ * id for every piece (and must still run the same xop): it may end between two pieces. */
+struct xc_sink {
+    uint32_t part_id;
+    const struct nx_xop *x;
+    size_t skip; /* envelope and header bytes still to pass over */
+    struct nx_xstream s;
+};
+
+void *nx_xcoll_stream_begin(struct nx_tpeer *tp, uint64_t channel, const struct nx_wire_msg *w)
+{
+    const struct nx_data_hdr *h = &w->hdr;
+    struct nx_comm *c;
+    uint32_t node;
+    const char *why;
+    /* Only the plain case: the comm, op and part here, the step this node waits in.  The
+     * rest (early, held, confirmations, mismatches, errors) comes whole and is judged
+     * by deliver. */
+    if (w->type != NX_WIRE_DATA || h->step >= NX_XSTEP_DEVICE || h->length == 0 ||
+        !nx_rdv_job_by_key(h->job) || !nx_xcomm_find(h->job, h->comm) ||
+        nx_xcomm_route(tp, channel, w, NULL, 0, &c, &node, &why) <= 0)
+        return NULL;
+    struct nx_op *op = nx_match_op_find(&c->match, h->seq);
+    if (!op || !op->xr || !xc_sig_same(op, h) ||
+        !xc_dev_agrees(op, node, false, (unsigned)(channel - c->x->chan0)))
+        return NULL;
+    uint64_t k = xc_part_of(op, h->offset);
+    struct xpart *p = k < op->nchunks ? live_part(op->xr, k) : NULL;
+    if (!p || p->ended || !p->x)
+        return NULL;
+    struct xc_sink *sk = nx_xmalloc(sizeof(*sk));
+    if (!nx_xop_stream_begin(p->x, node, h->step, h->sig, h->offset - xc_part_base(op, k),
+                             h->length, &sk->s)) {
+        free(sk);
+        return NULL;
+    }
+    sk->part_id = p->id;
+    sk->x = p->x;
+    sk->skip = NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES;
+    return sk;
+}
+
+static struct xpart *sink_part(const struct xc_sink *sk)
+{
+    struct xpart *p = xc_part_by_id(sk->part_id);
+    return p && p->x == sk->x && !p->ended ? p : NULL;
+}
+
+void nx_xcoll_stream_data(void *sink, const void *data, size_t n)
+{
+    struct xc_sink *sk = sink;
+    const uint8_t *d = data;
+    size_t t = sk->skip < n ? sk->skip : n;
+    sk->skip -= t, d += t, n -= t;
+    struct xpart *p = n ? sink_part(sk) : NULL;
+    if (!p)
+        return; /* the part ended meanwhile: its xop said why */
+    nxd.stats.bytes_streamed += n;
+    xc_enter();
+    nx_xop_stream_data(p->x, &sk->s, d, n);
+    xc_leave();
+}
+
+void nx_xcoll_stream_end(void *sink, int whole)
+{
+    struct xc_sink *sk = sink;
+    struct xpart *p = whole ? NULL : sink_part(sk);
+    if (p)
+        nx_xop_stream_broken(p->x, &sk->s);
+    free(sk);
 }
 
 void nx_xcoll_on_sent(uint64_t token)

@@ -309,6 +309,7 @@ static void fill_stats(struct arena *a, Nexar__CtlReply *rep)
     st->bytes_reduced = s->bytes_reduced;
     st->bytes_copied = s->bytes_copied;
     st->bytes_pulled = s->bytes_pulled;
+    st->bytes_streamed = s->bytes_streamed;
     st->chunks = s->chunks;
     st->clients_accepted = s->clients_accepted;
     st->clients_dropped = s->clients_dropped;

@@ -5,7 +5,8 @@
  * must satisfy everything a receiver relies on (body inside the input, the exact payload
  * length, offset + length not wrapping), and encoding its header again must give back
  * the input's first bytes: the codec has one representation per header.  A message that
- * is refused must leave the output zeroed with a reason.
+ * is refused must leave the output zeroed with a reason.  Its head alone (as a streamed
+ * receive offers it) must be judged the same, without a read past the head.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -15,6 +16,30 @@
 
 #include "wire.h"
 #include "fuzz.h"
+
+/* nx_wire_decode_head on the first have bytes, in a buffer of exactly that many, gives
+ * what nx_wire_decode gave on all of them, or "cut short" when too few are there. */
+static void check_head(const uint8_t *data, size_t size, size_t have, int rv,
+                       const struct nx_wire_msg *m, const char *why)
+{
+    uint8_t *head = malloc(have ? have : 1);
+    if (!head)
+        return;
+    memcpy(head, data, have);
+    struct nx_wire_msg h;
+    const char *hwhy = NULL;
+    int hrv = nx_wire_decode_head(head, have, size, &h, &hwhy);
+    if (have < size && have < NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES) {
+        CHECK(hrv == -EBADMSG && !strcmp(hwhy, "message head cut short"));
+    } else {
+        CHECK(hrv == rv);
+        CHECK(rv != 0 ? !strcmp(hwhy, why)
+                      : hwhy == NULL && h.type == m->type && h.flags == m->flags &&
+                            h.body_len == m->body_len && !memcmp(&h.hdr, &m->hdr, sizeof(h.hdr)) &&
+                            !memcmp(&h.p2p, &m->p2p, sizeof(h.p2p)));
+    }
+    free(head);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -27,6 +52,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct nx_wire_msg m;
     const char *why = NULL;
     int rv = nx_wire_decode(buf, size, &m, &why);
+    for (size_t have = 0; have <= size && have <= NX_WIRE_ENV_BYTES + NX_DATA_HDR_BYTES + 2;
+         have++)
+        check_head(data, size, have, rv, &m, why);
     if (rv != 0) {
         CHECK(rv == -EBADMSG);
         CHECK(why != NULL && why[0] != '\0');

@@ -220,7 +220,7 @@ static void want_line(const char *cmd, const char *text, const char *words)
 struct counters {
     uint64_t ops_completed, ops_failed, bytes_reduced, bytes_copied, chunks, p2p_messages,
         clients_accepted, clients_dropped, protocol_violations, mismatches, timeouts,
-        peers_lost, recoveries, bytes_pulled;
+        peers_lost, recoveries, bytes_pulled, bytes_streamed;
 };
 
 /* stats: every counter exactly as expected, in JSON and in the table. */
@@ -234,9 +234,10 @@ static void check_stats(const struct counters *c, const char *when)
     ONE(ops_completed) ONE(ops_failed) ONE(bytes_reduced) ONE(bytes_copied) ONE(chunks)
     ONE(p2p_messages) ONE(clients_accepted) ONE(clients_dropped) ONE(protocol_violations)
     ONE(mismatches) ONE(timeouts) ONE(peers_lost) ONE(recoveries) ONE(bytes_pulled)
+    ONE(bytes_streamed)
 #undef ONE
-    EXPECT_TRUE(fails, tj_len(v, "") == 16, "stats: %ld members, expected command, status "
-                "and 14 counters", tj_len(v, ""));
+    EXPECT_TRUE(fails, tj_len(v, "") == 17, "stats: %ld members, expected command, status "
+                "and 15 counters", tj_len(v, ""));
     tj_free(v);
     const char *t = table("stats");
     char w[128];
