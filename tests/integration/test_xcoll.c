@@ -29,7 +29,9 @@
 #include <sys/wait.h>
 
 #include "cluster_util.h"
+#include "ctlrun.h"
 #include "itest.h"
+#include "tjson.h"
 
 #define MAXK 4 /* gen-certs.sh makes node0..node3 */
 
@@ -137,6 +139,24 @@ static int direct(int K, int N, const int *place, const char *const *rank_args, 
             }
             fails++;
         }
+    /* With one connection a pair the large ops' data went into them as the packets came
+     * (streamed receives, transport.md); lanes deliver whole messages. */
+    for (int i = 0; i < K && !fails; i++) {
+        int rc;
+        uint64_t v = 0;
+        struct tj *j = tl_ctl_json(nodes[i].d.dir, nodes[i].d.sock, "stats", &rc);
+        if (!j || rc != 0 || tj_u64(j, "bytes_streamed", &v) < 0) {
+            tl_log("FAIL: node %d: nexarctl --json stats: exit %d, no bytes_streamed", i, rc);
+            fails++;
+        } else if (lanes_arg[0] ? v != 0 : v == 0) {
+            tl_log("FAIL: node %d streamed %llu bytes; expected %s", i, (unsigned long long)v,
+                   lanes_arg[0] ? "none (lanes)" : "some");
+            fails++;
+        } else {
+            tl_log("node %d: %llu bytes streamed", i, (unsigned long long)v);
+        }
+        tj_free(j);
+    }
 out:
     for (int i = 0; i < started; i++)
         if (hx_daemon_stop(&nodes[i].d)) /* exit 0 on SIGTERM: part of the contract */
