@@ -28,6 +28,10 @@
  *             have left (its close among it), and every Initial of a dial: the peer
  *             takes the next dial beside the lingering connection, a stateless reset
  *             ends that one, a dial that timed out is made again
+ *   stream    streamed receives: the receiver takes long messages of even channels as
+ *             they arrive (on_stream), those of odd ones whole; every message once, in
+ *             order, bit-exact, each streamed one in several pieces; then one closed
+ *             from inside its stream ends it broken, once, and never arrives whole
  *   stray     a packet for no connection of ours (another endpoint's stateless reset,
  *             noise) gets no answer: two daemons that both dropped a connection used to
  *             reset each other's resets, a byte shorter each time (the positive side, a
@@ -64,10 +68,23 @@ struct ep {
     uint64_t send_seq[NCH], sent_bytes[NCH], inflight[NCH], target;
     uint8_t *scratch;
     int echo;
+    /* streamed receives (test "stream") */
+    uint64_t offers, streamed, pieces, broken, close_after;
+};
+
+/* A message taken streamed: its bytes gathered to be checked at the end. */
+struct sink {
+    struct ep *e;
+    struct nx_tpeer *p;
+    int from;
+    uint64_t ch, seq;
+    size_t len, have;
+    uint8_t *buf;
 };
 
 static struct ep eps[MAXEP];
 static int neps;
+static int with_streams; /* endpoints made from now take long messages streamed */
 static uv_loop_t *loop;
 
 /* Which of our endpoints sent it; a peer in another process counts as MAXEP - 1. */
@@ -101,6 +118,60 @@ static void on_message(void *arg, struct nx_tpeer *p, uint64_t ch, const void *d
     if (len && memcmp(e->scratch, data, len) != 0 && e->bad++ < 5)
         fprintf(stderr, "ep%d: from %d ch %llu seq %llu: contents differ\n", e->idx, from,
                 (unsigned long long)ch, (unsigned long long)seq);
+}
+
+static void *on_stream(void *arg, struct nx_tpeer *p, uint64_t ch, const void *head,
+                       size_t headlen, size_t len)
+{
+    struct ep *e = arg;
+    int from = idx_of(p->addr);
+    e->offers++;
+    if (len < NX_TSTREAM_MIN || headlen < NX_TSTREAM_HEAD || headlen >= len || ch >= MAXCH)
+        e->bad++;
+    if (ch % 2 || ch >= MAXCH)
+        return NULL; /* odd channels: whole */
+    struct sink *s = calloc(1, sizeof(*s));
+    *s = (struct sink){.e = e, .p = p, .from = from, .ch = ch,
+                       .seq = e->next_seq[from][ch]++, .len = len, .buf = malloc(len)};
+    return s;
+}
+
+static void on_stream_data(void *arg, void *sink, const void *data, size_t n)
+{
+    struct ep *e = arg;
+    struct sink *s = sink;
+    if (s->have + n > s->len || n == 0) {
+        e->bad++;
+        return;
+    }
+    memcpy(s->buf + s->have, data, n);
+    s->have += n;
+    e->pieces++;
+    if (e->close_after && s->have >= e->close_after) { /* the peer goes inside a stream */
+        e->close_after = 0;
+        e->t->ops->close_peer(s->p, "test: closed inside a stream");
+    }
+}
+
+static void on_stream_end(void *arg, void *sink, int whole)
+{
+    struct ep *e = arg;
+    struct sink *s = sink;
+    if (!whole) {
+        e->broken++;
+    } else if (s->have != s->len || s->len != qh_msg_len(s->ch, s->seq, MAXMSG)) {
+        e->bad++;
+    } else {
+        qh_msg_fill(e->scratch, s->len, s->ch, s->seq);
+        if (memcmp(e->scratch, s->buf, s->len) != 0 && e->bad++ < 5)
+            fprintf(stderr, "ep%d: streamed ch %llu seq %llu: contents differ\n", e->idx,
+                    (unsigned long long)s->ch, (unsigned long long)s->seq);
+        e->streamed++;
+        e->msgs++;
+        e->bytes += s->len;
+    }
+    free(s->buf);
+    free(s);
 }
 
 static void pump(struct ep *e);
@@ -170,6 +241,11 @@ static struct ep *ep_new(const struct nx_quic_conf *conf)
     e->idx = neps;
     struct nx_transport_cb cb = {.arg = e, .on_message = on_message, .on_peer = on_peer,
                                  .on_sent = on_sent};
+    if (with_streams) {
+        cb.on_stream = on_stream;
+        cb.on_stream_data = on_stream_data;
+        cb.on_stream_end = on_stream_end;
+    }
     e->t = nx_quic_new(loop, conf, &cb, err, sizeof(err));
     if (!e->t) {
         fprintf(stderr, "nx_quic_new(%s): %s\n", conf->listen, err);
@@ -1297,6 +1373,61 @@ static int test_stray(void)
     return 0;
 }
 
+/* ---- streamed receives ---- */
+
+static int stream_done(void *arg)
+{
+    struct bulk_done *d = arg;
+    return d->b->bytes >= d->total && d->a->acked_bytes >= d->total;
+}
+
+/* b ended the stream broken, and a saw b close the connection. */
+static int broken_and_lost(void *arg)
+{
+    struct bulk_done *d = arg;
+    return d->b->broken > 0 && d->a->losts > 0;
+}
+
+static int test_stream(void)
+{
+    with_streams = 1;
+    struct ep *a = ep_node("127.0.0.1:0", 0), *b = ep_node("127.0.0.1:0", 1);
+    if (!a || !b)
+        return 1;
+    a->to = peer_of(a, b);
+    a->target = (64u << 20) / NCH; /* 64 MiB in messages of up to 1 MiB on 4 channels */
+    struct bulk_done d = {a, b, bulk_total(a->target)};
+    pump(a);
+    QH_CHECK(qh_run_until(loop, stream_done, &d, 30000));
+    uint64_t small = 0, whole_long = 0;
+    for (unsigned ch = 0; ch < NCH; ch++)
+        for (uint64_t seq = 0; seq < a->send_seq[ch]; seq++) {
+            size_t len = qh_msg_len(ch, seq, MAXMSG);
+            small += len < NX_TSTREAM_MIN;
+            whole_long += len >= NX_TSTREAM_MIN && ch % 2;
+        }
+    printf("stream: %llu messages, %llu streamed in %llu pieces, %llu offers, %llu short\n",
+           (unsigned long long)b->msgs, (unsigned long long)b->streamed,
+           (unsigned long long)b->pieces, (unsigned long long)b->offers,
+           (unsigned long long)small);
+    QH_CHECK(b->bad == 0 && a->bad == 0 && b->bytes == d.total && b->broken == 0);
+    for (int ch = 0; ch < NCH; ch++)
+        QH_CHECK(b->next_seq[0][ch] == a->send_seq[ch]);
+    QH_CHECK(b->streamed > 0 && b->pieces > 2 * b->streamed);
+    /* A long message is offered unless it came in one piece (then it is whole anyway). */
+    QH_CHECK(b->offers >= b->streamed && b->offers <= b->streamed + whole_long);
+    /* Closed from inside a stream: that message ends broken and never comes whole. */
+    uint64_t msgs = b->msgs;
+    b->close_after = 64 << 10;
+    struct iovec iov = {a->scratch, MAXMSG};
+    QH_CHECK(a->to->t->ops->send(a->to, 0, &iov, 1, 0) == 0);
+    QH_CHECK(qh_run_until(loop, broken_and_lost, &d, 10000));
+    QH_CHECK(b->broken == 1 && b->msgs == msgs && b->bad == 0);
+    QH_CHECK(strstr(a->reason, "test: closed inside a stream") != NULL);
+    eps_free();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "bulk";
@@ -1337,6 +1468,8 @@ int main(int argc, char **argv)
         rv = test_mesh();
     } else if (!strcmp(what, "close")) {
         rv = test_close();
+    } else if (!strcmp(what, "stream")) {
+        rv = test_stream();
     } else if (!strcmp(what, "streams")) {
         rv = test_streams();
     } else if (!strcmp(what, "purpose")) {
