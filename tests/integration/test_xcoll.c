@@ -139,8 +139,8 @@ static int direct(int K, int N, const int *place, const char *const *rank_args, 
             }
             fails++;
         }
-    /* With one connection a pair the large ops' data went into them as the packets came
-     * (streamed receives, transport.md); lanes deliver whole messages. */
+    /* The large ops' data went into them as the packets came (streamed receives,
+     * transport.md): all of it with one connection a pair, lane 0's with lanes. */
     for (int i = 0; i < K && !fails; i++) {
         int rc;
         uint64_t v = 0;
@@ -148,9 +148,8 @@ static int direct(int K, int N, const int *place, const char *const *rank_args, 
         if (!j || rc != 0 || tj_u64(j, "bytes_streamed", &v) < 0) {
             tl_log("FAIL: node %d: nexarctl --json stats: exit %d, no bytes_streamed", i, rc);
             fails++;
-        } else if (lanes_arg[0] ? v != 0 : v == 0) {
-            tl_log("FAIL: node %d streamed %llu bytes; expected %s", i, (unsigned long long)v,
-                   lanes_arg[0] ? "none (lanes)" : "some");
+        } else if (v == 0) {
+            tl_log("FAIL: node %d streamed no bytes", i);
             fails++;
         } else {
             tl_log("node %d: %llu bytes streamed", i, (unsigned long long)v);

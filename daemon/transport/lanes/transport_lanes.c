@@ -245,6 +245,29 @@ static void l0_message(void *arg, struct nx_tpeer *p0, uint64_t channel, const v
         L->base.cb.on_message(L->base.cb.arg, &p->base, channel, data, len);
 }
 
+/* Lane 0 runs on this thread: its long messages may stream to the caller as they come. */
+static void *l0_stream(void *arg, struct nx_tpeer *p0, uint64_t channel, const void *head,
+                       size_t headlen, size_t len)
+{
+    struct nx_lanes *L = arg;
+    struct nx_lpeer *p = p0->user;
+    if (!p || p->state == NX_TPEER_LOST || channel == NX_LANES_HELLO || !L->base.cb.on_stream)
+        return NULL;
+    return L->base.cb.on_stream(L->base.cb.arg, &p->base, channel, head, headlen, len);
+}
+
+static void l0_stream_data(void *arg, void *sink, const void *data, size_t n)
+{
+    struct nx_lanes *L = arg;
+    L->base.cb.on_stream_data(L->base.cb.arg, sink, data, n);
+}
+
+static void l0_stream_end(void *arg, void *sink, int whole)
+{
+    struct nx_lanes *L = arg;
+    L->base.cb.on_stream_end(L->base.cb.arg, sink, whole);
+}
+
 static void l0_peer(void *arg, struct nx_tpeer *p0, enum nx_tpeer_state st, const char *reason)
 {
     struct nx_lanes *L = arg;
@@ -533,7 +556,9 @@ static int start_lanes(struct nx_lanes *L, uv_loop_t *loop, const struct nx_quic
      * destroy returns) is gone. */
     qc.bufs = NULL;
     struct nx_transport_cb cb0 = {.arg = L, .on_message = l0_message, .on_peer = l0_peer,
-                                  .on_sent = l0_sent};
+                                  .on_sent = l0_sent, .on_stream = l0_stream,
+                                  .on_stream_data = l0_stream_data,
+                                  .on_stream_end = l0_stream_end};
     L->t0 = nx_quic_new(loop, &qc, &cb0, err, errlen);
     if (!L->t0)
         return -1;

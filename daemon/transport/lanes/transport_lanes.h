@@ -32,6 +32,8 @@
  *   whole in one packet; sends are copied once on the loop thread (as send() promises)
  *   and queued on the lane without another copy.  Large buffers come from one pool shared
  *   by all lanes, so a steady transfer does not fault in fresh pages.
+ * - Streamed receives (on_stream) come from lane 0 alone, which runs on the loop thread;
+ *   the other lanes hand over whole messages.
  */
 #ifndef NX_TRANSPORT_LANES_H
 #define NX_TRANSPORT_LANES_H
