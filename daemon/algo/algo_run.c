@@ -23,8 +23,6 @@ struct nx_xslot *nx_xrun_slot(struct nx_xop *x, uint64_t p)
     return &x->slots[p % x->window];
 }
 
-#define slot_of nx_xrun_slot
-
 static void geometry(const struct nx_xop *x, uint64_t p, struct nx_xpiece *pc)
 {
     pc->idx = p;
@@ -257,7 +255,7 @@ static void pull_early(struct nx_xop *x, struct nx_xslot *sl)
 
 static void start_piece(struct nx_xop *x, uint64_t p)
 {
-    struct nx_xslot *sl = slot_of(x, p);
+    struct nx_xslot *sl = nx_xrun_slot(x, p);
     geometry(x, p, &sl->pc);
     if (x->scratch_elems && !sl->scr)
         sl->scr = nx_xmalloc(x->scratch_elems * x->es);
@@ -338,7 +336,7 @@ void nx_xrun_progress(struct nx_xop *x)
         moved = false;
         uint64_t hi = x->lo + x->window < x->npieces ? x->lo + x->window : x->npieces;
         for (uint64_t p = x->lo; p < hi && x->state == XS_RUNNING; p++) {
-            struct nx_xslot *sl = slot_of(x, p);
+            struct nx_xslot *sl = nx_xrun_slot(x, p);
             if (sl->phase == XP_IDLE) {
                 start_piece(x, p);
                 moved = true;
@@ -349,8 +347,8 @@ void nx_xrun_progress(struct nx_xop *x)
         if (x->state != XS_RUNNING)
             return;
         uint64_t lo0 = x->lo;
-        while (x->lo < x->npieces && slot_of(x, x->lo)->phase == XP_DONE) {
-            slot_of(x, x->lo)->phase = XP_IDLE;
+        while (x->lo < x->npieces && nx_xrun_slot(x, x->lo)->phase == XP_DONE) {
+            nx_xrun_slot(x, x->lo)->phase = XP_IDLE;
             x->lo++;
         }
         if (x->lo != lo0) {
@@ -385,7 +383,7 @@ void nx_xrun_data(struct nx_xop *x, uint32_t src, uint32_t step, uint64_t offset
                            "[%llu, %llu): %s", src, step, (unsigned long long)p,
                            (unsigned long long)x->lo, (unsigned long long)(x->lo + x->window),
                            p < x->lo ? "a duplicate" : "it ignored the flow control");
-    struct nx_xslot *sl = slot_of(x, p);
+    struct nx_xslot *sl = nx_xrun_slot(x, p);
     bool live = x->state == XS_RUNNING && sl->phase != XP_IDLE;
     if (live && (step < sl->step || sl->phase == XP_DONE))
         return nx_xop_fail(x, NEXAR_ERR_INTERNAL,
@@ -451,7 +449,7 @@ void nx_xrun_credit(struct nx_xop *x, uint32_t src, uint64_t done)
 static void unlend(struct nx_xop *x, struct nx_xinflight *in)
 {
     in->lent = false;
-    struct nx_xslot *sl = slot_of(x, in->piece);
+    struct nx_xslot *sl = nx_xrun_slot(x, in->piece);
     sl->lent--;
     if (!sl->lent && x->state == XS_RUNNING && sl->phase == XP_RECV)
         pull_early(x, sl);

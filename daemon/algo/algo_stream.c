@@ -16,8 +16,8 @@
 #include "algo_int.h"
 #include "nexar.h"
 
-/* Applies payload bytes [at, at + n) of f's message (whole elements, d aligned for them)
- * to its regions; 0 or the op failed. */
+/* Applies payload bytes [at, at + n) of f's message (whole elements, at any address) to
+ * its regions; 0, or -1 when that failed the op. */
 static int apply(struct nx_xop *x, struct nx_xslot *sl, const struct nx_xfer *f, uint64_t at,
                  const uint8_t *d, size_t n)
 {
