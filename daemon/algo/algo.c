@@ -409,8 +409,13 @@ void nx_xop_describe(const struct nx_xop *x, char *buf, size_t len)
     } else if (sl->phase == XP_RECV) {
         size_t off = (size_t)n;
         off += (size_t)snprintf(buf + off, len - off, ": waiting for node");
-        for (uint32_t i = 0; i < sl->plan.nrecv && off < len; i++)
-            if (!sl->plan.recv[i].done)
-                off += (size_t)snprintf(buf + off, len - off, " %u", sl->plan.recv[i].peer);
+        for (uint32_t i = 0; i < sl->plan.nrecv && off < len; i++) {
+            const struct nx_xfer *f = &sl->plan.recv[i];
+            if (!f->done)
+                off += (size_t)snprintf(buf + off, len - off, " %u%s", f->peer,
+                                        f->torn       ? " (its message broke off midway)"
+                                        : f->streamed ? " (its message is arriving)"
+                                                      : "");
+        }
     }
 }

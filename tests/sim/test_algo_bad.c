@@ -344,7 +344,12 @@ static void sc_stream(void)
     nx_xop_start(s.x);
     CHECK(nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
     nx_xop_stream_data(s.x, &st, p, 10);
+    char desc[160];
+    nx_xop_describe(s.x, desc, sizeof(desc));
+    CHECK(strstr(desc, "step 1/2: waiting for node 1 (its message is arriving)") != NULL);
     nx_xop_stream_broken(s.x, &st);
+    nx_xop_describe(s.x, desc, sizeof(desc));
+    CHECK(strstr(desc, "step 1/2: waiting for node 1 (its message broke off midway)") != NULL);
     nx_xop_stream_data(s.x, &st, (const uint8_t *)p + 10, 54); /* goes nowhere */
     CHECK(buf_out[17] == 1017.0f && buf_out[18] != 1018.0f && s.sends == 4 && s.dones == 0);
     CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
