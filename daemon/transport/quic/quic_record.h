@@ -82,9 +82,10 @@ void nx_qrec_init(struct nx_qrec *r);
 
 /*
  * Parses the next len bytes of the stream, calling ops->deliver for every record they
- * complete, in order.  Returns
+ * complete (or ops->data for a streamed one's bytes), in order.  Returns
  *   0        every byte was parsed (a partial record waits for the next call);
  *   1        deliver asked to stop: the parser is between records, the rest is unread;
+ *            or data did: the parser is inside that streamed record, which fini ends;
  *   -EPROTO  the bytes break the format; *why (static text, the reason the transport
  *            closes the connection with) is "bad stream preamble" or "record longer than
  *            NX_TMSG_MAX".  The parser stays failed: later calls return the same.
