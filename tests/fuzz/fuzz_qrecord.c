@@ -229,6 +229,24 @@ static uint32_t next_rand(uint32_t *x)
     return *x;
 }
 
+/* Feeds data in pseudo-random pieces: mostly 1 to small bytes, now and then up to 64 KiB;
+ * stops at the parser's first nonzero return, which it returns. */
+static int feed_pieces(struct nx_qrec *r, const uint8_t *data, size_t size, uint32_t small,
+                       const struct nx_qrec_ops *o, struct seen *s, uint32_t *rnd,
+                       const char **why)
+{
+    int rv = 0;
+    for (size_t off = 0; off < size && rv == 0;) {
+        uint32_t x = next_rand(rnd);
+        size_t piece = (x & 0x300) ? 1 + (x % small) : 1 + (x % 65536);
+        if (piece > size - off)
+            piece = size - off;
+        rv = nx_qrec_feed(r, data + off, piece, o, s, why);
+        off += piece;
+    }
+    return rv;
+}
+
 static void compare(const struct seen *a, const struct seen *b)
 {
     CHECK(a->n == b->n);
@@ -291,16 +309,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&split, 0, sizeof(split));
     split.stop_after = stop_after;
     nx_qrec_init(&r);
-    rv = 0;
-    size_t off = 0;
-    while (off < size && rv == 0) {
-        uint32_t x = next_rand(&rnd);
-        size_t piece = (x & 0x300) ? 1 + (x % 17) : 1 + (x % 65536);
-        if (piece > size - off)
-            piece = size - off;
-        rv = nx_qrec_feed(&r, data + off, piece, &ops, &split, &why);
-        off += piece;
-    }
+    rv = feed_pieces(&r, data, size, 17, &ops, &split, &rnd, &why);
     CHECK(rv == ref_rv);
     compare(&ref, &split);
     if (rv < 0) {
@@ -323,16 +332,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&sk, 0, sizeof(sk));
     sk.every_other = ctl & 1;
     nx_qrec_init(&r);
-    rv = 0;
-    off = 0;
-    while (off < size && rv == 0) {
-        uint32_t x = next_rand(&rnd);
-        size_t piece = (x & 0x300) ? 1 + (x % 1500) : 1 + (x % 65536);
-        if (piece > size - off)
-            piece = size - off;
-        rv = nx_qrec_feed(&r, data + off, piece, &sops, &streamed, &why);
-        off += piece;
-    }
+    rv = feed_pieces(&r, data, size, 1500, &sops, &streamed, &rnd, &why);
     CHECK(rv == ref_rv);
     compare(&ref, &streamed);
     if (rv < 0)
