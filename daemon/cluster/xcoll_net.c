@@ -13,7 +13,6 @@
 #include "context.h"
 #include "job.h"
 #include "matcher.h"
-#include "rendezvous.h"
 #include "mem.h"
 #include "nexar.h"
 #include "wire.h"
@@ -196,7 +195,6 @@ void *nx_xcoll_stream_begin(struct nx_tpeer *tp, uint64_t channel, const struct 
      * rest (early, held, confirmations, mismatches, errors) comes whole and is judged
      * by deliver. */
     if (w->type != NX_WIRE_DATA || h->step >= NX_XSTEP_DEVICE || h->length == 0 ||
-        !nx_rdv_job_by_key(h->job) || !nx_xcomm_find(h->job, h->comm) ||
         nx_xcomm_route(tp, channel, w, NULL, 0, &c, &node, &why) <= 0)
         return NULL;
     struct nx_op *op = nx_match_op_find(&c->match, h->seq);

@@ -269,7 +269,7 @@ int nx_xcomm_route(struct nx_tpeer *p, uint64_t channel, const struct nx_wire_ms
     struct nx_comm *c = j ? nx_xcomm_find(job_key, comm_key) : NULL;
     if (!c) {
         /* A job that failed here keeps its key: its messages are stale, not early. */
-        if (!j || j->state != NX_JOB_FAILED)
+        if (raw && (!j || j->state != NX_JOB_FAILED))
             keep_orphan(p, channel, job_key, comm_key, raw, rawlen);
         return 0;
     }

@@ -96,8 +96,9 @@ struct nx_comm *nx_xcomm_find(uint64_t job_key, uint64_t comm_key);
  * claims to come from (DATA: its src; P2P: the node of its src rank, looked up by the
  * caller once it knows the job, so pass UINT32_MAX and src_rank).  Returns:
  *    1  *c and *node (comm node of the sender) are set;
- *    0  nothing to do now: the message was kept for a communicator not here yet, or its
- *       communicator is gone or failed (dropped);
+ *    0  nothing to do now: the message was kept (raw, rawlen) for a communicator not here
+ *       yet (raw NULL: nothing kept, for a caller that has the message whole only later),
+ *       or its communicator is gone or failed (dropped);
  *   -1  the peer broke the protocol: why says how (drop it).
  */
 int nx_xcomm_route(struct nx_tpeer *p, uint64_t channel, const struct nx_wire_msg *w,
