@@ -70,7 +70,6 @@ static int header_done(struct nx_qrec *r, const struct nx_qrec_ops *ops, void *a
     if (r->msglen > NX_TMSG_MAX)
         return fail(r, "record longer than NX_TMSG_MAX", why);
     r->have = 0;
-    r->offered = 0;
     r->state = NX_QREC_BODY;
     if (r->msglen == 0) {
         r->state = NX_QREC_LEN;
@@ -124,10 +123,11 @@ int nx_qrec_feed(struct nx_qrec *r, const uint8_t *d, size_t len,
             d += need, len -= need;
             continue;
         }
-        size_t head = r->msglen < NX_QREC_HEAD ? r->msglen : NX_QREC_HEAD;
-        bool offer = ops->begin && !r->offered && r->msglen >= NX_QREC_STREAM_MIN;
-        if (offer && r->have == 0 && len >= head) {
-            r->offered = 1;
+        /* Offered once: with its first piece if that holds the head, else with the piece
+         * that completes the head. */
+        bool offer = ops->begin && r->msglen >= NX_QREC_STREAM_MIN;
+        size_t before = r->have;
+        if (offer && before == 0 && len >= NX_QREC_HEAD) {
             r->sink = ops->begin(arg, r->channel, d, len, r->msglen);
             if (r->sink)
                 continue;
@@ -143,9 +143,7 @@ int nx_qrec_feed(struct nx_qrec *r, const uint8_t *d, size_t len,
             body_release(r, ops, arg);
             if (stop)
                 return 1;
-        } else if (offer && !r->offered && r->have >= head) {
-            /* The record began at the end of a piece: offered once its head is here. */
-            r->offered = 1;
+        } else if (offer && before > 0 && before < NX_QREC_HEAD && r->have >= NX_QREC_HEAD) {
             r->sink = ops->begin(arg, r->channel, r->buf, r->have, r->msglen);
             if (r->sink) {
                 int stop = ops->data(arg, r->sink, r->buf, r->have);

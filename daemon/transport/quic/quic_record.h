@@ -31,6 +31,7 @@
  * ops->begin, with at least its first NX_QREC_HEAD bytes. */
 #define NX_QREC_STREAM_MIN NX_TSTREAM_MIN
 #define NX_QREC_HEAD NX_TSTREAM_HEAD
+_Static_assert(NX_QREC_HEAD < NX_QREC_STREAM_MIN, "an offered record holds its head");
 
 /* What the parser needs from its owner.  arg is the caller's, passed through. */
 struct nx_qrec_ops {
@@ -45,8 +46,8 @@ struct nx_qrec_ops {
      * away): the bytes after this record are left unread. */
     int (*deliver)(void *arg, uint64_t channel, const uint8_t *data, size_t len);
     /* Optional (NULL: every record is delivered whole).  A record of len >=
-     * NX_QREC_STREAM_MIN bytes that arrives in pieces, offered once its first headlen =
-     * min(len, NX_QREC_HEAD) or more bytes are here: NULL leaves it to be gathered and
+     * NX_QREC_STREAM_MIN bytes that arrives in pieces, offered once its first headlen >=
+     * NX_QREC_HEAD bytes are here: NULL leaves it to be gathered and
      * delivered whole; anything else is a sink that then gets every byte of the record
      * from the first, in order and in pieces as they come (data), and then end(sink, 1)
      * after the last, or end(sink, 0) if the stream stops inside it (nx_qrec_fini).  The
@@ -74,7 +75,6 @@ struct nx_qrec {
     uint8_t *buf;             /* from ops->get, while a record arrives in pieces */
     size_t have, cap;
     void *sink;               /* from ops->begin, while a record streams */
-    int offered;              /* the record in hand went to ops->begin */
     const char *why;          /* static text, once failed */
 };
 
