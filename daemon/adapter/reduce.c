@@ -115,17 +115,18 @@ static inline double bits_f64(uint64_t u)
  * costs them a quarter of their speed, and f32/f64 nothing measurable.)
  */
 #define DEF_FARITH(T, U, FT, TF, QNAN)                                                     \
-    static inline T fadd_##T(T a, T b)                                                     \
+    static inline T fcanon_##T(T r)                                                        \
     {                                                                                      \
-        T r = a + b;                                                                       \
         U nan = -(U)(r != r);                                                              \
         return TF((FT(r) & ~nan) | (QNAN & nan));                                          \
     }                                                                                      \
+    static inline T fadd_##T(T a, T b)                                                     \
+    {                                                                                      \
+        return fcanon_##T(a + b);                                                          \
+    }                                                                                      \
     static inline T fmul_##T(T a, T b)                                                     \
     {                                                                                      \
-        T r = a * b;                                                                       \
-        U nan = -(U)(r != r);                                                              \
-        return TF((FT(r) & ~nan) | (QNAN & nan));                                          \
+        return fcanon_##T(a * b);                                                          \
     }
 
 DEF_FMINMAX(float, uint32_t, nx_f32_bits, nx_bits_f32, UINT32_C(0x7fc00000))
