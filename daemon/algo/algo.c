@@ -284,9 +284,8 @@ bool nx_xop_stream_begin(struct nx_xop *x, uint32_t src, uint32_t step, uint32_t
     /* A half-type reduction keeps the payload of some NaN operand, which one depending on
      * how the kernel's loop cut the elements (reduce.h): cut by packets too, two nodes
      * could differ.  The daemon's xops reduce halves as f32 partials anyway. */
-    bool half = x->d.dtype == NEXAR_F16 || x->d.dtype == NEXAR_BF16;
     if (x->state != XS_RUNNING || src >= x->d.nnodes || src == x->d.me || sig != x->sig ||
-        x->d.ad->use_stream || (half && nx_kind_has_redop(x->d.kind)))
+        x->d.ad->use_stream || nx_xop_half_reduce(x))
         return false;
     return nx_xrun_stream_begin(x, src, step, offset, len, s);
 }

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "algo.h"
+#include "nexar.h"
 
 enum nx_xbuf { XB_IN, XB_OUT, XB_SCR };
 
@@ -192,6 +193,15 @@ void nx_xrun_free(struct nx_xop *x);
 /* Ends the xop with status and a formatted text (prefixed with x->what). */
 void nx_xop_fail(struct nx_xop *x, uint32_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The xop reduces f16/bf16 (the daemon's glue never gives it that: it reduces halves as f32
+ * partials, xlocal.h).  Those kernels want two-byte sources and keep the payload of some
+ * NaN operand (reduce.h). */
+static inline bool nx_xop_half_reduce(const struct nx_xop *x)
+{
+    return (x->d.dtype == NEXAR_F16 || x->d.dtype == NEXAR_BF16) &&
+           nx_kind_has_redop(x->d.kind);
+}
+
 /* A failed adapter op: NEXAR_ERR_INTERNAL naming the op and the adapter. */
 void nx_xop_fail_adapter(struct nx_xop *x, const char *what, int rv);
 

@@ -60,9 +60,8 @@ static void consume(struct nx_xop *x, struct nx_xslot *sl, struct nx_xfer *f,
 {
     const struct nx_adapter *ad = x->d.ad;
     /* A payload lies where its packet put it.  The kernels read sources at any address
-     * but for the half types' (reduce.h), which want two bytes. */
-    bool half = x->d.dtype == NEXAR_F16 || x->d.dtype == NEXAR_BF16;
-    if (half && ((uintptr_t)data % x->es) != 0 && f->bytes > 0) {
+     * but for the half types' reductions (reduce.h), which want two bytes. */
+    if (nx_xop_half_reduce(x) && ((uintptr_t)data % x->es) != 0 && f->bytes > 0) {
         if (x->stage_cap < f->bytes) {
             free(x->stage);
             x->stage = nx_xmalloc(f->bytes);
