@@ -105,6 +105,26 @@ static bool entry_ok(const struct nexar_request *r, const struct nx_pull *p, uin
            p->off <= nx_S.pull_len[p->peer] && bytes <= nx_S.pull_len[p->peer] - p->off;
 }
 
+/* len bytes between here, in this process, and there, in pid's, with process_vm_readv
+ * (into here) or process_vm_writev; 0 or an errno. */
+static int cma_move(pid_t pid, void *here, uint64_t there, uint64_t len, bool write)
+{
+    struct iovec h = {here, len}, t = {(void *)(uintptr_t)there, len};
+    while (h.iov_len > 0) {
+        ssize_t k = write ? process_vm_writev(pid, &h, 1, &t, 1, 0)
+                          : process_vm_readv(pid, &h, 1, &t, 1, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return k < 0 ? errno : EFAULT;
+        h.iov_base = (uint8_t *)h.iov_base + k;
+        h.iov_len -= (size_t)k;
+        t.iov_base = (uint8_t *)t.iov_base + k;
+        t.iov_len -= (size_t)k;
+    }
+    return 0;
+}
+
 /* One single-copy entry; 0 or an errno.  A read copies from the peer's process into this
  * rank's output; a write (NX_PULL_WRITE) from its input into the peer's process.  An entry
  * of this rank's own (a gather's root, a scatter's, an all_to_all) must lie in the input
@@ -126,36 +146,124 @@ static int copy_one(const struct nexar_request *r, const struct nx_pull *p)
         memmove(mine, (const void *)(uintptr_t)p->off, p->bytes);
         return 0;
     }
-    struct iovec here = {mine, p->bytes}, there = {(void *)(uintptr_t)p->off, p->bytes};
-    while (here.iov_len > 0) {
-        pid_t pid = nx_S.pull_pid[p->peer];
-        ssize_t k = write ? process_vm_writev(pid, &here, 1, &there, 1, 0)
-                          : process_vm_readv(pid, &here, 1, &there, 1, 0);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return k < 0 ? errno : EFAULT;
-        here.iov_base = (uint8_t *)here.iov_base + k;
-        here.iov_len -= (size_t)k;
-        there.iov_base = (uint8_t *)there.iov_base + k;
-        there.iov_len -= (size_t)k;
+    return cma_move(nx_S.pull_pid[p->peer], mine, p->off, p->bytes, write);
+}
+
+/* A single-copy all_reduce's or reduce_scatter's table (NX_PULL_REDUCE, shm_abi.h):
+ * entries 0..P-1 this rank's part of every rank's input in rank order, then (an
+ * all_reduce) one write a peer; all name the same part of the output.  Checks them all
+ * first; 0 or an errno, and *bad the entry that failed. */
+static int fold_check(const struct nexar_request *r, const struct nx_pull *t, uint32_t n,
+                      uint32_t *bad)
+{
+    uint32_t P = (uint32_t)r->comm->size;
+    uint64_t es = r->esize, block = r->tmpl.count * es;
+    bool ar = r->tmpl.kind == NX_K_ALL_REDUCE;
+    *bad = 0;
+    if ((!ar && r->tmpl.kind != NX_K_REDUCE_SCATTER) || n != (ar ? 2 * P - 1 : P))
+        return EINVAL;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct nx_pull *p = &t[i];
+        bool src = i < P;
+        *bad = i;
+        if (p->flags != (src ? NX_PULL_REDUCE : NX_PULL_WRITE) ||
+            (src ? p->rank != i : p->rank >= P || p->peer == nx_S.pull_index) ||
+            p->peer >= nx_S.pull_count || !nx_S.pull_pid[p->peer] || p->block != t[0].block ||
+            p->block >= r->shape.out_mul || p->at != t[0].at || p->bytes != t[0].bytes ||
+            p->at % es || p->bytes % es || p->at > block || p->bytes > block - p->at)
+            return EINVAL;
+        if (src && p->peer == nx_S.pull_index) {
+            uint64_t lo = (uint64_t)(uintptr_t)r->in, len = (uint64_t)r->shape.in_mul * block;
+            if (p->off < lo || p->off - lo > len || p->bytes > len - (p->off - lo))
+                return EFAULT;
+        }
+    }
+    return 0;
+}
+
+/* Bytes of a source's piece of the fold: the scratch after the table holds one a source
+ * and one for the result, and a piece of 128 KiB stays in the cache from its read to its
+ * writes. */
+#define FOLD_PIECE (128u << 10)
+
+/* Folds the part piece by piece: reads each peer's piece into the scratch, folds them all
+ * with nexard's kernels (reduce.h) into the output (or the scratch, for an output that is
+ * not element-aligned, as nexar.h asks it to be), and writes the folded piece into every
+ * peer's output while it is in the cache.  0 or an errno, and *bad the failed entry. */
+static int fold_all(struct nexar_request *r, const struct nx_cqe *e, uint8_t *table,
+                    uint32_t *bad)
+{
+    uint32_t P = (uint32_t)r->comm->size, n = e->pull_n;
+    struct nx_pull t[NX_PULL_MAX_ENTRIES];
+    if (n > NX_PULL_MAX_ENTRIES || P > NX_PULL_MAX_RANKS) {
+        *bad = 0;
+        return EINVAL;
+    }
+    memcpy(t, table, (size_t)n * sizeof(*t));
+    int err = fold_check(r, t, n, bad);
+    if (err)
+        return err;
+    uint64_t es = r->esize, scr = nx_cma_scratch_off(P);
+    uint64_t piece = (nx_S.hdr.slot_bytes - scr) / (P + 1) / es * es;
+    if (piece > FOLD_PIECE)
+        piece = FOLD_PIECE;
+    uint8_t *scratch = table + scr, *out = r->out + t[0].block * r->tmpl.count * es + t[0].at;
+    for (uint64_t done = 0, len; done < t[0].bytes; done += len) {
+        len = t[0].bytes - done < piece ? t[0].bytes - done : piece;
+        const void *srcs[NX_PULL_MAX_RANKS];
+        uint8_t *area = scratch;
+        for (uint32_t i = 0; i < P; i++, area += piece) {
+            *bad = i;
+            if (t[i].peer != nx_S.pull_index) {
+                if ((err = cma_move(nx_S.pull_pid[t[i].peer], area, t[i].off + done, len,
+                                    false)))
+                    return err;
+                srcs[i] = area;
+                continue;
+            }
+            const uint8_t *own = (const uint8_t *)(uintptr_t)(t[i].off + done);
+            srcs[i] = (uintptr_t)own % es ? memcpy(area, own, len) : own;
+        }
+        /* In place (an all_reduce's own part), the output is exactly its own source,
+         * which the kernels allow. */
+        void *d = (uintptr_t)(out + done) % es ? (void *)area : (void *)(out + done);
+        *bad = 0;
+        if (nx_reduce_fanout(&d, 1, srcs, P, len / es, r->tmpl.dtype, r->tmpl.redop) != 0)
+            return EINVAL;
+        if (d != out + done)
+            memcpy(out + done, d, len);
+        for (uint32_t i = P; i < n; i++) {
+            *bad = i;
+            if ((err = cma_move(nx_S.pull_pid[t[i].peer], d, t[i].off + done, len, true)))
+                return err;
+        }
     }
     return 0;
 }
 
 /* Copies every entry of a single-copy table; 0, or the first failure's errno (with
  * NX_PULL_FAIL_WRITE for a write) and *rank, the peer it copied from or to. */
-static uint32_t copy_all(struct nexar_request *r, const struct nx_cqe *e, const uint8_t *table,
+static uint32_t copy_all(struct nexar_request *r, const struct nx_cqe *e, uint8_t *table,
                          uint32_t *rank)
 {
-    for (uint32_t k = 0; !r->failed && k < e->pull_n; k++) {
-        struct nx_pull p;
-        memcpy(&p, table + (size_t)k * sizeof(p), sizeof(p));
-        int err = e->pull_n > NX_PULL_MAX_RANKS || p.rank >= (uint32_t)r->comm->size
-                      ? EINVAL
-                      : copy_one(r, &p);
-        if (!err)
-            continue;
+    struct nx_pull p = {0};
+    uint32_t k = 0;
+    int err = 0;
+    if (e->pull_n)
+        memcpy(&p, table, sizeof(p));
+    if (e->pull_n > NX_PULL_MAX_ENTRIES)
+        err = EINVAL;
+    else if (p.flags & NX_PULL_REDUCE) /* a fold, all its entries at once */
+        err = r->failed ? 0 : fold_all(r, e, table, &k);
+    else
+        for (; !r->failed && k < e->pull_n; k++) {
+            memcpy(&p, table + (size_t)k * sizeof(p), sizeof(p));
+            if ((err = p.rank >= (uint32_t)r->comm->size ? EINVAL : copy_one(r, &p)))
+                break;
+        }
+    if (err) {
+        if (k < e->pull_n && k < NX_PULL_MAX_ENTRIES)
+            memcpy(&p, table + (size_t)k * sizeof(p), sizeof(p));
         bool write = p.flags & NX_PULL_WRITE;
         char text[256];
         snprintf(text, sizeof(text), "%s seq %llu: %s %llu bytes %s rank %u's buffer (pid %d) "

@@ -37,6 +37,10 @@
  *      read and write with process_vm_readv / writev (struct nx_pull grew at, rank and
  *      flags); nx_cqe.res_local carries the plan's bits; NX_K_PULLED may carry a
  *      failure.
+ *   8  single-copy all_reduce and reduce_scatter (NX_PULL_REDUCE): each rank folds its
+ *      part of every rank's input, read with process_vm_readv, in rank order, and an
+ *      all_reduce's rank writes the result into every peer's output; a table holds up
+ *      to NX_PULL_MAX_ENTRIES entries, and the rest of its slot is the fold's scratch.
  */
 #ifndef NX_SHM_ABI_H
 #define NX_SHM_ABI_H
@@ -46,7 +50,7 @@
 #include <stdint.h>
 
 #define NX_SHM_MAGIC 0x534d584eu /* "NXMS" */
-#define NX_SHM_VERSION 7u
+#define NX_SHM_VERSION 8u
 #define NX_SHM_ALIGN 64u
 #define NX_ERR_TEXT_BYTES 512u
 
@@ -281,6 +285,19 @@ struct nx_pull {
  * completion waits for the writers' notices). */
 #define NX_PULL_WRITE 1u
 #define NX_CMA_SPLIT_BYTES (1u << 20)
+/* The entry is a source of a fold (single copy, version 8): a single-copy all_reduce's or
+ * reduce_scatter's table starts with one such entry a rank of the communicator, in rank
+ * order (its own among them, `off` then an address in its own input), all naming the same
+ * part (`block`, `at`, `bytes`) of the rank's output.  The rank folds them into that part
+ * in table order with nexard's kernels (reduce.h), reading its peers' with
+ * process_vm_readv into the scratch that follows the table in its slot.  An all_reduce's
+ * table goes on with NX_PULL_WRITE entries, one a peer, for the same part: the rank writes
+ * its folded part into each peer's output, so that each part is read, folded and written
+ * once, by one rank, piece by piece while it is in the cache.  No two ranks touch the same
+ * bytes, in place or not: rank r reads and writes part r of every buffer, and only that. */
+#define NX_PULL_REDUCE 2u
+/* A table's most entries: a rank's part of every rank, then every peer's to write. */
+#define NX_PULL_MAX_ENTRIES (2u * NX_PULL_MAX_RANKS)
 /* NX_K_PULLED.tag: a failed write, with the errno in the low bits. */
 #define NX_PULL_FAIL_WRITE 0x1000u
 
@@ -298,10 +315,21 @@ struct nx_pull {
 #define NX_PLAN_LOCAL 1u
 #define NX_PLAN_CMA 2u
 #define NX_CMA_MIN_BYTES (64u << 10)
+/* A single-copy all_reduce's vector, a reduce_scatter's block (version 8): smaller ones go
+ * through the slots. */
+#define NX_CMA_MIN_REDUCE_BYTES (256u << 10)
+
+/* Where the fold's scratch starts in a single-copy table's slot, for a communicator of
+ * `size` ranks: after the largest table, on a cache line.  A slot is at least 4 KiB and a
+ * table at most 2560 bytes, so a piece of one element a source always fits. */
+static inline uint64_t nx_cma_scratch_off(uint32_t size)
+{
+    return ((uint64_t)2 * size * sizeof(struct nx_pull) + 63u) / 64u * 64u;
+}
 
 /* Whether an op is single-copy: plan has NX_PLAN_CMA, kind is a broadcast, all_gather,
  * gather, scatter or all_to_all, and its block (count x esize) is NX_CMA_MIN_BYTES or
- * more.  The shim and nexard decide alike; nexard drops a rank whose descriptor says
+ * more; or an all_reduce or reduce_scatter of NX_CMA_MIN_REDUCE_BYTES or more.  The shim and nexard decide alike; nexard drops a rank whose descriptor says
  * otherwise. */
 bool nx_op_single_copy(uint8_t kind, uint32_t esize, uint64_t count, unsigned plan);
 

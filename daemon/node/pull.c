@@ -89,11 +89,14 @@ static bool qualifies(const struct nx_op *op, uint64_t n)
      * was faster than the reader's notice and the second completion (performance.md). */
     bool reduce = kind == NX_K_REDUCE_SCATTER, cma = op->sig.flags & NX_SQE_CMA;
     /* A single-copy op is one chunk: its readers copy it from the sources' buffers, so
-     * no slot is refilled behind them. */
-    if (!kind_pulls(kind) || c->x || !c->plan_local || (op->sig.flags & NX_SQE_DEVICE) ||
-        c->size < 2 || c->size > NX_PULL_MAX_RANKS ||
-        bytes < (reduce ? NX_PULL_MIN_REDUCE_BYTES : NX_PULL_MIN_BYTES) ||
-        op->nchunks < (reduce || cma ? 1u : 2u))
+     * no slot is refilled behind them.  Which ops are is nx_op_single_copy's to say (an
+     * all_reduce among them, which the slots never pull). */
+    if (c->x || !c->plan_local || (op->sig.flags & NX_SQE_DEVICE) || c->size < 2 ||
+        c->size > NX_PULL_MAX_RANKS)
+        return false;
+    if (!cma && (!kind_pulls(kind) ||
+                 bytes < (reduce ? NX_PULL_MIN_REDUCE_BYTES : NX_PULL_MIN_BYTES) ||
+                 op->nchunks < (reduce ? 1u : 2u)))
         return false;
     for (uint32_t r = 0; r < c->size; r++) {
         struct nx_shape sh;
@@ -143,6 +146,15 @@ static uint32_t slot_table(const struct nx_op *op, uint32_t r, uint64_t bytes,
     return k;
 }
 
+/* Where rank r's part of an all_reduce of n elements starts: r/P of it, on 64 elements
+ * (a cache line of the widest), the last part ending at n. */
+static uint64_t part_start(uint64_t n, uint32_t r, uint32_t P)
+{
+    if (r >= P)
+        return n;
+    return (n / P * r + n % P * r / P) / 64 * 64;
+}
+
 /* Rank r's entries of a single-copy op, by address in its peers' processes.  A large
  * broadcast is split: each reader reads the first (P-1)/P of the block from the root while
  * the root writes the rest into every reader (page-aligned), so that every CPU copies as
@@ -165,6 +177,29 @@ static uint32_t cma_table(const struct nx_op *op, uint32_t r, uint64_t bytes,
             if (s != root)
                 t[k++] = (struct nx_pull){.peer = PI(s), .off = PART(s)->out_off + cut,
                                           .bytes = bytes - cut, .at = cut, .rank = s,
+                                          .flags = NX_PULL_WRITE};
+        return k;
+    }
+    if (op->sig.kind == NX_K_ALL_REDUCE || op->sig.kind == NX_K_REDUCE_SCATTER) {
+        /* Part r of every buffer is rank r's alone: it folds part r of every rank's input
+         * in rank order, and an all_reduce's rank writes the result into every peer's
+         * output.  An all_reduce's parts are cut on 64 elements; a reduce_scatter's part
+         * is the rank's block. */
+        bool ar = op->sig.kind == NX_K_ALL_REDUCE;
+        uint32_t es = nx_dtype_size(op->sig.dtype);
+        uint64_t n = bytes / es, lo = ar ? part_start(n, r, P) : 0,
+                 hi = ar ? part_start(n, r + 1, P) : n;
+        uint64_t at = lo * es, len = (hi - lo) * es, src = ar ? at : (uint64_t)r * bytes;
+        if (len == 0)
+            return 0;
+        for (uint32_t s = 0; s < P; s++)
+            t[k++] = (struct nx_pull){.peer = PI(s), .off = PART(s)->in_off + src,
+                                      .bytes = len, .at = at, .rank = s,
+                                      .flags = NX_PULL_REDUCE};
+        for (uint32_t s = 0; ar && s < P; s++)
+            if (s != r)
+                t[k++] = (struct nx_pull){.peer = PI(s), .off = PART(s)->out_off + at,
+                                          .bytes = len, .at = at, .rank = s,
                                           .flags = NX_PULL_WRITE};
         return k;
     }
@@ -202,7 +237,7 @@ bool nx_pull_chunk(struct nx_op *op, uint64_t n)
     for (uint32_t r = 0; r < P; r++) {
         struct nx_part *p = &op->parts[r];
         const struct nx_staged *st = &p->q[p->q_head];
-        struct nx_pull t[NX_PULL_MAX_RANKS];
+        struct nx_pull t[NX_PULL_MAX_ENTRIES];
         uint32_t k = cma ? cma_table(op, r, bytes, t) : slot_table(op, r, bytes, t);
         uint8_t *at = p->client->seg.arena +
                       (cma ? (uint64_t)st->table_slot * p->client->seg.hdr.slot_bytes

@@ -94,12 +94,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(per != 0);
         CHECK(e.chunk < nx_chunk_count(e.count, per));
         /* A single-copy op is one chunk naming the rank's own buffer: only its table
-         * lies in the arena, where the rank gave room for one entry per rank. */
+         * lies in the arena, in a slot with room for the largest table (two entries a
+         * rank) and some scratch. */
         CHECK(!!(e.flags & NX_SQE_CMA) ==
               nx_op_single_copy(e.kind, esize, e.count, lim.comm_plan));
         if (e.flags & NX_SQE_CMA) {
             CHECK(e.chunk == 0 && in_bytes == 0 && out_bytes == 0);
-            CHECK(lim.comm_size * sizeof(struct nx_pull) <= lim.slot_bytes);
+            CHECK(nx_cma_scratch_off(lim.comm_size) < lim.slot_bytes);
             CHECK(inside((uint64_t)e.tag * lim.slot_bytes, lim.slot_bytes, lim.arena_bytes));
             return 0;
         }

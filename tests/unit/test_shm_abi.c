@@ -809,12 +809,15 @@ static void test_single_copy(void)
 {
     static const uint8_t yes[] = {NX_K_BROADCAST, NX_K_ALL_GATHER, NX_K_GATHER, NX_K_SCATTER,
                                   NX_K_ALL_TO_ALL};
+    static const uint8_t folds[] = {NX_K_ALL_REDUCE, NX_K_REDUCE_SCATTER};
     const unsigned both = NX_PLAN_LOCAL | NX_PLAN_CMA;
     for (uint8_t kind = 1; kind <= NX_K_MAX; kind++) {
-        bool moves = memchr(yes, kind, sizeof yes) != NULL;
+        bool fold = memchr(folds, kind, sizeof folds) != NULL;
+        bool moves = fold || memchr(yes, kind, sizeof yes) != NULL;
         for (uint8_t dt = 0; dt < NEXAR_DTYPE_COUNT; dt++) {
             uint32_t es = nx_dtype_size(dt);
-            uint64_t least = NX_CMA_MIN_BYTES / es; /* every element size divides it */
+            /* every element size divides both */
+            uint64_t least = (fold ? NX_CMA_MIN_REDUCE_BYTES : NX_CMA_MIN_BYTES) / es;
             EXPECT_EQ(nx_op_single_copy(kind, es, least, both), moves);
             EXPECT_EQ(nx_op_single_copy(kind, es, least * 1000, both), moves);
             EXPECT(!nx_op_single_copy(kind, es, least - 1, both));
@@ -858,9 +861,11 @@ static void test_single_copy(void)
     BAD(e, &lim, "table slot");
     e.tag = 0;
     OK(e, &lim);
-    struct nx_sqe_limits tiny = lim; /* a slot too small for 4 entries */
-    tiny.slot_bytes = 64;
+    struct nx_sqe_limits tiny = lim; /* a slot too small for 8 entries and scratch */
+    tiny.slot_bytes = 320;
     BAD(e, &tiny, "table slot");
+    tiny.slot_bytes = 384;
+    OK(e, &tiny);
     e.flags = NX_SQE_CMA | NX_SQE_DIRECT;
     BAD(e, &lim, "single-copy flag with");
     e.flags = 0; /* staged through the slots: not what the plan says */
@@ -877,11 +882,24 @@ static void test_single_copy(void)
     e.in_off = 0;
     e.chunk = 0;
     OK(e, &lim);
-    /* A reduction never is: its descriptors stay staged on a single-copy plan. */
+    /* A reduction below NX_CMA_MIN_REDUCE_BYTES is not: its descriptors stay staged on a
+     * single-copy plan; from there on it is. */
     lim.comm_plan = both;
-    e = sqe(NX_K_REDUCE_SCATTER, NEXAR_F32, NEXAR_SUM, 1u << 14);
+    e = sqe(NX_K_REDUCE_SCATTER, NEXAR_F32, NEXAR_SUM, NX_CMA_MIN_REDUCE_BYTES / 4 - 1);
     OK(e, &lim);
     e.flags = NX_SQE_CMA;
+    BAD(e, &lim, "not single-copy");
+    e.count++;
+    e.in_off = 0x7f1234560000ull;
+    e.out_off = 0x7f1234570000ull;
+    OK(e, &lim);
+    e.flags = 0;
+    BAD(e, &lim, "without the single-copy flag");
+    e = sqe(NX_K_ALL_REDUCE, NEXAR_F64, NEXAR_MAX, NX_CMA_MIN_REDUCE_BYTES / 8);
+    e.flags = NX_SQE_CMA;
+    e.in_off = e.out_off = 0x7f1234560000ull; /* in place, as nexar_all_reduce always is */
+    OK(e, &lim);
+    e.count--;
     BAD(e, &lim, "not single-copy");
 
     /* Nor is an op without data (the fuzzer's find: a shrink flagged single-copy). */
