@@ -315,8 +315,9 @@ struct nx_pull {
 #define NX_PLAN_LOCAL 1u
 #define NX_PLAN_CMA 2u
 #define NX_CMA_MIN_BYTES (64u << 10)
-/* A single-copy all_reduce's vector, a reduce_scatter's block (version 8): smaller ones go
- * through the slots. */
+/* A single-copy all_reduce's vector (version 8; a reduce_scatter's block is single-copy
+ * from NX_CMA_MIN_BYTES): smaller ones go through the slots, where nexard's fold on its loop
+ * costs fewer hand-offs. */
 #define NX_CMA_MIN_REDUCE_BYTES (256u << 10)
 
 /* Where the fold's scratch starts in a single-copy table's slot, for a communicator of
@@ -328,9 +329,9 @@ static inline uint64_t nx_cma_scratch_off(uint32_t size)
 }
 
 /* Whether an op is single-copy: plan has NX_PLAN_CMA, kind is a broadcast, all_gather,
- * gather, scatter or all_to_all, and its block (count x esize) is NX_CMA_MIN_BYTES or
- * more; or an all_reduce or reduce_scatter of NX_CMA_MIN_REDUCE_BYTES or more.  The shim and nexard decide alike; nexard drops a rank whose descriptor says
- * otherwise. */
+ * gather, scatter, all_to_all or reduce_scatter and its block (count x esize) is
+ * NX_CMA_MIN_BYTES or more, or an all_reduce of NX_CMA_MIN_REDUCE_BYTES or more.  The
+ * shim and nexard decide alike; nexard drops a rank whose descriptor says otherwise. */
 bool nx_op_single_copy(uint8_t kind, uint32_t esize, uint64_t count, unsigned plan);
 
 /* The geometry the daemon chose; everything else is computed from it. */

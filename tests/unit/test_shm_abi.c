@@ -808,12 +808,11 @@ static void test_extent(void)
 static void test_single_copy(void)
 {
     static const uint8_t yes[] = {NX_K_BROADCAST, NX_K_ALL_GATHER, NX_K_GATHER, NX_K_SCATTER,
-                                  NX_K_ALL_TO_ALL};
-    static const uint8_t folds[] = {NX_K_ALL_REDUCE, NX_K_REDUCE_SCATTER};
+                                  NX_K_ALL_TO_ALL, NX_K_REDUCE_SCATTER, NX_K_ALL_REDUCE};
     const unsigned both = NX_PLAN_LOCAL | NX_PLAN_CMA;
     for (uint8_t kind = 1; kind <= NX_K_MAX; kind++) {
-        bool fold = memchr(folds, kind, sizeof folds) != NULL;
-        bool moves = fold || memchr(yes, kind, sizeof yes) != NULL;
+        bool fold = kind == NX_K_ALL_REDUCE;
+        bool moves = memchr(yes, kind, sizeof yes) != NULL;
         for (uint8_t dt = 0; dt < NEXAR_DTYPE_COUNT; dt++) {
             uint32_t es = nx_dtype_size(dt);
             /* every element size divides both */
@@ -882,10 +881,10 @@ static void test_single_copy(void)
     e.in_off = 0;
     e.chunk = 0;
     OK(e, &lim);
-    /* A reduction below NX_CMA_MIN_REDUCE_BYTES is not: its descriptors stay staged on a
+    /* A reduction below its least size is not: its descriptors stay staged on a
      * single-copy plan; from there on it is. */
     lim.comm_plan = both;
-    e = sqe(NX_K_REDUCE_SCATTER, NEXAR_F32, NEXAR_SUM, NX_CMA_MIN_REDUCE_BYTES / 4 - 1);
+    e = sqe(NX_K_REDUCE_SCATTER, NEXAR_F32, NEXAR_SUM, NX_CMA_MIN_BYTES / 4 - 1);
     OK(e, &lim);
     e.flags = NX_SQE_CMA;
     BAD(e, &lim, "not single-copy");
