@@ -265,16 +265,21 @@ static uint32_t copy_all(struct nexar_request *r, const struct nx_cqe *e, uint8_
         if (k < e->pull_n && k < NX_PULL_MAX_ENTRIES)
             memcpy(&p, table + (size_t)k * sizeof(p), sizeof(p));
         bool write = p.flags & NX_PULL_WRITE;
+        int pid = p.peer < nx_S.pull_count ? (int)nx_S.pull_pid[p.peer] : 0;
         char text[256];
-        snprintf(text, sizeof(text), "%s seq %llu: %s %llu bytes %s rank %u's buffer (pid %d) "
-                 "with process_vm_%s: %s; NEXAR_SINGLE_COPY=0 turns single copy off",
-                 nx_kind_name(r->tmpl.kind), (unsigned long long)r->tmpl.seq,
-                 write ? "writing" : "reading", (unsigned long long)p.bytes,
-                 write ? "into" : "of", p.rank,
-                 p.peer < nx_S.pull_count ? (int)nx_S.pull_pid[p.peer] : 0,
-                 write ? "writev" : "readv",
-                 err == EINVAL ? "nexard's table names no such block" : strerror(err));
-        nx_req_fail(r, NEXAR_ERR_INTERNAL, text);
+        if (err == ESRCH) /* killed mid-op: nexard tells the others once it hears */
+            snprintf(text, sizeof(text), "%s seq %llu: rank %u (pid %d) is gone: its process "
+                     "exited while this rank %s its buffer", nx_kind_name(r->tmpl.kind),
+                     (unsigned long long)r->tmpl.seq, p.rank, pid,
+                     write ? "wrote into" : "read");
+        else
+            snprintf(text, sizeof(text), "%s seq %llu: %s %llu bytes %s rank %u's buffer (pid "
+                     "%d) with process_vm_%s: %s; NEXAR_SINGLE_COPY=0 turns single copy off",
+                     nx_kind_name(r->tmpl.kind), (unsigned long long)r->tmpl.seq,
+                     write ? "writing" : "reading", (unsigned long long)p.bytes,
+                     write ? "into" : "of", p.rank, pid, write ? "writev" : "readv",
+                     err == EINVAL ? "nexard's table names no such block" : strerror(err));
+        nx_req_fail(r, err == ESRCH ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_INTERNAL, text);
         *rank = p.rank < (uint32_t)r->comm->size ? p.rank : 0;
         return (err > 0 && err <= (int)NX_PULL_MAX_ERRNO ? (uint32_t)err : EIO) |
                (write ? NX_PULL_FAIL_WRITE : 0);

@@ -63,6 +63,7 @@ static void comm_free(struct nx_comm *c)
     nx_shrink_forget(c);
     nx_grow_forget(c);
     nx_match_fail_all(c);
+    nx_pull_drain_tick(c, 0, true); /* its ranks are gone: completes no one */
     nx_p2p_fail_all(c);
     nx_cluster_ops->comm_gone(c);
     if (nx_device)
@@ -122,6 +123,7 @@ void nx_comm_leave(struct nx_comm *c, uint32_t rank, bool lost, const char *who,
     struct nx_client *cl = c->ranks[rank].client;
     c->ranks[rank].client = NULL;
     nx_client_del_member(cl, c);
+    nx_pull_drain_leave(c, rank);
     char busy[256];
     if (lost) {
         nxd.stats.peers_lost++;

@@ -4,6 +4,7 @@
 #include "grow.h"
 #include "shrink.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -484,14 +485,36 @@ static void submit_collective(struct nx_client *cl, struct nx_comm *c, uint32_t 
     run_ready(op);
 }
 
+/* The reader could not read (or write) what its table named: the op cannot complete on
+ * any rank, and a source must not hear that its data arrived. */
+static void pull_failed(struct nx_comm *c, const struct nx_op *op, uint32_t rank,
+                        uint32_t peer, uint32_t tag)
+{
+    char rn[64], sn[64];
+    bool cma = op->sig.flags & NX_SQE_CMA, write = tag & NX_PULL_FAIL_WRITE;
+    nx_comm_fail(c, NEXAR_ERR_INTERNAL,
+                 "%s seq %" PRIu64 " on comm %u (job \"%s\"): %s could not %s %s's %s: %s%s",
+                 nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name,
+                 nx_comm_rank_name(c, rank, rn, sizeof(rn)), write ? "write into" : "read",
+                 nx_comm_rank_name(c, peer, sn, sizeof(sn)),
+                 !cma ? "staging slot"
+                 : write ? "buffer with process_vm_writev"
+                         : "buffer with process_vm_readv",
+                 strerror((int)(tag & ~NX_PULL_FAIL_WRITE)),
+                 cma ? "; NEXAR_SINGLE_COPY=0 turns single copy off" : "");
+}
+
 /* rank read chunk e->chunk of op e->seq from its peers' slots (pull.c). */
 static void pulled(struct nx_client *cl, struct nx_comm *c, uint32_t rank,
                    const struct nx_sqe *e)
 {
-    /* After a failure the op is gone and its held descriptors failed: a late notice is
-     * the reader's answer to what it was told before, not a violation. */
-    if (c->failed_status)
+    /* After a failure the op is gone and its held descriptors failed, or wait in a drain
+     * for this notice: a late notice is the reader's answer to what it was told before,
+     * not a violation. */
+    if (c->failed_status) {
+        nx_pull_drain_done(c, e->seq, rank);
         return;
+    }
     struct nx_op *op = nx_match_op_find(&c->match, e->seq);
     char why[192];
     if (!op) {
@@ -502,21 +525,19 @@ static void pulled(struct nx_client *cl, struct nx_comm *c, uint32_t rank,
     if (!nx_pull_done(op, rank, e->chunk, why, sizeof(why)))
         return nx_client_violation(cl, why);
     if (e->tag) {
-        /* The reader could not read what its table named: the op cannot complete on any
-         * rank, and a source must not hear that its data arrived. */
-        char rn[64], sn[64];
-        bool cma = op->sig.flags & NX_SQE_CMA, write = e->tag & NX_PULL_FAIL_WRITE;
-        return nx_comm_fail(c, NEXAR_ERR_INTERNAL,
-                            "%s seq %" PRIu64 " on comm %u (job \"%s\"): %s could not %s "
-                            "%s's %s: %s%s", nx_kind_name(op->sig.kind), op->seq, c->id,
-                            c->job->name, nx_comm_rank_name(c, rank, rn, sizeof(rn)),
-                            write ? "write into" : "read",
-                            nx_comm_rank_name(c, e->peer, sn, sizeof(sn)),
-                            !cma ? "staging slot"
-                            : write ? "buffer with process_vm_writev"
-                                    : "buffer with process_vm_readv",
-                            strerror((int)(e->tag & ~NX_PULL_FAIL_WRITE)),
-                            cma ? "; NEXAR_SINGLE_COPY=0 turns single copy off" : "");
+        /* A peer whose process is gone: a rank killed mid-op dies (its memory first) a
+         * moment before its socket closes or its pidfd says so, and that fails the
+         * communicator with PEER_LOST, naming it, as for any lost rank.  Only if it is
+         * still here a second later does the reader's word stand (nx_match_tick). */
+        if ((e->tag & ~NX_PULL_FAIL_WRITE) == ESRCH && (op->sig.flags & NX_SQE_CMA) &&
+            !op->gone_tag) {
+            op->gone_tag = e->tag;
+            op->gone_reader = rank;
+            op->gone_peer = e->peer;
+            op->gone_at = nx_now();
+            return;
+        }
+        return pull_failed(c, op, rank, e->peer, e->tag);
     }
     run_ready(op);
 }
@@ -676,9 +697,14 @@ void nx_match_tick(double now)
             nx_p2p_tick(c, now);
         if (!c->failed_status)
             nx_cluster_ops->p2p_tick(c, now);
+        nx_pull_drain_tick(c, now, false);
         struct nx_op *op = TAILQ_FIRST(&c->match.ops);
         if (!op || c->failed_status)
             continue;
+        if (op->gone_tag && now - op->gone_at >= 1.0) {
+            pull_failed(c, op, op->gone_reader, op->gone_peer, op->gone_tag);
+            continue;
+        }
         char ranks[256], readers[256];
         waiting_ranks(op, ranks, sizeof(ranks));
         nx_pull_waiting(op, readers, sizeof(readers));

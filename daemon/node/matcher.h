@@ -19,8 +19,12 @@ struct nx_op;
 
 TAILQ_HEAD(nx_op_list, nx_op);
 
+struct nx_pull_drain;
+
 struct nx_matcher {
     struct nx_op_list ops; /* by seq */
+    /* Failed single-copy ops whose ranks still copy into each other (pull.c). */
+    struct nx_pull_drain *drains;
     uint64_t *next_seq;    /* per rank: the next op the rank may open */
     uint64_t done_seq;     /* ops completed (for nexarctl) */
 };

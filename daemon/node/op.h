@@ -60,6 +60,11 @@ struct nx_op {
     uint32_t pull_win;
     uint32_t *pull_owe, *pull_src;
     uint64_t *pull_ud; /* [chunk % pull_win * comm size + rank] */
+    /* A single-copy reader found a peer's process gone (ESRCH): the peer's hang-up, which
+     * fails the communicator with PEER_LOST, is on its way.  The reader's notice (tag),
+     * its rank and when it came, should the peer still be there a second later. */
+    uint32_t gone_tag, gone_reader, gone_peer;
+    double gone_at;
     TAILQ_ENTRY(nx_op) link;
     struct nx_part parts[];
 };
@@ -86,6 +91,15 @@ void nx_op_finish(struct nx_op *op);
  * writes each reader's table, completes the readers' descriptors with it and holds the
  * read ones.  False: the chunk is nexard's to copy. */
 bool nx_pull_chunk(struct nx_op *op, uint64_t n);
+
+/* A late notice of a failed single-copy op (seq): true when it was one a drain waited
+ * for.  The held ranks complete, with the failure, once no live rank still copies. */
+bool nx_pull_drain_done(struct nx_comm *c, uint64_t seq, uint32_t rank);
+/* Rank left c (gone, or freed it): it copies no more, and hears nothing. */
+void nx_pull_drain_leave(struct nx_comm *c, uint32_t rank);
+/* Completes, with the failure, every drain older than the communicator's deadline (a
+ * rank that never comes back to copy), and frees them all when `all`. */
+void nx_pull_drain_tick(struct nx_comm *c, double now, bool all);
 
 /* Whether the op's next chunk may run: false while pull_win chunks are still read. */
 bool nx_pull_room(const struct nx_op *op);

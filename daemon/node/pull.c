@@ -317,13 +317,119 @@ bool nx_pull_done(struct nx_op *op, uint32_t rank, uint32_t chunk, char *why, si
     return true;
 }
 
+/* A failed single-copy op whose held ranks wait for the live ranks that still copy.
+ * A copy may write into a held rank's buffer (a split broadcast, a gather, an
+ * all_reduce): that rank must not hear that its op ended, failed or not, and go on to
+ * free or reuse the buffer, while a peer still writes into it.  (A failed op's slots are
+ * only read, and a reader of a reused slot fails anyway.) */
+struct nx_pull_drain {
+    struct nx_pull_drain *next;
+    uint64_t seq;
+    double since;
+    uint32_t owe, held; /* ranks still copying; ranks to complete */
+    uint64_t ud[NX_PULL_MAX_RANKS];
+};
+
+static void drain_complete(struct nx_comm *c, struct nx_pull_drain *d)
+{
+    for (uint32_t r = 0; r < c->size && r < NX_PULL_MAX_RANKS; r++) {
+        struct nx_client *cl = c->ranks[r].client;
+        if (!(d->held & (1u << r)) || !cl)
+            continue;
+        struct nx_done done = {.user_data = d->ud[r], .status = c->failed_status};
+        nx_client_complete(cl, &done, c->failed_text);
+        cl->pending--;
+    }
+}
+
 void nx_pull_fail(struct nx_op *op)
 {
     if (!op->pull_owe)
         return;
-    for (; op->pull_rel < op->next_chunk; op->pull_rel++)
-        complete_held(op, (uint32_t)(op->pull_rel % op->pull_win), op->comm->failed_status,
-                      op->comm->failed_text);
+    struct nx_comm *c = op->comm;
+    for (; op->pull_rel < op->next_chunk; op->pull_rel++) {
+        uint32_t w = (uint32_t)(op->pull_rel % op->pull_win), live = 0;
+        for (uint32_t r = 0; r < c->size && r < NX_PULL_MAX_RANKS; r++)
+            if (c->ranks[r].client)
+                live |= 1u << r;
+        if (!(op->sig.flags & NX_SQE_CMA) || !(op->pull_owe[w] & live) || !op->pull_src[w]) {
+            complete_held(op, w, c->failed_status, c->failed_text);
+            continue;
+        }
+        struct nx_pull_drain *d = nx_xcalloc(1, sizeof(*d));
+        d->seq = op->seq;
+        d->since = nx_now();
+        d->owe = op->pull_owe[w] & live;
+        d->held = op->pull_src[w];
+        for (uint32_t r = 0; r < c->size && r < NX_PULL_MAX_RANKS; r++)
+            d->ud[r] = op->pull_ud[(size_t)w * c->size + r];
+        d->next = c->match.drains;
+        c->match.drains = d;
+        op->pull_src[w] = op->pull_owe[w] = 0;
+    }
+}
+
+/* Completes and frees the drains that `pred` picks. */
+static void drain_sweep(struct nx_comm *c, bool (*pred)(struct nx_pull_drain *, void *),
+                        void *arg)
+{
+    for (struct nx_pull_drain **pp = &c->match.drains, *d; (d = *pp);) {
+        if (!pred(d, arg)) {
+            pp = &d->next;
+            continue;
+        }
+        *pp = d->next;
+        drain_complete(c, d);
+        free(d);
+    }
+}
+
+static bool drained(struct nx_pull_drain *d, void *arg)
+{
+    (void)arg;
+    return d->owe == 0;
+}
+
+bool nx_pull_drain_done(struct nx_comm *c, uint64_t seq, uint32_t rank)
+{
+    bool found = false;
+    for (struct nx_pull_drain *d = c->match.drains; d; d = d->next)
+        if (d->seq == seq && rank < NX_PULL_MAX_RANKS && (d->owe & (1u << rank))) {
+            d->owe &= ~(1u << rank);
+            found = true;
+        }
+    drain_sweep(c, drained, NULL);
+    return found;
+}
+
+void nx_pull_drain_leave(struct nx_comm *c, uint32_t rank)
+{
+    if (rank >= NX_PULL_MAX_RANKS)
+        return;
+    for (struct nx_pull_drain *d = c->match.drains; d; d = d->next) {
+        d->owe &= ~(1u << rank);
+        d->held &= ~(1u << rank);
+    }
+    drain_sweep(c, drained, NULL);
+}
+
+struct tick_arg {
+    double now, limit;
+    bool all;
+};
+
+static bool expired(struct nx_pull_drain *d, void *arg)
+{
+    const struct tick_arg *t = arg;
+    return t->all || t->now - d->since >= t->limit;
+}
+
+void nx_pull_drain_tick(struct nx_comm *c, double now, bool all)
+{
+    /* A rank that does not come back to copy within the deadline is hung: its peers may
+     * not wait for it forever (docs/shm-protocol.md says what that leaves). */
+    struct tick_arg t = {now, c->timeout_ms / 1000.0, all};
+    drain_sweep(c, expired, &t);
 }
 
 bool nx_pull_involves(const struct nx_op *op, uint32_t rank)

@@ -163,8 +163,8 @@ static int check_peer_lost(nexar_status_t st, const char *what, int victim, int 
     double dt = now - sh->kill_time;
     fails += tl_check_names_rank("peer-lost text", nexar_last_error(), victim);
     EXPECT_TRUE(fails, dt < 2.0, "%s: PEER_LOST %.3f s after the kill (limit 2 s)", what, dt);
-    if (me == 0)
-        tl_log("%s: PEER_LOST %.3f s after the kill: \"%s\"", what, dt, nexar_last_error());
+    tl_log("%s: rank %d: PEER_LOST %.3f s after the kill: \"%s\"", what, me, dt,
+           nexar_last_error());
     return fails;
 }
 
@@ -189,12 +189,24 @@ static int death_waiting(struct hx_rank *r)
     return fails ? 1 : 0;
 }
 
-/* Rank 1 kills itself with a 32 MiB iall_reduce half submitted; the others are in
- * the same allreduce. */
+/* What death_midop's job does: a 32 MiB allreduce through the slots (NEXAR_SINGLE_COPY=0),
+ * rank 1 having submitted half its chunks; single copy, rank 1 never folding its part and
+ * killed while the others fold theirs from its buffer (process_vm_readv then finds it
+ * gone: PEER_LOST all the same) or wait for it; or a single-copy 32 MiB broadcast from
+ * rank 0, whose root writes into rank 1 while rank 2 touches only the root's buffer, so
+ * rank 2 learns of the death from nexard alone, which must call it PEER_LOST even when
+ * the root's "no such process" reaches it before rank 1's hang-up. */
+enum { MIDOP_SLOTS, MIDOP_CMA, MIDOP_CMA_BCAST };
+static int midop;
+
+/* Rank 1 kills itself in the middle of a 32 MiB iall_reduce (ibroadcast); the others are
+ * in the same op. */
 static int death_midop(struct hx_rank *r)
 {
     int fails = 0;
     nexar_comm_t *w = NULL;
+    if (midop == MIDOP_SLOTS)
+        setenv("NEXAR_SINGLE_COPY", "0", 1);
     if (hx_init(&w) != NEXAR_OK)
         return 1;
     size_t n = 8u << 20;
@@ -204,17 +216,28 @@ static int death_midop(struct hx_rank *r)
     EXPECT_OK(fails, "barrier before the kill", nexar_barrier(w));
     if (r->rank == 1) {
         nexar_request_t *q = NULL;
-        nexar_iall_reduce(w, b, n, NEXAR_F32, NEXAR_SUM, &q);
-        for (int i = 0; i < 20; i++) {
-            int done = 0;
+        if (midop == MIDOP_CMA_BCAST)
+            nexar_ibroadcast(w, b, n, NEXAR_F32, 0, &q);
+        else
+            nexar_iall_reduce(w, b, n, NEXAR_F32, NEXAR_SUM, &q);
+        int done = 0;
+        for (int i = 0; midop == MIDOP_SLOTS && !done && i < 20; i++) {
             nexar_test(q, &done);
             usleep(1000);
         }
+        if (done) /* the others then see it complete: not what this tests */
+            tl_log("FAIL rank 1: its 32 MiB allreduce completed before the kill");
+        usleep(2000); /* single copy: into the others' folds */
         sh->kill_time = tl_now();
         raise(SIGKILL);
     }
-    nexar_status_t st = nexar_all_reduce(w, b, n, NEXAR_F32, NEXAR_SUM);
-    fails += check_peer_lost(st, "32 MiB allreduce with a rank killed mid-op", 1, r->rank);
+    nexar_status_t st = midop == MIDOP_CMA_BCAST ? nexar_broadcast(w, b, n, NEXAR_F32, 0)
+                                                 : nexar_all_reduce(w, b, n, NEXAR_F32,
+                                                                    NEXAR_SUM);
+    fails += check_peer_lost(st, midop == MIDOP_CMA_BCAST
+                                     ? "32 MiB broadcast with a rank killed mid-op"
+                                     : "32 MiB allreduce with a rank killed mid-op",
+                             1, r->rank);
     EXPECT_OK(fails, "finalize", nexar_finalize());
     free(b);
     return fails ? 1 : 0;
@@ -452,7 +475,16 @@ int main(void)
     rv |= run_fault_job(&d, "rank 2 SIGKILLed while the others wait", 3, 60, death_waiting, 2, r2);
     struct bgjob bg; /* another job on the same daemon must not notice */
     int bg_ok = bgjob_start(&bg, &d, 2) == 0;
-    rv |= run_fault_job(&d, "rank 1 SIGKILLed mid 32 MiB allreduce", 3, 60, death_midop, -1, r1);
+    rv |= run_fault_job(&d, "rank 1 SIGKILLed mid 32 MiB allreduce (slots)", 3, 60,
+                        death_midop, -1, r1);
+    for (int i = 0; i < 6; i++) {
+        midop = i % 2 ? MIDOP_CMA_BCAST : MIDOP_CMA;
+        rv |= run_fault_job(&d, midop == MIDOP_CMA ? "rank 1 SIGKILLed mid 32 MiB allreduce "
+                                                     "(single copy)"
+                                                   : "rank 1 SIGKILLed mid 32 MiB broadcast "
+                                                     "(single copy)",
+                            3, 60, death_midop, -1, r1);
+    }
     if (!bg_ok || bgjob_finish(&bg)) {
         tl_log("FAIL: a job running next to the killed rank's job was affected");
         rv = -1;
