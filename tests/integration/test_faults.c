@@ -7,8 +7,9 @@
  *  - timeout (NEXAR_TIMEOUT=2, one rank never calls): the others get
  *    NEXAR_ERR_TIMEOUT after 2-4 s naming the missing rank;
  *  - rank death: a rank killed with SIGKILL while the others wait in an allreduce,
- *    and while a 32 MiB allreduce is in flight on every rank: the others get
- *    NEXAR_ERR_PEER_LOST within 2 s of the kill, naming the rank;
+ *    and while a 32 MiB allreduce is in flight on every rank (through the slots; single
+ *    copy, while the others read and write its buffer; and a single-copy broadcast): the
+ *    others get NEXAR_ERR_PEER_LOST within 2 s of the kill, naming the rank;
  *  - abort: nexar_comm_abort() on one rank -> NEXAR_ERR_ABORTED on the others
  *    (sub-communicator: the world keeps working; world: in-flight ops fail);
  *  - after all that the daemon serves a new job and exits 0 on SIGTERM;

@@ -1,14 +1,16 @@
 /*
  * test_pull.c - peer reads (shm_abi.h): ranks of one node read broadcast, all_gather,
  * gather, scatter and all_to_all chunks from each other's staging slots, and fold
- * reduce_scatter chunks from them.
+ * reduce_scatter chunks from them; with single copy, from each other's buffers, and fold
+ * all_reduces too.
  *
- *   1. 3 ranks: broadcasts, gathers and scatters (every root), all_gathers, all_to_alls
- *      and reduce_scatters, of 1-, 2-, 4- and 8-byte elements, from one chunk to many,
- *      staged and mixed with nexar_alloc buffers, each checked bit for bit against the
- *      reference; a reduce_scatter of i32 whose input and output are not element-aligned
- *      (the fold's way around the kernels' alignment), and one of f32 on a communicator
- *      whose ranks run backwards (the fold's order is the communicator's); nexard's
+ *   1. 3 ranks: broadcasts, gathers and scatters (every root), all_gathers, all_to_alls,
+ *      reduce_scatters and all_reduces, of 1-, 2-, 4- and 8-byte elements, from one chunk
+ *      to many, staged and mixed with nexar_alloc buffers, each checked bit for bit
+ *      against the reference; a reduce_scatter and an all_reduce of i32 whose buffers are
+ *      not element-aligned (the fold's way around the kernels' alignment), and both of
+ *      f32 on a communicator whose ranks run backwards (the fold's order is the
+ *      communicator's); nexard's
  *      "bytes pulled" grows by exactly what the chunk plan says the staged ones read (the
  *      mixed ones read nothing: a direct part is nexard's to copy).
  *      With single copy (every rank allows it), the ops that move 64 KiB of block or
@@ -21,9 +23,13 @@
  *      writable.
  *   4. Single copy whose root's buffer cannot be read (a raw root naming a PROT_NONE
  *      mapping): the reader's broadcast fails with the cause (rank, pid, errno), its
- *      notice says so, and nexard fails the op on the root too, naming both ranks; and a
+ *      notice says so, and nexard fails the op on the root too, naming both ranks; a
  *      split broadcast whose (raw) reader's output cannot be written: the root's fails
- *      with the cause, and the reader hears nexard's.
+ *      with the cause, and the reader hears nexard's; the same for an all_reduce whose
+ *      raw rank's input cannot be read, or its output written.  Then an all_reduce whose
+ *      raw rank aborts the world after it got its table and says it copied half a second
+ *      later: the real ranks return ABORTED only after that notice (until then the raw
+ *      rank might still write into their buffers).
  *   5. A rank that read frees the world while another (raw) has not said it read: the
  *      root's broadcast completes all the same.
  *   6. A notice for a chunk nobody gave the client: it is dropped, with the reason in
@@ -681,6 +687,90 @@ static void phase_cma_fault(enum fault fault)
     raw_close(&c);
 }
 
+/* ---- a failed op's held ranks wait for the copies into them ---- */
+
+/* When each real rank's all_reduce returned, and when the raw rank said it had copied. */
+struct drain_times {
+    double ret[3], notice;
+};
+static struct drain_times *drain_t;
+
+/* Ranks 0 and 2, real, of a single-copy all_reduce whose raw rank 1 (the parent) aborts
+ * the world after it got its table, and says it copied half a second later.  The real
+ * ranks' op fails with ABORTED, and returns only after that notice: until then the raw
+ * rank might still write into their buffers. */
+static int drain_rank(struct hx_rank *r)
+{
+    nexar_comm_t *w;
+    if (hx_init(&w) != NEXAR_OK)
+        return 1;
+    float *buf = calloc(AR_FAULT_COUNT, sizeof(float));
+    nexar_status_t s = nexar_all_reduce(w, buf, AR_FAULT_COUNT, NEXAR_F32, NEXAR_SUM);
+    drain_t->ret[r->rank] = tl_now();
+    int bad = s != NEXAR_ERR_ABORTED;
+    if (bad)
+        tl_log("FAIL rank %d: the aborted single-copy all_reduce gave %s: \"%s\"", r->rank,
+               nexar_strerror(s), nexar_last_error());
+    free(buf);
+    nexar_finalize();
+    return bad;
+}
+
+static void phase_drain(void)
+{
+    char job[96];
+    hx_job_name(job, sizeof(job), "drain");
+    drain_t = mmap(NULL, sizeof(*drain_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+    memset(drain_t, 0, sizeof(*drain_t));
+    pid_t p0 = fork_rank(job, 0, 3, 10, drain_rank, NULL);
+    pid_t p2 = fork_rank(job, 2, 3, 10, drain_rank, NULL);
+    struct raw c;
+    float *mine = calloc(AR_FAULT_COUNT, sizeof(float)); /* the real ranks copy here */
+    if (raw_join_n(&c, job, 1, 3, true)) {
+        tl_log("FAIL: the raw rank could not join with single copy");
+        fails++;
+        kill(p0, SIGKILL);
+        kill(p2, SIGKILL);
+        hx_wait_pid(p0, 30, NULL);
+        hx_wait_pid(p2, 30, NULL);
+        free(mine);
+        return;
+    }
+    struct nx_sqe s = {.user_data = 9, .comm_id = c.comm, .kind = NX_K_ALL_REDUCE,
+                       .dtype = NEXAR_F32, .count = AR_FAULT_COUNT, .flags = NX_SQE_CMA,
+                       .in_off = (uint64_t)(uintptr_t)mine,
+                       .out_off = (uint64_t)(uintptr_t)mine};
+    raw_push(&c, &s);
+    struct nx_cqe e;
+    char text[NX_ERR_TEXT_BYTES];
+    int got = raw_cqe(&c, &e, text, sizeof(text), 10000);
+    EXPECT_TRUE(fails, got == 0 && e.status == 0 && e.pull_n == 5 && e.pull_hold == 1,
+                "the raw rank's all_reduce table: %s, status %u, %u entries",
+                got ? "none" : "came", got ? 0 : e.status, got ? 0 : e.pull_n);
+    struct nx_sqe a = {.user_data = 10, .comm_id = c.comm, .kind = NX_K_COMM_ABORT};
+    raw_push(&c, &a);
+    usleep(500 * 1000);
+    drain_t->notice = tl_now();
+    struct nx_sqe n = {.comm_id = c.comm, .kind = NX_K_PULLED};
+    raw_push(&c, &n);
+    int ws0 = 0, ws2 = 0;
+    bool ok0 = hx_wait_pid(p0, 30, &ws0) == 0 && WIFEXITED(ws0) && WEXITSTATUS(ws0) == 0;
+    bool ok2 = hx_wait_pid(p2, 30, &ws2) == 0 && WIFEXITED(ws2) && WEXITSTATUS(ws2) == 0;
+    bool after = drain_t->ret[0] >= drain_t->notice && drain_t->ret[2] >= drain_t->notice;
+    EXPECT_TRUE(fails, ok0 && ok2 && after, "an aborted single-copy all_reduce: ranks 0 and 2 "
+                "%s, %s, returned %.3f and %.3f s after the raw rank's notice (must be >= 0)",
+                ok0 ? "ok" : "failed", ok2 ? "ok" : "failed",
+                drain_t->ret[0] - drain_t->notice, drain_t->ret[2] - drain_t->notice);
+    if (ok0 && ok2 && after)
+        tl_log("ok: an aborted single-copy all_reduce returns ABORTED only once the rank still "
+               "copying said it was done (%.3f s after its notice)",
+               drain_t->ret[0] - drain_t->notice);
+    raw_close(&c);
+    free(mine);
+    munmap(drain_t, sizeof(*drain_t));
+}
+
 /* ---- a reader that leaves while another still reads ---- */
 
 #define LEAVE_COUNT (1u << 17) /* f32: 512 KiB, a single-copy broadcast read whole */
@@ -847,6 +937,7 @@ int main(void)
     phase_silent_reader();
     for (int f = F_ROOT; f <= F_AR_WRITE; f++)
         phase_cma_fault((enum fault)f);
+    phase_drain();
     phase_reader_leaves();
     phase_bogus_notice();
     if (hx_daemon_stop(&g_d))
