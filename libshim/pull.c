@@ -156,20 +156,28 @@ static int copy_one(const struct nexar_request *r, const struct nx_pull *p)
 static int fold_check(const struct nexar_request *r, const struct nx_pull *t, uint32_t n,
                       uint32_t *bad)
 {
-    uint32_t P = (uint32_t)r->comm->size;
+    uint32_t P = (uint32_t)r->comm->size, root = r->tmpl.peer;
     uint64_t es = r->esize, block = r->tmpl.count * es;
-    bool ar = r->tmpl.kind == NX_K_ALL_REDUCE;
+    uint8_t kind = r->tmpl.kind;
+    /* An all_reduce writes to every peer, a reduce's non-root to the root. */
+    uint32_t writes = kind == NX_K_ALL_REDUCE ? P - 1
+                      : kind == NX_K_REDUCE   ? (uint32_t)r->comm->rank != root
+                                              : 0;
     *bad = 0;
-    if ((!ar && r->tmpl.kind != NX_K_REDUCE_SCATTER) || n != (ar ? 2 * P - 1 : P))
+    if ((kind != NX_K_ALL_REDUCE && kind != NX_K_REDUCE && kind != NX_K_REDUCE_SCATTER) ||
+        n != P + writes)
         return EINVAL;
     for (uint32_t i = 0; i < n; i++) {
         const struct nx_pull *p = &t[i];
         bool src = i < P;
         *bad = i;
         if (p->flags != (src ? NX_PULL_REDUCE : NX_PULL_WRITE) ||
-            (src ? p->rank != i : p->rank >= P || p->peer == nx_S.pull_index) ||
+            (src ? p->rank != i
+                 : p->rank >= P || p->peer == nx_S.pull_index ||
+                       (kind == NX_K_REDUCE && p->rank != root)) ||
             p->peer >= nx_S.pull_count || !nx_S.pull_pid[p->peer] || p->block != t[0].block ||
-            p->block >= r->shape.out_mul || p->at != t[0].at || p->bytes != t[0].bytes ||
+            p->block >= (r->shape.out_mul ? r->shape.out_mul : 1) || p->at != t[0].at ||
+            p->bytes != t[0].bytes ||
             p->at % es || p->bytes % es || p->at > block || p->bytes > block - p->at)
             return EINVAL;
         if (src && p->peer == nx_S.pull_index) {
@@ -187,9 +195,10 @@ static int fold_check(const struct nexar_request *r, const struct nx_pull *t, ui
 #define FOLD_PIECE (128u << 10)
 
 /* Folds the part piece by piece: reads each peer's piece into the scratch, folds them all
- * with nexard's kernels (reduce.h) into the output (or the scratch, for an output that is
- * not element-aligned, as nexar.h asks it to be), and writes the folded piece into every
- * peer's output while it is in the cache.  0 or an errno, and *bad the failed entry. */
+ * with nexard's kernels (reduce.h) into the output (or the scratch: a reduce's non-root
+ * has none, and an output that is not element-aligned, as nexar.h asks it to be, goes
+ * through it), and writes the folded piece into its peers' outputs while it is in the
+ * cache.  0 or an errno, and *bad the failed entry. */
 static int fold_all(struct nexar_request *r, const struct nx_cqe *e, uint8_t *table,
                     uint32_t *bad)
 {
@@ -207,7 +216,8 @@ static int fold_all(struct nexar_request *r, const struct nx_cqe *e, uint8_t *ta
     uint64_t piece = (nx_S.hdr.slot_bytes - scr) / (P + 1) / es * es;
     if (piece > FOLD_PIECE)
         piece = FOLD_PIECE;
-    uint8_t *scratch = table + scr, *out = r->out + t[0].block * r->tmpl.count * es + t[0].at;
+    uint8_t *scratch = table + scr;
+    uint8_t *out = r->shape.out_mul ? r->out + t[0].block * r->tmpl.count * es + t[0].at : NULL;
     for (uint64_t done = 0, len; done < t[0].bytes; done += len) {
         len = t[0].bytes - done < piece ? t[0].bytes - done : piece;
         const void *srcs[NX_PULL_MAX_RANKS];
@@ -226,12 +236,13 @@ static int fold_all(struct nexar_request *r, const struct nx_cqe *e, uint8_t *ta
         }
         /* In place (an all_reduce's own part), the output is exactly its own source,
          * which the kernels allow. */
-        void *d = (uintptr_t)(out + done) % es ? (void *)area : (void *)(out + done);
+        uint8_t *o = out ? out + done : NULL;
+        void *d = !o || (uintptr_t)o % es ? (void *)area : (void *)o;
         *bad = 0;
         if (nx_reduce_fanout(&d, 1, srcs, P, len / es, r->tmpl.dtype, r->tmpl.redop) != 0)
             return EINVAL;
-        if (d != out + done)
-            memcpy(out + done, d, len);
+        if (o && d != o)
+            memcpy(o, d, len);
         for (uint32_t i = P; i < n; i++) {
             *bad = i;
             if ((err = cma_move(nx_S.pull_pid[t[i].peer], d, t[i].off + done, len, true)))

@@ -191,6 +191,7 @@ bool nx_op_single_copy(uint8_t kind, uint32_t esize, uint64_t count, unsigned pl
     case NX_K_REDUCE_SCATTER:
         return count >= NX_CMA_MIN_BYTES / esize + (NX_CMA_MIN_BYTES % esize != 0);
     case NX_K_ALL_REDUCE:
+    case NX_K_REDUCE:
         return count >= NX_CMA_MIN_REDUCE_BYTES / esize +
                             (NX_CMA_MIN_REDUCE_BYTES % esize != 0);
     default:

@@ -37,9 +37,10 @@
  *      read and write with process_vm_readv / writev (struct nx_pull grew at, rank and
  *      flags); nx_cqe.res_local carries the plan's bits; NX_K_PULLED may carry a
  *      failure.
- *   8  single-copy all_reduce and reduce_scatter (NX_PULL_REDUCE): each rank folds its
- *      part of every rank's input, read with process_vm_readv, in rank order, and an
- *      all_reduce's rank writes the result into every peer's output; a table holds up
+ *   8  single-copy all_reduce, reduce and reduce_scatter (NX_PULL_REDUCE): each rank
+ *      folds its part of every rank's input, read with process_vm_readv, in rank order,
+ *      and an all_reduce's rank writes the result into every peer's output (a reduce's,
+ *      into the root's); a table holds up
  *      to NX_PULL_MAX_ENTRIES entries, and the rest of its slot is the fold's scratch.
  */
 #ifndef NX_SHM_ABI_H
@@ -293,8 +294,10 @@ struct nx_pull {
  * process_vm_readv into the scratch that follows the table in its slot.  An all_reduce's
  * table goes on with NX_PULL_WRITE entries, one a peer, for the same part: the rank writes
  * its folded part into each peer's output, so that each part is read, folded and written
- * once, by one rank, piece by piece while it is in the cache.  No two ranks touch the same
- * bytes, in place or not: rank r reads and writes part r of every buffer, and only that. */
+ * once, by one rank, piece by piece while it is in the cache.  A reduce's non-root has one
+ * such entry, the root's, and no output of its own: it folds into the scratch.  No two
+ * ranks touch the same bytes, in place or not: rank r reads and writes part r of every
+ * buffer, and only that. */
 #define NX_PULL_REDUCE 2u
 /* A table's most entries: a rank's part of every rank, then every peer's to write. */
 #define NX_PULL_MAX_ENTRIES (2u * NX_PULL_MAX_RANKS)
@@ -315,9 +318,9 @@ struct nx_pull {
 #define NX_PLAN_LOCAL 1u
 #define NX_PLAN_CMA 2u
 #define NX_CMA_MIN_BYTES (64u << 10)
-/* A single-copy all_reduce's vector (version 8; a reduce_scatter's block is single-copy
- * from NX_CMA_MIN_BYTES): smaller ones go through the slots, where nexard's fold on its loop
- * costs fewer hand-offs. */
+/* A single-copy all_reduce's or reduce's vector (version 8; a reduce_scatter's block is
+ * single-copy from NX_CMA_MIN_BYTES): smaller ones go through the slots, where nexard's
+ * fold on its loop costs fewer hand-offs. */
 #define NX_CMA_MIN_REDUCE_BYTES (256u << 10)
 
 /* Where the fold's scratch starts in a single-copy table's slot, for a communicator of
@@ -330,8 +333,9 @@ static inline uint64_t nx_cma_scratch_off(uint32_t size)
 
 /* Whether an op is single-copy: plan has NX_PLAN_CMA, kind is a broadcast, all_gather,
  * gather, scatter, all_to_all or reduce_scatter and its block (count x esize) is
- * NX_CMA_MIN_BYTES or more, or an all_reduce of NX_CMA_MIN_REDUCE_BYTES or more.  The
- * shim and nexard decide alike; nexard drops a rank whose descriptor says otherwise. */
+ * NX_CMA_MIN_BYTES or more, or an all_reduce or reduce of NX_CMA_MIN_REDUCE_BYTES or
+ * more.  The shim and nexard decide alike; nexard drops a rank whose descriptor says
+ * otherwise. */
 bool nx_op_single_copy(uint8_t kind, uint32_t esize, uint64_t count, unsigned plan);
 
 /* The geometry the daemon chose; everything else is computed from it. */

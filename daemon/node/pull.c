@@ -180,12 +180,13 @@ static uint32_t cma_table(const struct nx_op *op, uint32_t r, uint64_t bytes,
                                           .flags = NX_PULL_WRITE};
         return k;
     }
-    if (op->sig.kind == NX_K_ALL_REDUCE || op->sig.kind == NX_K_REDUCE_SCATTER) {
+    if (op->sig.kind == NX_K_ALL_REDUCE || op->sig.kind == NX_K_REDUCE ||
+        op->sig.kind == NX_K_REDUCE_SCATTER) {
         /* Part r of every buffer is rank r's alone: it folds part r of every rank's input
          * in rank order, and an all_reduce's rank writes the result into every peer's
-         * output.  An all_reduce's parts are cut on 64 elements; a reduce_scatter's part
-         * is the rank's block. */
-        bool ar = op->sig.kind == NX_K_ALL_REDUCE;
+         * output, a reduce's into the root's.  Their parts are cut on 64 elements; a
+         * reduce_scatter's part is the rank's block. */
+        bool ar = op->sig.kind != NX_K_REDUCE_SCATTER;
         uint32_t es = nx_dtype_size(op->sig.dtype);
         uint64_t n = bytes / es, lo = ar ? part_start(n, r, P) : 0,
                  hi = ar ? part_start(n, r + 1, P) : n;
@@ -197,7 +198,7 @@ static uint32_t cma_table(const struct nx_op *op, uint32_t r, uint64_t bytes,
                                       .bytes = len, .at = at, .rank = s,
                                       .flags = NX_PULL_REDUCE};
         for (uint32_t s = 0; ar && s < P; s++)
-            if (s != r)
+            if (s != r && (op->sig.kind == NX_K_ALL_REDUCE || s == root))
                 t[k++] = (struct nx_pull){.peer = PI(s), .off = PART(s)->out_off + at,
                                           .bytes = len, .at = at, .rank = s,
                                           .flags = NX_PULL_WRITE};

@@ -2,19 +2,19 @@
  * test_pull.c - peer reads (shm_abi.h): ranks of one node read broadcast, all_gather,
  * gather, scatter and all_to_all chunks from each other's staging slots, and fold
  * reduce_scatter chunks from them; with single copy, from each other's buffers, and fold
- * all_reduces too.
+ * all_reduces and reduces too.
  *
- *   1. 3 ranks: broadcasts, gathers and scatters (every root), all_gathers, all_to_alls,
- *      reduce_scatters and all_reduces, of 1-, 2-, 4- and 8-byte elements, from one chunk
- *      to many, staged and mixed with nexar_alloc buffers, each checked bit for bit
- *      against the reference; a reduce_scatter and an all_reduce of i32 whose buffers are
- *      not element-aligned (the fold's way around the kernels' alignment), and both of
- *      f32 on a communicator whose ranks run backwards (the fold's order is the
- *      communicator's); nexard's
- *      "bytes pulled" grows by exactly what the chunk plan says the staged ones read (the
- *      mixed ones read nothing: a direct part is nexard's to copy).
- *      With single copy (every rank allows it), the ops that move 64 KiB of block or
- *      more go in one chunk from the sources' buffers, nexar_alloc ones too.
+ *   1. 3 ranks: broadcasts, gathers, scatters and reduces (every root), all_gathers,
+ *      all_to_alls, reduce_scatters and all_reduces, of 1-, 2-, 4- and 8-byte elements,
+ *      from one chunk to many, staged and mixed with nexar_alloc buffers, each checked
+ *      bit for bit against the reference; a reduce_scatter and an all_reduce of i32 whose
+ *      buffers are not element-aligned (the fold's way around the kernels' alignment),
+ *      and both of f32 on a communicator whose ranks run backwards (the fold's order is
+ *      the communicator's); nexard's "bytes pulled" grows by exactly what the chunk plan
+ *      says the staged ones read (the mixed ones read nothing: a direct part is
+ *      nexard's to copy).  With single copy (every rank allows it), the ops that move
+ *      64 KiB of block or more (a reduction: 256 KiB) go in one chunk from the sources'
+ *      buffers, nexar_alloc ones too.
  *   2. The same with NEXAR_SINGLE_COPY=0 on one rank (the slots, as above), and with
  *      NEXAR_PEER_READS=0 on one rank: exact, and nothing pulled.
  *   3. A reader that never says it read (a raw client beside a real root): nexarctl ops
@@ -100,6 +100,11 @@ static const struct pcase cases[] = {
     {TL_ALL_REDUCE, NEXAR_F64, (1u << 17) + 1, NEXAR_MIN},
     {TL_ALL_REDUCE, NEXAR_I64, 1u << 16, NEXAR_PROD},
     {TL_ALL_REDUCE, NEXAR_F32, (3u << 20) + 7, NEXAR_SUM},
+    /* A reduce the same way, every root: a non-root writes its part into the root's. */
+    {TL_REDUCE, NEXAR_F32, 1000, NEXAR_SUM},
+    {TL_REDUCE, NEXAR_F64, (1u << 15) + 9, NEXAR_MAX},
+    {TL_REDUCE, NEXAR_BF16, (1u << 19) + 1, NEXAR_SUM},
+    {TL_REDUCE, NEXAR_I32, (1u << 20) + 3, NEXAR_PROD},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -112,6 +117,7 @@ static int kind_of(int coll)
     case TL_SCATTER: return NX_K_SCATTER;
     case TL_REDUCE_SCATTER: return NX_K_REDUCE_SCATTER;
     case TL_ALL_REDUCE: return NX_K_ALL_REDUCE;
+    case TL_REDUCE: return NX_K_REDUCE;
     default: return NX_K_ALL_TO_ALL;
     }
 }
@@ -136,14 +142,24 @@ static uint64_t ar_moved(uint64_t bytes, uint32_t P)
     return (2 * (uint64_t)P - 1) * bytes;
 }
 
+/* A single-copy reduce of n elements to root: the parts read as an all_reduce's, and every
+ * part but the root's own written once, into the root (pull.c's parts: r/P of the vector
+ * on 64 elements, the last one ending at n). */
+static uint64_t reduce_moved(uint64_t n, uint32_t es, uint32_t P, uint32_t root)
+{
+    uint64_t lo = (n / P * root + n % P * root / P) / 64 * 64;
+    uint64_t hi = root + 1 == P ? n : (n / P * (root + 1) + n % P * (root + 1) / P) / 64 * 64;
+    return (uint64_t)P * n * es + (n - (hi - lo)) * es;
+}
+
 /* What nexard's peer reads move for one op of case k, from the chunk plan (pull.c's rule
  * written out again: blocks of NX_PULL_MIN_BYTES or more, two chunks or more; a
  * reduce_scatter from one chunk on, its blocks of NX_PULL_MIN_REDUCE_BYTES or more; a
  * single-copy op, of NX_CMA_MIN_BYTES of block or more, or NX_CMA_MIN_REDUCE_BYTES for
- * an all_reduce or reduce_scatter, in one chunk, whatever its buffers; the slots never
- * pull an all_reduce).  *any_buffers: also an op whose buffers are nexar_alloc's (single
- * copy). */
-static uint64_t pulled_bytes(const struct pcase *k, uint32_t P, unsigned plan,
+ * an all_reduce or reduce, in one chunk, whatever its buffers; the slots never
+ * pull an all_reduce or reduce), rooted at root.  *any_buffers: also an op whose buffers
+ * are nexar_alloc's (single copy). */
+static uint64_t pulled_bytes(const struct pcase *k, uint32_t P, uint32_t root, unsigned plan,
                              bool *any_buffers)
 {
     uint32_t es = nx_dtype_size((uint8_t)k->dtype);
@@ -152,10 +168,12 @@ static uint64_t pulled_bytes(const struct pcase *k, uint32_t P, unsigned plan,
     *any_buffers = false;
     if (nx_op_single_copy(kind, es, k->count, plan)) {
         *any_buffers = true;
+        if (kind == NX_K_REDUCE)
+            return reduce_moved(k->count, es, P, root);
         return kind == NX_K_ALL_REDUCE ? ar_moved(k->count * es, P)
                                        : k->count * es * reads_per_chunk(kind, P);
     }
-    if (kind == NX_K_ALL_REDUCE)
+    if (kind == NX_K_ALL_REDUCE || kind == NX_K_REDUCE)
         return 0;
     uint64_t E = nx_op_chunk_elems(kind, P, es, SLOT_BYTES, k->count, plan);
     uint64_t nch = nx_chunk_count(k->count, E), total = 0;
@@ -291,7 +309,7 @@ static int rank_cases(struct hx_rank *r)
     uint64_t seed = 1;
     for (size_t i = 0; i < NCASES; i++) {
         int rooted = cases[i].coll == TL_BROADCAST || cases[i].coll == TL_GATHER ||
-                     cases[i].coll == TL_SCATTER;
+                     cases[i].coll == TL_SCATTER || cases[i].coll == TL_REDUCE;
         int roots = rooted ? r->size : 1;
         for (int root = 0; root < roots; root++)
             for (int mode = TL_HEAP; mode <= TL_MIXED; mode += TL_MIXED - TL_HEAP) {
@@ -915,14 +933,17 @@ int main(void)
     uint64_t want_cma = 0, want_slots = 0, cma_ops = 0;
     for (size_t i = 0; i < NCASES; i++) {
         uint64_t roots = cases[i].coll == TL_BROADCAST || cases[i].coll == TL_GATHER ||
-                                 cases[i].coll == TL_SCATTER
+                                 cases[i].coll == TL_SCATTER || cases[i].coll == TL_REDUCE
                              ? WORLD
                              : 1;
-        bool any;
-        uint64_t b = pulled_bytes(&cases[i], WORLD, NX_PLAN_LOCAL | NX_PLAN_CMA, &any);
-        want_cma += b * roots * (any ? 2 : 1);
-        cma_ops += any;
-        want_slots += pulled_bytes(&cases[i], WORLD, NX_PLAN_LOCAL, &any) * roots;
+        for (uint32_t root = 0; root < roots; root++) {
+            bool any;
+            uint64_t b =
+                pulled_bytes(&cases[i], WORLD, root, NX_PLAN_LOCAL | NX_PLAN_CMA, &any);
+            want_cma += b * (any ? 2 : 1);
+            cma_ops += any && root == 0;
+            want_slots += pulled_bytes(&cases[i], WORLD, root, NX_PLAN_LOCAL, &any);
+        }
     }
     /* The unaligned and reversed ones: a reduce_scatter either way, an all_reduce with
      * single copy only. */

@@ -808,10 +808,11 @@ static void test_extent(void)
 static void test_single_copy(void)
 {
     static const uint8_t yes[] = {NX_K_BROADCAST, NX_K_ALL_GATHER, NX_K_GATHER, NX_K_SCATTER,
-                                  NX_K_ALL_TO_ALL, NX_K_REDUCE_SCATTER, NX_K_ALL_REDUCE};
+                                  NX_K_ALL_TO_ALL, NX_K_REDUCE_SCATTER, NX_K_ALL_REDUCE,
+                                  NX_K_REDUCE};
     const unsigned both = NX_PLAN_LOCAL | NX_PLAN_CMA;
     for (uint8_t kind = 1; kind <= NX_K_MAX; kind++) {
-        bool fold = kind == NX_K_ALL_REDUCE;
+        bool fold = kind == NX_K_ALL_REDUCE || kind == NX_K_REDUCE;
         bool moves = memchr(yes, kind, sizeof yes) != NULL;
         for (uint8_t dt = 0; dt < NEXAR_DTYPE_COUNT; dt++) {
             uint32_t es = nx_dtype_size(dt);
