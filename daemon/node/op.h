@@ -92,9 +92,9 @@ void nx_op_finish(struct nx_op *op);
  * read ones.  False: the chunk is nexard's to copy. */
 bool nx_pull_chunk(struct nx_op *op, uint64_t n);
 
-/* A late notice of a failed single-copy op (seq): true when it was one a drain waited
- * for.  The held ranks complete, with the failure, once no live rank still copies. */
-bool nx_pull_drain_done(struct nx_comm *c, uint64_t seq, uint32_t rank);
+/* A late notice of a failed single-copy op (seq): the held ranks complete, with the
+ * failure, once no live rank still copies. */
+void nx_pull_drain_done(struct nx_comm *c, uint64_t seq, uint32_t rank);
 /* Rank left c (gone, or freed it): it copies no more, and hears nothing. */
 void nx_pull_drain_leave(struct nx_comm *c, uint32_t rank);
 /* Completes, with the failure, every drain older than the communicator's deadline (a

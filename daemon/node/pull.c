@@ -294,6 +294,10 @@ bool nx_pull_release(struct nx_op *op)
 {
     if (!op->pull_owe)
         return true;
+    /* A reader found a peer gone: the op ends failed, whoever says so first (matcher.c),
+     * never as if every part had arrived. */
+    if (op->gone_tag)
+        return false;
     /* In chunk order, so that a source's slots come back in the order it filled them. */
     while (op->pull_rel < op->next_chunk) {
         uint32_t w = (uint32_t)(op->pull_rel % op->pull_win);
@@ -391,16 +395,12 @@ static bool drained(struct nx_pull_drain *d, void *arg)
     return d->owe == 0;
 }
 
-bool nx_pull_drain_done(struct nx_comm *c, uint64_t seq, uint32_t rank)
+void nx_pull_drain_done(struct nx_comm *c, uint64_t seq, uint32_t rank)
 {
-    bool found = false;
     for (struct nx_pull_drain *d = c->match.drains; d; d = d->next)
-        if (d->seq == seq && rank < NX_PULL_MAX_RANKS && (d->owe & (1u << rank))) {
+        if (d->seq == seq && rank < NX_PULL_MAX_RANKS)
             d->owe &= ~(1u << rank);
-            found = true;
-        }
     drain_sweep(c, drained, NULL);
-    return found;
 }
 
 void nx_pull_drain_leave(struct nx_comm *c, uint32_t rank)

@@ -13,7 +13,7 @@
  *      the communicator's); nexard's "bytes pulled" grows by exactly what the chunk plan
  *      says the staged ones read (the mixed ones read nothing: a direct part is
  *      nexard's to copy).  With single copy (every rank allows it), the ops that move
- *      64 KiB of block or more (a reduction: 256 KiB) go in one chunk from the sources'
+ *      64 KiB of block or more (an all_reduce or reduce: 256 KiB) go in one chunk from the sources'
  *      buffers, nexar_alloc ones too.
  *   2. The same with NEXAR_SINGLE_COPY=0 on one rank (the slots, as above), and with
  *      NEXAR_PEER_READS=0 on one rank: exact, and nothing pulled.
