@@ -29,7 +29,8 @@
  *      raw rank's input cannot be read, or its output written.  Then an all_reduce whose
  *      raw rank aborts the world after it got its table and says it copied half a second
  *      later: the real ranks return ABORTED only after that notice (until then the raw
- *      rank might still write into their buffers).
+ *      rank might still write into their buffers); and one whose raw rank says the live
+ *      rank 0 is gone (ESRCH): after a second, INTERNAL with its word, never OK.
  *   5. A rank that read frees the world while another (raw) has not said it read: the
  *      root's broadcast completes all the same.
  *   6. A notice for a chunk nobody gave the client: it is dropped, with the reason in
@@ -789,6 +790,71 @@ static void phase_drain(void)
     munmap(drain_t, sizeof(*drain_t));
 }
 
+/* ---- a reader that says a live peer is gone ---- */
+
+/* f32: 32 MiB, so that rank 0 still folds its half when the raw rank's notice comes. */
+#define FALSE_GONE_COUNT (8u << 20)
+
+/* Rank 0, real, of a single-copy all_reduce whose raw rank 1 says rank 0's process is gone
+ * (ESRCH) although it is not: nexard waits a second for a hang-up that never comes, and
+ * then the op fails with the raw rank's word; it never completes as if every part had
+ * arrived. */
+static int false_gone_rank(struct hx_rank *r)
+{
+    nexar_comm_t *w;
+    if (hx_init(&w) != NEXAR_OK)
+        return 1;
+    float *buf = calloc(FALSE_GONE_COUNT, sizeof(float));
+    nexar_status_t s = nexar_all_reduce(w, buf, FALSE_GONE_COUNT, NEXAR_F32, NEXAR_SUM);
+    const char *want = "rank 1 could not read rank 0's buffer with process_vm_readv: No such "
+                       "process";
+    int bad = s != NEXAR_ERR_INTERNAL || !strstr(nexar_last_error(), want);
+    if (bad)
+        tl_log("FAIL rank 0: an all_reduce whose peer claimed it gone gave %s: \"%s\"",
+               nexar_strerror(s), nexar_last_error());
+    else
+        tl_log("ok: a reader that calls a live peer gone: \"%s\"", nexar_last_error());
+    free(buf);
+    nexar_finalize();
+    return bad;
+}
+
+static void phase_false_gone(void)
+{
+    char job[96];
+    hx_job_name(job, sizeof(job), "falsegone");
+    pid_t pid = fork_rank(job, 0, 2, 10, false_gone_rank, NULL);
+    struct raw c;
+    float *mine = calloc(FALSE_GONE_COUNT, sizeof(float)); /* rank 0 writes its part here */
+    if (raw_join(&c, job, 1, true)) {
+        tl_log("FAIL: the raw rank could not join with single copy");
+        fails++;
+        kill(pid, SIGKILL);
+        hx_wait_pid(pid, 30, NULL);
+        free(mine);
+        return;
+    }
+    struct nx_sqe s = {.user_data = 11, .comm_id = c.comm, .kind = NX_K_ALL_REDUCE,
+                       .dtype = NEXAR_F32, .count = FALSE_GONE_COUNT, .flags = NX_SQE_CMA,
+                       .in_off = (uint64_t)(uintptr_t)mine,
+                       .out_off = (uint64_t)(uintptr_t)mine};
+    raw_push(&c, &s);
+    struct nx_cqe e;
+    char text[NX_ERR_TEXT_BYTES];
+    int got = raw_cqe(&c, &e, text, sizeof(text), 10000);
+    EXPECT_TRUE(fails, got == 0 && e.status == 0 && e.pull_n == 3,
+                "the raw rank's all_reduce table: %s", got ? "none" : "came");
+    struct nx_sqe n = {.comm_id = c.comm, .kind = NX_K_PULLED, .tag = ESRCH, .peer = 0};
+    raw_push(&c, &n);
+    int ws = 0;
+    if (hx_wait_pid(pid, 30, &ws) || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+        tl_log("FAIL: the real rank of the all_reduce whose peer claimed it gone");
+        fails++;
+    }
+    raw_close(&c);
+    free(mine);
+}
+
 /* ---- a reader that leaves while another still reads ---- */
 
 #define LEAVE_COUNT (1u << 17) /* f32: 512 KiB, a single-copy broadcast read whole */
@@ -959,6 +1025,7 @@ int main(void)
     for (int f = F_ROOT; f <= F_AR_WRITE; f++)
         phase_cma_fault((enum fault)f);
     phase_drain();
+    phase_false_gone();
     phase_reader_leaves();
     phase_bogus_notice();
     if (hx_daemon_stop(&g_d))
