@@ -26,6 +26,46 @@ static nexar_status_t bad(const char *fn, const nexar_comm_t *c, const char *fmt
                    c->size, c->id);
 }
 
+/* The in-place form of a two-buffer call, for its error text; NULL where its buffers may
+ * only be the same (a reduce) or never meet (all_to_all). */
+static const char *inplace_form(uint8_t kind)
+{
+    switch (kind) {
+    case NX_K_ALL_GATHER: return "send = recv + rank * count elements";
+    case NX_K_GATHER: return "at the root, send = recv + root * count elements";
+    case NX_K_REDUCE_SCATTER: return "recv = send + rank * count elements";
+    case NX_K_SCATTER: return "at the root, recv = send + root * count elements";
+    case NX_K_REDUCE: return "send = recv";
+    default: return NULL;
+    }
+}
+
+/* Whether an op's input and output may share bytes: never, but for the in-place forms
+ * MPI knows (the same buffer for one-buffer calls and a reduce; the rank's own block of
+ * the larger buffer for all_gather, gather, reduce_scatter and scatter).  Any other
+ * overlap is refused: a single-copy op's ranks read each other's inputs while they write
+ * their outputs (shm-protocol.md), so its result would depend on timing. */
+static bool overlap_ok(const struct nx_call *op, const struct nx_shape *sh, uint64_t blk,
+                       uint64_t rank)
+{
+    uintptr_t in = (uintptr_t)op->in, out = (uintptr_t)op->out;
+    uint64_t ib = sh->in_mul * blk, ob = sh->out_mul * blk;
+    if (!sh->in_mul || !sh->out_mul || in + ib <= out || out + ob <= in)
+        return true;
+    switch (op->kind) {
+    case NX_K_ALL_GATHER:
+    case NX_K_GATHER: /* (only the root has both) */
+        return in == out + rank * blk;
+    case NX_K_REDUCE_SCATTER:
+    case NX_K_SCATTER:
+        return out == in + rank * blk;
+    case NX_K_ALL_TO_ALL:
+        return false;
+    default: /* one buffer, or a reduce's root */
+        return in == out && ib == ob;
+    }
+}
+
 /* Validation of everything but the comm itself; op->count is final. */
 static nexar_status_t check_args(const char *fn, const nexar_comm_t *c, const struct nx_call *op,
                                  int dtype, int redop, long long peer, unsigned flags)
@@ -59,6 +99,16 @@ static nexar_status_t check_args(const char *fn, const nexar_comm_t *c, const st
     if (sh.out_mul && !op->out)
         return nx_fail(NEXAR_ERR_INVALID, "%s: the output buffer is NULL with count %llu", fn,
                        (unsigned long long)op->count);
+    if (!overlap_ok(op, &sh, op->count * es, (uint64_t)c->rank)) {
+        const char *form = inplace_form(op->kind);
+        return nx_fail(NEXAR_ERR_INVALID,
+                       "%s: send and recv overlap (%llu bytes at %p, %llu at %p; rank %d of "
+                       "%d, comm %u); pass separate buffers%s%s", fn,
+                       (unsigned long long)(sh.in_mul * op->count * es), op->in,
+                       (unsigned long long)(sh.out_mul * op->count * es), op->out, c->rank,
+                       c->size, c->id, form ? ", or the in-place form: " : "",
+                       form ? form : "");
+    }
     return NEXAR_OK;
 }
 

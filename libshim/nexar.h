@@ -303,7 +303,12 @@ NEXAR_API nexar_status_t nexar_free(void *ptr);
  * Buffers must not be NULL when count > 0.  Each blocking call returns when the
  * op has completed on this rank; each nexar_iX returns a request in *req, which
  * the caller completes with nexar_wait() or nexar_test(), or nexar_sync().  The
- * buffers of a nonblocking op belong to the library until it completes.
+ * buffers of a nonblocking op belong to the library until it completes.  send and recv
+ * of one call do not overlap, except in the in-place forms: reduce with send = recv;
+ * all_gather with send = recv + rank * count elements, gather at the root with send =
+ * recv + root * count; reduce_scatter with recv = send + rank * count, scatter at the
+ * root with recv = send + root * count (all_to_all has none).  Any other overlap is
+ * NEXAR_ERR_INVALID, naming the form.
  */
 
 /* In place: buf holds the elementwise reduction over all ranks. */

@@ -11,6 +11,9 @@
  *    invalid call that consumed a sequence number would show as a mismatch);
  *  - count 0 with NULL buffers is a successful no-op for every collective;
  *  - arena: nexar_free of a foreign pointer, nexar_alloc exhaustion -> NOMEM;
+ *  - send and recv that overlap outside the in-place forms (all_gather, reduce_scatter,
+ *    all_to_all; staged and single-copy sizes) -> INVALID naming the form, and the
+ *    in-place forms exact;
  *  - environment: bad NEXAR_RANK / NEXAR_WORLD_SIZE -> INVALID; NEXAR_PEER_READS,
  *    NEXAR_SINGLE_COPY and NEXAR_STREAM_COPY other than 0 or 1 -> INVALID naming the
  *    value; the torchrun, Slurm and Open MPI fallbacks; no variables at all -> rank 0
@@ -74,6 +77,69 @@ static void still_works(nexar_comm_t *w, int *fails, int n, const char *after)
     if (!EXPECT_OK(*fails, what, nexar_all_reduce(w, v, 3, NEXAR_I32, NEXAR_SUM)))
         EXPECT_TRUE(*fails, v[0] == n && v[1] == 2 * n && v[2] == 3 * n,
                     "%s: got %d %d %d, expected %d %d %d", what, v[0], v[1], v[2], n, 2 * n, 3 * n);
+}
+
+/* Overlapping send and recv: refused with the in-place form in the text, unless they are
+ * that form, which gives the exact result; with count elements a block (small: staged;
+ * 256 KiB: single copy, where the ranks read each other's inputs while they write). */
+static void overlaps(nexar_comm_t *w, int *fails, int me, int n, size_t count)
+{
+    int32_t *a = calloc(count * (size_t)n, sizeof(int32_t));
+    char label[96], want[96];
+    if (!a) {
+        tl_log("FAIL rank %d: no memory for the overlap checks", me);
+        (*fails)++;
+        return;
+    }
+    /* all_gather whose send is another rank's block of recv; then its own. */
+    snprintf(label, sizeof(label), "all_gather of %zu, send in another block", count);
+    nexar_status_t st = nexar_all_gather(w, a + (size_t)((me + 1) % n) * count, a, count,
+                                         NEXAR_I32);
+    snprintf(want, sizeof(want), "rank %d of %d", me, n);
+    if (!EXPECT_ST(*fails, NEXAR_ERR_INVALID, label, st))
+        EXPECT_TRUE(*fails, strstr(nexar_last_error(), "send and recv overlap") &&
+                    strstr(nexar_last_error(), "send = recv + rank * count elements") &&
+                    strstr(nexar_last_error(), want), "%s: \"%s\"", label, nexar_last_error());
+    for (size_t i = 0; i < count; i++)
+        a[(size_t)me * count + i] = me * 1000 + (int32_t)(i % 997);
+    snprintf(label, sizeof(label), "all_gather of %zu in place", count);
+    if (!EXPECT_OK(*fails, label, nexar_all_gather(w, a + (size_t)me * count, a, count,
+                                                   NEXAR_I32)))
+        for (size_t q = 0, bad = 0; q < (size_t)n && !bad; q++)
+            for (size_t i = 0; i < count && !bad; i++)
+                if ((bad = a[q * count + i] != (int32_t)q * 1000 + (int32_t)(i % 997)))
+                    EXPECT_TRUE(*fails, 0, "%s: block %zu element %zu is %d", label, q, i,
+                                a[q * count + i]);
+    /* reduce_scatter whose recv is another rank's block of send; then its own. */
+    for (size_t i = 0; i < count * (size_t)n; i++)
+        a[i] = me + (int32_t)(i / count) * 100 + (int32_t)(i % count % 997);
+    snprintf(label, sizeof(label), "reduce_scatter of %zu, recv in another block", count);
+    st = nexar_reduce_scatter(w, a, a + (size_t)((me + 1) % n) * count, count, NEXAR_I32,
+                              NEXAR_SUM);
+    if (!EXPECT_ST(*fails, NEXAR_ERR_INVALID, label, st))
+        EXPECT_TRUE(*fails, strstr(nexar_last_error(), "recv = send + rank * count elements"),
+                    "%s: \"%s\"", label, nexar_last_error());
+    snprintf(label, sizeof(label), "reduce_scatter of %zu in place", count);
+    int32_t *mine = a + (size_t)me * count;
+    if (!EXPECT_OK(*fails, label,
+                   nexar_reduce_scatter(w, a, mine, count, NEXAR_I32, NEXAR_SUM)))
+        for (size_t i = 0; i < count; i++) {
+            int32_t wantv = n * (n - 1) / 2 + n * (me * 100 + (int32_t)(i % 997));
+            if (mine[i] != wantv) {
+                EXPECT_TRUE(*fails, 0, "%s: element %zu is %d, want %d", label, i, mine[i],
+                            wantv);
+                break;
+            }
+        }
+    /* all_to_all has no in-place form. */
+    snprintf(label, sizeof(label), "all_to_all of %zu in one buffer", count);
+    st = nexar_all_to_all(w, a, a, count, NEXAR_I32);
+    if (!EXPECT_ST(*fails, NEXAR_ERR_INVALID, label, st))
+        EXPECT_TRUE(*fails, strstr(nexar_last_error(), "send and recv overlap") &&
+                    !strstr(nexar_last_error(), "in-place form"), "%s: \"%s\"", label,
+                    nexar_last_error());
+    still_works(w, fails, n, "the overlap checks");
+    free(a);
 }
 
 static int invalid_args(struct hx_rank *r)
@@ -192,6 +258,11 @@ static int invalid_args(struct hx_rank *r)
     EXPECT_TRUE(fails, st == NEXAR_OK || st == NEXAR_ERR_UNSUPPORTED || st == NEXAR_ERR_INVALID,
                 "nexar_comm_set_stream(world, NULL): %s", tl_status_name((int)st));
     still_works(w, &fails, n, "the arena checks");
+    overlaps(w, &fails, me, n, 4);
+    overlaps(w, &fails, me, n, 1u << 16);
+    if (me == 0 && !fails)
+        tl_log("overlapping send and recv: NEXAR_ERR_INVALID naming the in-place form; that "
+               "form exact, staged and single-copy");
     EXPECT_OK(fails, "finalize", nexar_finalize());
     return fails ? 1 : 0;
 }
