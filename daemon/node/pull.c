@@ -330,7 +330,7 @@ bool nx_pull_done(struct nx_op *op, uint32_t rank, uint32_t chunk, char *why, si
 struct nx_pull_drain {
     struct nx_pull_drain *next;
     uint64_t seq;
-    double since;
+    double since; /* the op's last progress */
     uint32_t owe, held; /* ranks still copying; ranks to complete */
     uint64_t ud[NX_PULL_MAX_RANKS];
 };
@@ -363,7 +363,9 @@ void nx_pull_fail(struct nx_op *op)
         }
         struct nx_pull_drain *d = nx_xcalloc(1, sizeof(*d));
         d->seq = op->seq;
-        d->since = nx_now();
+        /* The deadline measures lack of progress, as the op's did: an op that failed by
+         * timing out has no more to wait. */
+        d->since = op->started;
         d->owe = op->pull_owe[w] & live;
         d->held = op->pull_src[w];
         for (uint32_t r = 0; r < c->size && r < NX_PULL_MAX_RANKS; r++)
@@ -427,8 +429,9 @@ static bool expired(struct nx_pull_drain *d, void *arg)
 
 void nx_pull_drain_tick(struct nx_comm *c, double now, bool all)
 {
-    /* A rank that does not come back to copy within the deadline is hung: its peers may
-     * not wait for it forever (docs/shm-protocol.md says what that leaves). */
+    /* A rank that does not come back to copy within the deadline of the op's last
+     * progress is hung: its peers may not wait for it forever (docs/shm-protocol.md says
+     * what that leaves). */
     struct tick_arg t = {now, c->timeout_ms / 1000.0, all};
     drain_sweep(c, expired, &t);
 }
