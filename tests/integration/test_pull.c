@@ -709,6 +709,22 @@ static void phase_cma_fault(enum fault fault)
 
 /* ---- a failed op's held ranks wait for the copies into them ---- */
 
+/* The raw rank's single-copy all_reduce of count f32 in place at buf, and its table of
+ * want entries (its part of every rank, a write a peer), held. */
+static void raw_ar_table(struct raw *c, float *buf, uint32_t count, uint32_t want)
+{
+    struct nx_sqe s = {.user_data = 9, .comm_id = c->comm, .kind = NX_K_ALL_REDUCE,
+                       .dtype = NEXAR_F32, .count = count, .flags = NX_SQE_CMA,
+                       .in_off = (uint64_t)(uintptr_t)buf, .out_off = (uint64_t)(uintptr_t)buf};
+    raw_push(c, &s);
+    struct nx_cqe e;
+    char text[NX_ERR_TEXT_BYTES];
+    int got = raw_cqe(c, &e, text, sizeof(text), 10000);
+    EXPECT_TRUE(fails, got == 0 && e.status == 0 && e.pull_n == want && e.pull_hold == 1,
+                "the raw rank's all_reduce table: %s, status %u, %u entries (want %u)",
+                got ? "none" : "came", got ? 0 : e.status, got ? 0 : e.pull_n, want);
+}
+
 /* When each real rank's all_reduce returned, when the raw rank aborted, and when it said
  * it had copied. */
 struct drain_times {
@@ -760,17 +776,7 @@ static void phase_drain(bool silent)
         free(mine);
         return;
     }
-    struct nx_sqe s = {.user_data = 9, .comm_id = c.comm, .kind = NX_K_ALL_REDUCE,
-                       .dtype = NEXAR_F32, .count = AR_FAULT_COUNT, .flags = NX_SQE_CMA,
-                       .in_off = (uint64_t)(uintptr_t)mine,
-                       .out_off = (uint64_t)(uintptr_t)mine};
-    raw_push(&c, &s);
-    struct nx_cqe e;
-    char text[NX_ERR_TEXT_BYTES];
-    int got = raw_cqe(&c, &e, text, sizeof(text), 10000);
-    EXPECT_TRUE(fails, got == 0 && e.status == 0 && e.pull_n == 5 && e.pull_hold == 1,
-                "the raw rank's all_reduce table: %s, status %u, %u entries",
-                got ? "none" : "came", got ? 0 : e.status, got ? 0 : e.pull_n);
+    raw_ar_table(&c, mine, AR_FAULT_COUNT, 5);
     struct nx_sqe a = {.user_data = 10, .comm_id = c.comm, .kind = NX_K_COMM_ABORT};
     drain_t->abort = tl_now();
     raw_push(&c, &a);
@@ -854,16 +860,7 @@ static void phase_false_gone(void)
         free(mine);
         return;
     }
-    struct nx_sqe s = {.user_data = 11, .comm_id = c.comm, .kind = NX_K_ALL_REDUCE,
-                       .dtype = NEXAR_F32, .count = FALSE_GONE_COUNT, .flags = NX_SQE_CMA,
-                       .in_off = (uint64_t)(uintptr_t)mine,
-                       .out_off = (uint64_t)(uintptr_t)mine};
-    raw_push(&c, &s);
-    struct nx_cqe e;
-    char text[NX_ERR_TEXT_BYTES];
-    int got = raw_cqe(&c, &e, text, sizeof(text), 10000);
-    EXPECT_TRUE(fails, got == 0 && e.status == 0 && e.pull_n == 3,
-                "the raw rank's all_reduce table: %s", got ? "none" : "came");
+    raw_ar_table(&c, mine, FALSE_GONE_COUNT, 3);
     struct nx_sqe n = {.comm_id = c.comm, .kind = NX_K_PULLED, .tag = ESRCH, .peer = 0};
     raw_push(&c, &n);
     int ws = 0;
