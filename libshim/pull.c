@@ -149,10 +149,11 @@ static int copy_one(const struct nexar_request *r, const struct nx_pull *p)
     return cma_move(nx_S.pull_pid[p->peer], mine, p->off, p->bytes, write);
 }
 
-/* A single-copy all_reduce's or reduce_scatter's table (NX_PULL_REDUCE, shm_abi.h):
- * entries 0..P-1 this rank's part of every rank's input in rank order, then (an
- * all_reduce) one write a peer; all name the same part of the output.  Checks them all
- * first; 0 or an errno, and *bad the entry that failed. */
+/* A single-copy all_reduce's, reduce's or reduce_scatter's table (NX_PULL_REDUCE,
+ * shm_abi.h): entries 0..P-1 this rank's part of every rank's input in rank order (its own
+ * at its rank), then one write a peer (an all_reduce) or to the root (a reduce's
+ * non-root); all name the same part of the output.  Checks them all first; 0 or an errno,
+ * and *bad the entry that failed. */
 static int fold_check(const struct nexar_request *r, const struct nx_pull *t, uint32_t n,
                       uint32_t *bad)
 {
@@ -172,7 +173,8 @@ static int fold_check(const struct nexar_request *r, const struct nx_pull *t, ui
         bool src = i < P;
         *bad = i;
         if (p->flags != (src ? NX_PULL_REDUCE : NX_PULL_WRITE) ||
-            (src ? p->rank != i
+            (src ? p->rank != i ||
+                       (p->peer == nx_S.pull_index) != (i == (uint32_t)r->comm->rank)
                  : p->rank >= P || p->peer == nx_S.pull_index ||
                        (kind == NX_K_REDUCE && p->rank != root)) ||
             p->peer >= nx_S.pull_count || !nx_S.pull_pid[p->peer] || p->block != t[0].block ||
