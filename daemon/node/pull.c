@@ -13,6 +13,7 @@
 #include "op.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,11 +353,12 @@ void nx_pull_fail(struct nx_op *op)
     if (!op->pull_owe)
         return;
     struct nx_comm *c = op->comm;
+    uint32_t live = 0;
+    for (uint32_t r = 0; r < c->size && r < NX_PULL_MAX_RANKS; r++)
+        if (c->ranks[r].client)
+            live |= 1u << r;
     for (; op->pull_rel < op->next_chunk; op->pull_rel++) {
-        uint32_t w = (uint32_t)(op->pull_rel % op->pull_win), live = 0;
-        for (uint32_t r = 0; r < c->size && r < NX_PULL_MAX_RANKS; r++)
-            if (c->ranks[r].client)
-                live |= 1u << r;
+        uint32_t w = (uint32_t)(op->pull_rel % op->pull_win);
         if (!(op->sig.flags & NX_SQE_CMA) || !(op->pull_owe[w] & live) || !op->pull_src[w]) {
             complete_held(op, w, c->failed_status, c->failed_text);
             continue;
@@ -376,12 +378,12 @@ void nx_pull_fail(struct nx_op *op)
     }
 }
 
-/* Completes and frees the drains that `pred` picks. */
-static void drain_sweep(struct nx_comm *c, bool (*pred)(struct nx_pull_drain *, void *),
-                        void *arg)
+/* Completes and frees the drains that no live rank copies into any more, and those whose
+ * op made its last progress at `cutoff` or before. */
+static void drain_sweep(struct nx_comm *c, double cutoff)
 {
     for (struct nx_pull_drain **pp = &c->match.drains, *d; (d = *pp);) {
-        if (!pred(d, arg)) {
+        if (d->owe && d->since > cutoff) {
             pp = &d->next;
             continue;
         }
@@ -391,18 +393,12 @@ static void drain_sweep(struct nx_comm *c, bool (*pred)(struct nx_pull_drain *, 
     }
 }
 
-static bool drained(struct nx_pull_drain *d, void *arg)
-{
-    (void)arg;
-    return d->owe == 0;
-}
-
 void nx_pull_drain_done(struct nx_comm *c, uint64_t seq, uint32_t rank)
 {
     for (struct nx_pull_drain *d = c->match.drains; d; d = d->next)
         if (d->seq == seq && rank < NX_PULL_MAX_RANKS)
             d->owe &= ~(1u << rank);
-    drain_sweep(c, drained, NULL);
+    drain_sweep(c, -INFINITY);
 }
 
 void nx_pull_drain_leave(struct nx_comm *c, uint32_t rank)
@@ -413,18 +409,7 @@ void nx_pull_drain_leave(struct nx_comm *c, uint32_t rank)
         d->owe &= ~(1u << rank);
         d->held &= ~(1u << rank);
     }
-    drain_sweep(c, drained, NULL);
-}
-
-struct tick_arg {
-    double now, limit;
-    bool all;
-};
-
-static bool expired(struct nx_pull_drain *d, void *arg)
-{
-    const struct tick_arg *t = arg;
-    return t->all || t->now - d->since >= t->limit;
+    drain_sweep(c, -INFINITY);
 }
 
 void nx_pull_drain_tick(struct nx_comm *c, double now, bool all)
@@ -432,8 +417,7 @@ void nx_pull_drain_tick(struct nx_comm *c, double now, bool all)
     /* A rank that does not come back to copy within the deadline of the op's last
      * progress is hung: its peers may not wait for it forever (docs/shm-protocol.md says
      * what that leaves). */
-    struct tick_arg t = {now, c->timeout_ms / 1000.0, all};
-    drain_sweep(c, expired, &t);
+    drain_sweep(c, all ? INFINITY : now - c->timeout_ms / 1000.0);
 }
 
 bool nx_pull_involves(const struct nx_op *op, uint32_t rank)
