@@ -40,8 +40,8 @@
  *   8  single-copy all_reduce, reduce and reduce_scatter (NX_PULL_REDUCE): each rank
  *      folds its part of every rank's input, read with process_vm_readv, in rank order,
  *      and an all_reduce's rank writes the result into every peer's output (a reduce's,
- *      into the root's); a table holds up
- *      to NX_PULL_MAX_ENTRIES entries, and the rest of its slot is the fold's scratch.
+ *      into the root's); a table holds up to NX_PULL_MAX_ENTRIES entries, and the rest
+ *      of its slot is the fold's scratch.
  */
 #ifndef NX_SHM_ABI_H
 #define NX_SHM_ABI_H
@@ -286,10 +286,10 @@ struct nx_pull {
  * completion waits for the writers' notices). */
 #define NX_PULL_WRITE 1u
 #define NX_CMA_SPLIT_BYTES (1u << 20)
-/* The entry is a source of a fold (single copy, version 8): a single-copy all_reduce's or
- * reduce_scatter's table starts with one such entry a rank of the communicator, in rank
- * order (its own among them, `off` then an address in its own input), all naming the same
- * part (`block`, `at`, `bytes`) of the rank's output.  The rank folds them into that part
+/* The entry is a source of a fold (single copy, version 8): a single-copy all_reduce's,
+ * reduce's or reduce_scatter's table starts with one such entry a rank of the
+ * communicator, in rank order (its own among them, `off` then an address in its own
+ * input), all naming the same part (`block`, `at`, `bytes`) of the rank's output.  The rank folds them into that part
  * in table order with nexard's kernels (reduce.h), reading its peers' with
  * process_vm_readv into the scratch that follows the table in its slot.  An all_reduce's
  * table goes on with NX_PULL_WRITE entries, one a peer, for the same part: the rank writes

@@ -41,12 +41,6 @@ static bool extent_for(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
     return true;
 }
 
-/* The peer-read table nexard writes for a single-copy descriptor: one entry per rank. */
-static uint64_t cma_table_bytes(const struct nx_sqe_limits *lim)
-{
-    return nx_cma_scratch_off(lim->comm_size);
-}
-
 bool nx_sqe_extent(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
                    uint64_t *in_bytes, uint64_t *out_bytes)
 {
@@ -196,7 +190,8 @@ int nx_sqe_validate(const struct nx_sqe *e, const struct nx_sqe_limits *lim,
                    "has one");
         uint64_t slot_off;
         if (!mul_ok(e->tag, lim->slot_bytes, &slot_off) ||
-            cma_table_bytes(lim) >= lim->slot_bytes ||
+            /* the largest table nexard writes there, and room for a fold's scratch */
+            nx_cma_scratch_off(lim->comm_size) >= lim->slot_bytes ||
             !inside(slot_off, lim->slot_bytes, lim->arena_bytes))
             REJECT("single-copy table slot outside the arena, or too small");
         return 0;
