@@ -125,6 +125,15 @@ static int cma_move(pid_t pid, void *here, uint64_t there, uint64_t len, bool wr
     return 0;
 }
 
+/* Whether bytes at address off lie in the input r submitted: an entry of this rank's own
+ * names its input by address, which nexard only passed on. */
+static bool in_own_input(const struct nexar_request *r, uint64_t off, uint64_t bytes)
+{
+    uint64_t lo = (uint64_t)(uintptr_t)r->in;
+    uint64_t len = (uint64_t)r->shape.in_mul * r->tmpl.count * r->esize;
+    return r->in && off >= lo && off - lo <= len && bytes <= len - (off - lo);
+}
+
 /* One single-copy entry; 0 or an errno.  A read copies from the peer's process into this
  * rank's output; a write (NX_PULL_WRITE) from its input into the peer's process.  An entry
  * of this rank's own (a gather's root, a scatter's, an all_to_all) must lie in the input
@@ -140,8 +149,7 @@ static int copy_one(const struct nexar_request *r, const struct nx_pull *p)
     /* (A write only reads its input: struct iovec has no const.) */
     uint8_t *mine = (write ? (uint8_t *)(uintptr_t)r->in : r->out) + p->block * block + p->at;
     if (p->peer == nx_S.pull_index) {
-        uint64_t lo = (uint64_t)(uintptr_t)r->in, len = (uint64_t)r->shape.in_mul * block;
-        if (!r->in || p->off < lo || p->off - lo > len || p->bytes > len - (p->off - lo))
+        if (!in_own_input(r, p->off, p->bytes))
             return EFAULT;
         memmove(mine, (const void *)(uintptr_t)p->off, p->bytes);
         return 0;
@@ -166,7 +174,7 @@ static int fold_check(const struct nexar_request *r, const struct nx_pull *t, ui
                                               : 0;
     *bad = 0;
     if ((kind != NX_K_ALL_REDUCE && kind != NX_K_REDUCE && kind != NX_K_REDUCE_SCATTER) ||
-        n != P + writes)
+        P > NX_PULL_MAX_RANKS || n != P + writes)
         return EINVAL;
     for (uint32_t i = 0; i < n; i++) {
         const struct nx_pull *p = &t[i];
@@ -182,11 +190,8 @@ static int fold_check(const struct nexar_request *r, const struct nx_pull *t, ui
             p->bytes != t[0].bytes ||
             p->at % es || p->bytes % es || p->at > block || p->bytes > block - p->at)
             return EINVAL;
-        if (src && p->peer == nx_S.pull_index) {
-            uint64_t lo = (uint64_t)(uintptr_t)r->in, len = (uint64_t)r->shape.in_mul * block;
-            if (p->off < lo || p->off - lo > len || p->bytes > len - (p->off - lo))
-                return EFAULT;
-        }
+        if (src && p->peer == nx_S.pull_index && !in_own_input(r, p->off, p->bytes))
+            return EFAULT;
     }
     return 0;
 }
@@ -204,12 +209,8 @@ static int fold_check(const struct nexar_request *r, const struct nx_pull *t, ui
 static int fold_all(struct nexar_request *r, const struct nx_cqe *e, uint8_t *table,
                     uint32_t *bad)
 {
-    uint32_t P = (uint32_t)r->comm->size, n = e->pull_n;
+    uint32_t P = (uint32_t)r->comm->size, n = e->pull_n; /* n: at most the most (copy_all) */
     struct nx_pull t[NX_PULL_MAX_ENTRIES];
-    if (n > NX_PULL_MAX_ENTRIES || P > NX_PULL_MAX_RANKS) {
-        *bad = 0;
-        return EINVAL;
-    }
     memcpy(t, table, (size_t)n * sizeof(*t));
     int err = fold_check(r, t, n, bad);
     if (err)
