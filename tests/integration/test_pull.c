@@ -467,6 +467,18 @@ static void raw_close(struct raw *c)
         close(c->fd);
 }
 
+/* A raw rank could not join: the failure (why), and the real ranks that wait for it
+ * ended and reaped. */
+static void join_failed(const char *why, const pid_t *pids, int n)
+{
+    tl_log("FAIL: %s", why);
+    fails++;
+    for (int i = 0; i < n; i++)
+        kill(pids[i], SIGKILL);
+    for (int i = 0; i < n; i++)
+        hx_wait_pid(pids[i], 30, NULL);
+}
+
 /* Rank `rank` of `size`, real, forked, with NEXAR_TIMEOUT timeout_s: fn(r) with r->arg =
  * arg is its exit status. */
 static pid_t fork_rank(const char *job, int rank, int size, int timeout_s, hx_rank_fn fn,
@@ -525,10 +537,7 @@ static void phase_silent_reader(void)
     pid_t pid = fork_rank(job, 0, 2, 2, root_rank, NULL);
     struct raw c;
     if (raw_join(&c, job, 1, false)) {
-        tl_log("FAIL: the raw reader could not join");
-        fails++;
-        kill(pid, SIGKILL);
-        hx_wait_pid(pid, 30, NULL);
+        join_failed("the raw reader could not join", (pid_t[]){pid}, 1);
         return;
     }
     /* Its chunks, staged, as the non-root: nexard answers each with a peer-read table,
@@ -661,10 +670,7 @@ static void phase_cma_fault(enum fault fault)
     pid_t pid = fork_rank(job, 0, 2, 10, fault_rank, (void *)(intptr_t)fault);
     struct raw c;
     if (raw_join(&c, job, 1, true)) {
-        tl_log("FAIL: the raw rank could not join with single copy");
-        fails++;
-        kill(pid, SIGKILL);
-        hx_wait_pid(pid, 30, NULL);
+        join_failed("the raw rank could not join with single copy", (pid_t[]){pid}, 1);
         return;
     }
     /* Mapped, but never readable nor writable (or, F_AR_WRITE, never writable):
@@ -767,12 +773,7 @@ static void phase_drain(bool silent)
     struct raw c;
     float *mine = calloc(AR_FAULT_COUNT, sizeof(float)); /* the real ranks copy here */
     if (raw_join_n(&c, job, 1, 3, true)) {
-        tl_log("FAIL: the raw rank could not join with single copy");
-        fails++;
-        kill(p0, SIGKILL);
-        kill(p2, SIGKILL);
-        hx_wait_pid(p0, 30, NULL);
-        hx_wait_pid(p2, 30, NULL);
+        join_failed("the raw rank could not join with single copy", (pid_t[]){p0, p2}, 2);
         free(mine);
         return;
     }
@@ -853,10 +854,7 @@ static void phase_false_gone(void)
     struct raw c;
     float *mine = calloc(FALSE_GONE_COUNT, sizeof(float)); /* rank 0 writes its part here */
     if (raw_join(&c, job, 1, true)) {
-        tl_log("FAIL: the raw rank could not join with single copy");
-        fails++;
-        kill(pid, SIGKILL);
-        hx_wait_pid(pid, 30, NULL);
+        join_failed("the raw rank could not join with single copy", (pid_t[]){pid}, 1);
         free(mine);
         return;
     }
@@ -910,12 +908,7 @@ static void phase_reader_leaves(void)
     pid_t p1 = fork_rank(job, 1, 3, 10, leave_rank, NULL);
     struct raw c;
     if (raw_join_n(&c, job, 2, 3, true)) {
-        tl_log("FAIL: the raw reader could not join with single copy");
-        fails++;
-        kill(p0, SIGKILL);
-        kill(p1, SIGKILL);
-        hx_wait_pid(p0, 30, NULL);
-        hx_wait_pid(p1, 30, NULL);
+        join_failed("the raw reader could not join with single copy", (pid_t[]){p0, p1}, 2);
         return;
     }
     static float out[LEAVE_COUNT]; /* never read: this client only says it read */
@@ -973,10 +966,7 @@ static void phase_bogus_notice(void)
         _exit(0);
     }
     if (raw_join(&a, job, 0, false)) {
-        tl_log("FAIL: the raw ranks could not join");
-        fails++;
-        kill(pid, SIGKILL);
-        hx_wait_pid(pid, 30, NULL);
+        join_failed("the raw ranks could not join", (pid_t[]){pid}, 1);
         return;
     }
     struct nx_sqe s = {.user_data = 1, .comm_id = a.comm, .kind = NX_K_PULLED, .seq = 4,
