@@ -9,6 +9,13 @@
  * share of the CPUs nexar-run may use: contiguous blocks when there are at least as many
  * CPUs as nodes, CPU i mod n when there are fewer.  Open MPI's mpirun binds its ranks
  * to cores by default for the same reason.
+ *
+ * --bind rank also gives each rank of a node its own share of the node's CPUs, as
+ * Open MPI does with its ranks, one node included: left to the scheduler, two ranks that
+ * copy at once sometimes share one CPU for hundreds of ops while the daemon's spin holds
+ * the other, and the balancer, seeing two runnable tasks against one, moves neither
+ * (docs/performance.md).  Not the default: a rank of a PyTorch job runs threads of its
+ * own, which a share of one CPU would serialise.
  */
 #include <errno.h>
 #include <sched.h>
@@ -22,7 +29,7 @@ int run_bind_cpus(const struct run_opts *o, int node, cpu_set_t *out)
     cpu_set_t all;
     int cpus[CPU_SETSIZE], n = 0;
     CPU_ZERO(out);
-    if (o->bind != RUN_BIND_NODE || o->nodes < 2 || node < 0 ||
+    if (o->bind == RUN_BIND_NONE || (o->nodes < 2 && o->bind != RUN_BIND_RANK) || node < 0 ||
         sched_getaffinity(0, sizeof(all), &all) != 0)
         return 0;
     for (int c = 0; c < CPU_SETSIZE; c++)
@@ -39,11 +46,30 @@ int run_bind_cpus(const struct run_opts *o, int node, cpu_set_t *out)
     return CPU_COUNT(out);
 }
 
-void run_bind_child(const struct run_opts *o, int node)
+int run_bind_rank_cpus(const struct run_opts *o, int node, int local, int nlocal,
+                       cpu_set_t *out)
+{
+    cpu_set_t set;
+    int m = run_bind_cpus(o, node, &set), cpus[CPU_SETSIZE], k = 0;
+    if (o->bind != RUN_BIND_RANK || local < 0 || nlocal < 1 || local >= nlocal || m < nlocal) {
+        *out = set;
+        return m;
+    }
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            cpus[k++] = c;
+    CPU_ZERO(out);
+    for (int i = local * m / nlocal; i < (local + 1) * m / nlocal; i++)
+        CPU_SET(cpus[i], out);
+    return CPU_COUNT(out);
+}
+
+void run_bind_child(const struct run_opts *o, int node, int local, int nlocal)
 {
     cpu_set_t set;
     /* Best effort: a container may forbid it, and the run is still right unbound. */
-    if (run_bind_cpus(o, node, &set) > 0 && sched_setaffinity(0, sizeof(set), &set) != 0)
+    if (run_bind_rank_cpus(o, node, local, nlocal, &set) > 0 &&
+        sched_setaffinity(0, sizeof(set), &set) != 0)
         fprintf(stderr, "nexar-run: node %d: cannot bind to its CPUs: %s\n", node,
                 strerror(errno));
 }

@@ -121,7 +121,7 @@ static void exec_daemon(const struct run_opts *o, const char *bin, struct run_da
     }
     run_child_signals();
     if (d->tls_cert)
-        run_bind_child(o, d->node);
+        run_bind_child(o, d->node, -1, 0);
 
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null >= 0)

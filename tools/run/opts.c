@@ -36,9 +36,12 @@ static void usage(FILE *f)
 "      --nodes K         simulate K nodes: K private nexards on 127.0.0.1, each with\n"
 "                        its own socket, port and certificate (one CA made for the\n"
 "                        run); ranks go to them in blocks, node 0 coordinates\n"
-"      --bind node|none  with --nodes: run each node's daemon and ranks on that\n"
-"                        node's share of the CPUs, as real nodes have their own\n"
-"                        (default node); none leaves placement to the kernel\n"
+"      --bind node|rank|none  with --nodes: run each node's daemon and ranks on\n"
+"                        that node's share of the CPUs, as real nodes have their own\n"
+"                        (default node); rank: also each rank on its own share of\n"
+"                        its node's CPUs (one node too) while the node has a CPU\n"
+"                        for each, as mpirun binds its ranks; none leaves placement\n"
+"                        to the kernel\n"
 "      --socket PATH     nexard socket (default $NEXAR_SOCKET, else\n"
 "                        /run/nexar/nexard.sock); when no daemon answers there, a\n"
 "                        private nexard is started in a temporary directory\n"
@@ -123,10 +126,12 @@ void run_opts_parse(struct run_opts *o, int argc, char **argv)
         case OPT_BIND:
             if (!strcmp(optarg, "node"))
                 o->bind = RUN_BIND_NODE;
+            else if (!strcmp(optarg, "rank"))
+                o->bind = RUN_BIND_RANK;
             else if (!strcmp(optarg, "none"))
                 o->bind = RUN_BIND_NONE;
             else
-                bad("--bind expects node or none", optarg);
+                bad("--bind expects node, rank or none", optarg);
             break;
         case OPT_SOCKET: o->socket = optarg; break;
         case OPT_JOB:

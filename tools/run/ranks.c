@@ -101,7 +101,8 @@ static void exec_rank(const struct run_opts *o, const char *job, const struct ru
     if (getppid() != parent)
         _exit(128 + SIGTERM); /* nexar-run died before prctl took effect */
     run_child_signals();
-    run_bind_child(o, r->node);
+    run_bind_child(o, r->node, r->local_rank,
+                   node_first(o, r->node + 1) - node_first(o, r->node));
 
     set_env_int("NEXAR_RANK", r->rank);
     set_env_int("NEXAR_WORLD_SIZE", o->nranks);

@@ -17,7 +17,8 @@
  *   ranks.c      fork/exec the ranks with their environment
  *   supervise.c  signals, failures, the grace period, the exit status
  *   nodes.c      --nodes: certificates and the daemons' network addresses
- *   bind.c       --nodes: each node's daemon and ranks on that node's CPUs
+ *   bind.c       --nodes: each node's daemon and ranks on that node's CPUs; --bind
+ *                rank: each rank on its share of them
  */
 #ifndef NXR_RUN_H
 #define NXR_RUN_H
@@ -32,7 +33,7 @@
 #define NXR_EXIT_NOEXEC 126   /* the program is not executable (as the shell) */
 #define NXR_EXIT_NOTFOUND 127 /* the program was not found (as the shell) */
 
-enum run_bind { RUN_BIND_NODE, RUN_BIND_NONE };
+enum run_bind { RUN_BIND_NODE, RUN_BIND_NONE, RUN_BIND_RANK };
 
 struct run_opts {
     int nranks;          /* -n, default 1 */
@@ -45,7 +46,8 @@ struct run_opts {
     const char *daemon;  /* --daemon: the nexard binary */
     char **daemon_args;  /* --daemon-arg, in order */
     int n_daemon_args;
-    enum run_bind bind;  /* --bind: with --nodes, each node's processes on its CPUs */
+    enum run_bind bind;  /* --bind: with --nodes, each node's processes on its CPUs; rank:
+                            also each rank on its share of them */
     bool keep_daemon;    /* --keep-daemon */
     bool quiet;          /* --quiet: no summary or notes */
     bool verbose;        /* --verbose: notes, and the daemon's log on stderr */
@@ -109,11 +111,16 @@ void run_nodes_cleanup(const struct run_opts *o, char *certdir);
 /* ---- CPU binding of simulated nodes (bind.c) ---------------------------------- */
 
 #include <sched.h>
-/* The CPUs of node's processes into *out: their count, 0 when unbound (--bind none, one
- * node, one CPU). */
+/* The CPUs of node's processes into *out: their count, 0 when unbound (--bind none; one
+ * node, unless --bind rank; one CPU). */
 int run_bind_cpus(const struct run_opts *o, int node, cpu_set_t *out);
-/* In a forked child before exec: binds it to its node's CPUs (a warning if refused). */
-void run_bind_child(const struct run_opts *o, int node);
+/* The CPUs of local rank `local` of the nlocal ranks of node (local < 0: its daemon):
+ * with --bind rank and no more ranks than the node's CPUs, the rank's share of them; else
+ * the node's.  Their count, 0 when unbound. */
+int run_bind_rank_cpus(const struct run_opts *o, int node, int local, int nlocal,
+                       cpu_set_t *out);
+/* In a forked child before exec: binds it to those CPUs (a warning if refused). */
+void run_bind_child(const struct run_opts *o, int node, int local, int nlocal);
 /* "cpu 0,1" or "unbound", for --verbose. */
 void run_bind_describe(const struct run_opts *o, int node, char *buf, size_t len);
 
