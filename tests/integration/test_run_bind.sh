@@ -1,9 +1,9 @@
 #!/bin/sh
 # test_run_bind.sh - nexar-run --nodes K puts each simulated node's daemon and ranks on
 # that node's share of the CPUs (--bind node, the default), --bind rank also each rank on
-# its own share of its node's (one node too, where there are as many CPUs as its ranks),
-# and --bind none leaves them where nexar-run was.  The expected sets are computed here from this process's own
-# affinity, independently of tools/run/bind.c.
+# its own share of its node's (one node too, while the node has a CPU for each rank), and
+# --bind none leaves them where nexar-run was.  The expected sets are computed here from
+# this process's own affinity, independently of tools/run/bind.c.
 #   NEXAR_RUN, NEXARCTL: the binaries.  Skips (77) on a machine with one CPU.
 set -eu
 : "${NEXAR_RUN:?}" "${NEXARCTL:?}"
@@ -68,13 +68,8 @@ check() {
     r=0
     while [ "$r" -lt "$np" ]; do
         node=$((r * k / np))
-        if [ "$bind" = none ] || { [ "$k" = 1 ] && [ "$bind" = node ]; }; then
-            want=$all
-        elif [ "$k" = 1 ]; then
-            want=$all  # one node's is every CPU
-        else
-            want=$(expect "$k" "$node")
-        fi
+        # One node's CPUs are all of them.
+        if [ "$bind" = none ] || [ "$k" = 1 ]; then want=$all; else want=$(expect "$k" "$node"); fi
         dwant=$want
         if [ "$bind" = rank ]; then
             # Its index among its node's ranks, and how many those are (blocks: rank i
