@@ -13,9 +13,11 @@
  * --bind rank also gives each rank of a node its own share of the node's CPUs, as
  * Open MPI does with its ranks, one node included: left to the scheduler, two ranks that
  * copy at once sometimes share one CPU for hundreds of ops while the daemon's spin holds
- * the other, and the balancer, seeing two runnable tasks against one, moves neither
- * (docs/performance.md).  Not the default: a rank of a PyTorch job runs threads of its
- * own, which a share of one CPU would serialise.
+ * the other, and the balancer, seeing two runnable tasks against one, moves neither.
+ * Where ranks have every CPU between them, the daemon then always shares one with a rank:
+ * on 2 CPUs that cost the broadcast more than it saved the all_gather (docs/performance.md).
+ * Not the default: that, and a rank of a PyTorch job runs threads of its own, which a
+ * share of one CPU would serialise.
  */
 #include <errno.h>
 #include <sched.h>
