@@ -26,51 +26,53 @@
 
 #include "run.h"
 
+/* Share i of k of from's CPUs into *out: the i-th of k contiguous blocks of them, or with
+ * fewer CPUs than k, the (i mod their count)-th CPU.  Their count. */
+static int share(const cpu_set_t *from, int i, int k, cpu_set_t *out)
+{
+    int cpus[CPU_SETSIZE], n = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, from))
+            cpus[n++] = c;
+    CPU_ZERO(out);
+    if (k >= n) {
+        CPU_SET(cpus[i % n], out);
+        return 1;
+    }
+    for (int j = i * n / k; j < (i + 1) * n / k; j++)
+        CPU_SET(cpus[j], out);
+    return CPU_COUNT(out);
+}
+
 int run_bind_cpus(const struct run_opts *o, int node, cpu_set_t *out)
 {
     cpu_set_t all;
-    int cpus[CPU_SETSIZE], n = 0;
     CPU_ZERO(out);
     if (o->bind == RUN_BIND_NONE || (o->nodes < 2 && o->bind != RUN_BIND_RANK) || node < 0 ||
         sched_getaffinity(0, sizeof(all), &all) != 0)
         return 0;
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &all))
-            cpus[n++] = c;
-    if (n < 2)
+    if (CPU_COUNT(&all) < 2)
         return 0; /* one CPU: nothing to share out */
-    if (o->nodes >= n) {
-        CPU_SET(cpus[node % n], out);
-        return 1;
-    }
-    for (int i = node * n / o->nodes; i < (node + 1) * n / o->nodes; i++)
-        CPU_SET(cpus[i], out);
-    return CPU_COUNT(out);
+    return share(&all, node, o->nodes, out);
 }
 
-int run_bind_rank_cpus(const struct run_opts *o, int node, int local, int nlocal,
-                       cpu_set_t *out)
+/* Local rank `local` of the nlocal ranks of node (local < 0: its daemon): with --bind
+ * rank and no more ranks than the node's CPUs, the rank's share of them; else the node's.
+ * Their count, 0 when unbound. */
+static int rank_cpus(const struct run_opts *o, int node, int local, int nlocal, cpu_set_t *out)
 {
-    cpu_set_t set;
-    int m = run_bind_cpus(o, node, &set), cpus[CPU_SETSIZE], k = 0;
-    if (o->bind != RUN_BIND_RANK || local < 0 || nlocal < 1 || local >= nlocal || m < nlocal) {
-        *out = set;
+    int m = run_bind_cpus(o, node, out);
+    if (o->bind != RUN_BIND_RANK || local < 0 || local >= nlocal || m < nlocal)
         return m;
-    }
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set))
-            cpus[k++] = c;
-    CPU_ZERO(out);
-    for (int i = local * m / nlocal; i < (local + 1) * m / nlocal; i++)
-        CPU_SET(cpus[i], out);
-    return CPU_COUNT(out);
+    cpu_set_t set = *out;
+    return share(&set, local, nlocal, out);
 }
 
 void run_bind_child(const struct run_opts *o, int node, int local, int nlocal)
 {
     cpu_set_t set;
     /* Best effort: a container may forbid it, and the run is still right unbound. */
-    if (run_bind_rank_cpus(o, node, local, nlocal, &set) > 0 &&
+    if (rank_cpus(o, node, local, nlocal, &set) > 0 &&
         sched_setaffinity(0, sizeof(set), &set) != 0)
         fprintf(stderr, "nexar-run: node %d: cannot bind to its CPUs: %s\n", node,
                 strerror(errno));

@@ -114,12 +114,9 @@ void run_nodes_cleanup(const struct run_opts *o, char *certdir);
 /* The CPUs of node's processes into *out: their count, 0 when unbound (--bind none; one
  * node, unless --bind rank; one CPU). */
 int run_bind_cpus(const struct run_opts *o, int node, cpu_set_t *out);
-/* The CPUs of local rank `local` of the nlocal ranks of node (local < 0: its daemon):
- * with --bind rank and no more ranks than the node's CPUs, the rank's share of them; else
- * the node's.  Their count, 0 when unbound. */
-int run_bind_rank_cpus(const struct run_opts *o, int node, int local, int nlocal,
-                       cpu_set_t *out);
-/* In a forked child before exec: binds it to those CPUs (a warning if refused). */
+/* In a forked child before exec: binds local rank `local` of node's nlocal ranks (local
+ * < 0: its daemon) to the node's CPUs, or with --bind rank, while the node has a CPU for
+ * each, to the rank's own share of them (a warning if refused). */
 void run_bind_child(const struct run_opts *o, int node, int local, int nlocal);
 /* "cpu 0,1" or "unbound", for --verbose. */
 void run_bind_describe(const struct run_opts *o, int node, char *buf, size_t len);
