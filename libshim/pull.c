@@ -209,7 +209,7 @@ static int fold_check(const struct nexar_request *r, const struct nx_pull *t, ui
 static int fold_all(struct nexar_request *r, const struct nx_cqe *e, uint8_t *table,
                     uint32_t *bad)
 {
-    uint32_t P = (uint32_t)r->comm->size, n = e->pull_n; /* n: at most the most (copy_all) */
+    uint32_t P = (uint32_t)r->comm->size, n = e->pull_n; /* copy_all bounded n */
     struct nx_pull t[NX_PULL_MAX_ENTRIES];
     memcpy(t, table, (size_t)n * sizeof(*t));
     int err = fold_check(r, t, n, bad);

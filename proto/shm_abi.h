@@ -289,10 +289,10 @@ struct nx_pull {
 /* The entry is a source of a fold (single copy, version 8): a single-copy all_reduce's,
  * reduce's or reduce_scatter's table starts with one such entry a rank of the
  * communicator, in rank order (its own among them, `off` then an address in its own
- * input), all naming the same part (`block`, `at`, `bytes`) of the rank's output.  The rank folds them into that part
- * in table order with nexard's kernels (reduce.h), reading its peers' with
- * process_vm_readv into the scratch that follows the table in its slot.  An all_reduce's
- * table goes on with NX_PULL_WRITE entries, one a peer, for the same part: the rank writes
+ * input), all naming the same part (`block`, `at`, `bytes`) of the rank's output.  The
+ * rank folds them into that part in table order with nexard's kernels (reduce.h),
+ * reading its peers' with process_vm_readv into the scratch that follows the table in its
+ * slot.  An all_reduce's table goes on with NX_PULL_WRITE entries, one a peer, for the same part: the rank writes
  * its folded part into each peer's output, so that each part is read, folded and written
  * once, by one rank, piece by piece while it is in the cache.  A reduce's non-root has one
  * such entry, the root's, and no output of its own: it folds into the scratch.  No two
