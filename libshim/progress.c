@@ -110,15 +110,19 @@ void nx_progress(void)
 /* The poller's sleep, with the lock released.  Returns the socket's revents. */
 static short sleep_on_doorbell(uint32_t seen, int efd, int sock, int timeout_ms)
 {
-    uint64_t t0 = nx_now_ns();
-    do {
+    uint64_t t0 = nx_now_ns(), t = t0;
+    while (!nx_spin_paused(&nx_S.pause, t) && t - t0 < NX_SPIN_NS) {
         if (nx_ring_cq_pending(seen))
             return 0;
         /* Yield rather than pause: ranks and nexard often outnumber the cores, and
          * the completion we wait for needs the daemon to run.  With a free core the
-         * yield returns at once. */
+         * yield returns at once; when it ran another program's slice, sleep now
+         * (spin_pause.h). */
+        uint64_t y = nx_now_ns();
         sched_yield();
-    } while (nx_now_ns() - t0 < NX_SPIN_NS);
+        t = nx_now_ns();
+        nx_spin_pause_after_yield(&nx_S.pause, t, t - y);
+    }
 
     /* From here the daemon rings for every completion; look once more after saying
      * so, or a completion published just before would wait for the timeout. */

@@ -23,6 +23,7 @@
 
 #include "nexar.h"
 #include "shm_abi.h"
+#include "spin_pause.h"
 
 #define NX_HIDDEN __attribute__((visibility("hidden")))
 
@@ -431,6 +432,7 @@ struct nx_shim {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool poller; /* a thread sleeps on the doorbell with mu released */
+    struct nx_spin_pause pause; /* the poller's: another program on its core */
     bool inited;
     pid_t pid;         /* the rank's process: nexar_init()'s */
     pid_t forked_from; /* nonzero in a child forked after nexar_init(): the rank's pid */

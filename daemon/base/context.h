@@ -16,6 +16,7 @@ struct nx_stats {
     uint64_t clients_accepted, clients_dropped, protocol_violations;
     uint64_t p2p_messages, mismatches, timeouts, peers_lost;
     uint64_t recoveries; /* communicators shrunk */
+    uint64_t spin_pauses; /* the loop stopped spinning: another program on its core (ring.c) */
 };
 
 struct nx_daemon {

@@ -318,6 +318,7 @@ static void fill_stats(struct arena *a, Nexar__CtlReply *rep)
     st->mismatches = s->mismatches;
     st->timeouts = s->timeouts;
     st->peers_lost = s->peers_lost;
+    st->spin_pauses = s->spin_pauses;
     st->recoveries = s->recoveries;
     rep->stats = st;
 }

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "matcher.h"
 #include "mem.h"
+#include "spin_pause.h"
 
 static struct nx_client_list dirty = LIST_HEAD_INITIALIZER(dirty);
 
@@ -160,7 +161,8 @@ static void drain(struct nx_client *cl)
  * daemon costs a wakeup on every small op.  While it spins it polls every client's
  * submission ring itself and says so (sq_ctl.wake = 0), so the ranks skip the doorbell's
  * syscall; before it sleeps it says so again and looks once more (shm_abi.h).  Yielding
- * keeps the spin cheap when the ranks need the cores.
+ * keeps the spin cheap when the ranks need the cores; when another program holds the
+ * core, the loop sleeps for a pause instead (spin_pause.h).
  *
  * While a rank has descriptors parked here (an op waiting on its peers' chunks, on readers'
  * notices or on other nodes' packets), the loop spins on for up to NX_BUSY_WAIT_S after the
@@ -173,6 +175,7 @@ static void drain(struct nx_client *cl)
 
 static uv_idle_t busy;
 static bool busy_init, busy_on;
+static struct nx_spin_pause spin_pause; /* another program on our core (spin_pause.h) */
 static double busy_last; /* the last doorbell, or submission served */
 
 static void serve(struct nx_client *cl)
@@ -232,11 +235,15 @@ static void on_busy(uv_idle_t *h)
         busy_last = nx_now();
         return;
     }
-    double quiet = nx_now() - busy_last;
+    double t0 = nx_now(), quiet = t0 - busy_last;
     if (!nxd.stopping &&
         (quiet <= NX_BUSY_POLL_S || (quiet < NX_BUSY_WAIT_S && ops_waiting()))) {
         sched_yield();
-        return;
+        double t1 = nx_now();
+        if (!nx_spin_pause_after_yield(&spin_pause, (uint64_t)(t1 * 1e9),
+                                       (uint64_t)((t1 - t0) * 1e9)))
+            return;
+        nxd.stats.spin_pauses++; /* and sleep now */
     }
     set_wake(1);
     if (!nxd.stopping && serve_pending()) {
@@ -251,7 +258,7 @@ static void on_busy(uv_idle_t *h)
 
 static void busy_poll_arm(void)
 {
-    if (nxd.stopping)
+    if (nxd.stopping || nx_spin_paused(&spin_pause, (uint64_t)(nx_now() * 1e9)))
         return;
     if (!busy_init) {
         uv_idle_init(nxd.loop, &busy);
