@@ -236,7 +236,7 @@ static void on_busy(uv_idle_t *h)
         return;
     }
     double t0 = nx_now(), quiet = t0 - busy_last;
-    if (!nxd.stopping &&
+    if (!nxd.stopping && !nx_spin_paused(&spin_pause, (uint64_t)(t0 * 1e9)) &&
         (quiet <= NX_BUSY_POLL_S || (quiet < NX_BUSY_WAIT_S && ops_waiting()))) {
         sched_yield();
         double t1 = nx_now();
