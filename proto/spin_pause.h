@@ -8,7 +8,7 @@
  * then only hands it the core slice after slice while the completion or packet it waits
  * for queues behind; it also keeps the other core busy, so the scheduler never moves the
  * spinner there.  Beside one busy loop an 8 B all_reduce across two daemons took
- * 1.2-2.3 ms spinning, 0.13-0.22 ms sleeping (docs/performance.md).  So a yield that took
+ * 1.0-2.3 ms so, 0.04-0.17 ms with these pauses (docs/performance.md).  So a yield that took
  * NX_YIELD_LONG_NS or more stops the spinning for a pause: the poller sleeps on its
  * doorbell, an event wakes it, and an idle core can take it.  Then it spins again and finds
  * out again.  A pause that finds the program still there is twice the last, up to
