@@ -108,7 +108,8 @@ void nx_progress(void)
 }
 
 /* The poller's sleep, with the lock released.  Returns the socket's revents. */
-static short sleep_on_doorbell(uint32_t seen, int efd, int sock, int timeout_ms)
+static short sleep_on_doorbell(uint32_t seen, int efd, int sock, int timeout_ms,
+                               bool across_nodes)
 {
     uint64_t t0 = nx_now_ns(), t = t0;
     while (!nx_spin_paused(&nx_S.pause, t) && t - t0 < NX_SPIN_NS) {
@@ -121,7 +122,8 @@ static short sleep_on_doorbell(uint32_t seen, int efd, int sock, int timeout_ms)
         uint64_t y = nx_now_ns();
         sched_yield();
         t = nx_now_ns();
-        nx_spin_pause_after_yield(&nx_S.pause, t, t - y);
+        if (across_nodes)
+            nx_spin_pause_after_yield(&nx_S.pause, t, t - y);
     }
 
     /* From here the daemon rings for every completion; look once more after saying
@@ -170,7 +172,8 @@ void nx_progress_wait(struct nexar_request *r)
         int efd = nx_S.cq_efd, sock = nx_S.sock;
         int timeout = nx_S.sq_blocked ? 1 : NX_POLL_MAX_MS;
         nx_unlock();
-        short sock_ev = sleep_on_doorbell(seen, efd, sock, timeout);
+        bool across = r->comm && !(r->comm->plan & NX_PLAN_LOCAL);
+        short sock_ev = sleep_on_doorbell(seen, efd, sock, timeout, across);
         nx_lock();
         nx_S.poller = false;
         pthread_cond_broadcast(&nx_S.cv);

@@ -14,6 +14,10 @@
  * out again.  A pause that finds the program still there is twice the last, up to
  * NX_PAUSE_MAX_NS (each look costs one of its slices); a short burst of our own (a rank
  * filling its buffers) costs one short pause.
+ *
+ * Only while waiting on other nodes: on one node a long yield is mostly a rank of the job
+ * copying a large block, the spin between such ops is what makes the next ones fast, and
+ * a busy program beside a one-node job cost small ops little (performance.md).
  */
 #ifndef NX_SPIN_PAUSE_H
 #define NX_SPIN_PAUSE_H
@@ -30,6 +34,11 @@ struct nx_spin_pause {
     uint64_t len_ns;   /* the last pause */
 };
 
+static inline bool nx_yield_long(uint64_t took_ns)
+{
+    return took_ns >= NX_YIELD_LONG_NS;
+}
+
 static inline bool nx_spin_paused(const struct nx_spin_pause *p, uint64_t now_ns)
 {
     return now_ns < p->until_ns;
@@ -39,7 +48,7 @@ static inline bool nx_spin_paused(const struct nx_spin_pause *p, uint64_t now_ns
 static inline bool nx_spin_pause_after_yield(struct nx_spin_pause *p, uint64_t now_ns,
                                              uint64_t took_ns)
 {
-    if (took_ns < NX_YIELD_LONG_NS)
+    if (!nx_yield_long(took_ns))
         return false;
     bool again = p->len_ns && now_ns < p->until_ns + p->len_ns;
     p->len_ns = !again ? NX_PAUSE_MIN_NS

@@ -19,6 +19,7 @@
 #include "client.h"
 #include "cluster_ops.h"
 #include "context.h"
+#include "job.h"
 #include "log.h"
 #include "matcher.h"
 #include "mem.h"
@@ -227,6 +228,16 @@ static bool ops_waiting(void)
     return false;
 }
 
+/* Whether a job here spans other nodes: only then does the spin pause (spin_pause.h). */
+static bool jobs_across_nodes(void)
+{
+    struct nx_job *j;
+    LIST_FOREACH(j, &nx_jobs, link)
+        if (j->net)
+            return true;
+    return false;
+}
+
 static void on_busy(uv_idle_t *h)
 {
     if (!nxd.stopping && serve_pending()) {
@@ -240,9 +251,10 @@ static void on_busy(uv_idle_t *h)
         (quiet <= NX_BUSY_POLL_S || (quiet < NX_BUSY_WAIT_S && ops_waiting()))) {
         sched_yield();
         double t1 = nx_now();
-        if (!nx_spin_pause_after_yield(&spin_pause, (uint64_t)(t1 * 1e9),
-                                       (uint64_t)((t1 - t0) * 1e9)))
+        uint64_t took = (uint64_t)((t1 - t0) * 1e9);
+        if (!nx_yield_long(took) || !jobs_across_nodes())
             return;
+        nx_spin_pause_after_yield(&spin_pause, (uint64_t)(t1 * 1e9), took);
         nxd.stats.spin_pauses++; /* and sleep now */
     }
     set_wake(1);
