@@ -171,8 +171,8 @@ void nx_progress_wait(struct nexar_request *r)
         uint32_t seen = nx_S.cq_local_head;
         int efd = nx_S.cq_efd, sock = nx_S.sock;
         int timeout = nx_S.sq_blocked ? 1 : NX_POLL_MAX_MS;
-        nx_unlock();
         bool across = r->comm && !(r->comm->plan & NX_PLAN_LOCAL);
+        nx_unlock();
         short sock_ev = sleep_on_doorbell(seen, efd, sock, timeout, across);
         nx_lock();
         nx_S.poller = false;
