@@ -13,27 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "expect.h"
 #include "frame.h"
-
-static int failures;
-
-#define EXPECT(c)                                                                  \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);       \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
-
-#define EXPECT_EQ(a, b)                                                            \
-    do {                                                                           \
-        long long a_ = (long long)(a), b_ = (long long)(b);                        \
-        if (a_ != b_) {                                                            \
-            fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", __FILE__,  \
-                    __LINE__, #a, a_, #b, b_);                                     \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
 
 #define EXPECT_WHY(why, word)                                                      \
     do {                                                                           \

@@ -7,28 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "expect.h"
 #include "nexar.h"
 #include "shm_abi.h"
-
-static int failures;
-
-#define EXPECT(c)                                                                  \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);       \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
-
-#define EXPECT_EQ(a, b)                                                            \
-    do {                                                                           \
-        unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b); \
-        if (a_ != b_) {                                                            \
-            fprintf(stderr, "%s:%d: %s == %llu (%lld), expected %s == %llu\n",     \
-                    __FILE__, __LINE__, #a, a_, (long long)a_, #b, b_);           \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
 
 #define MIB (1ull << 20)
 #define GIB (1ull << 30)

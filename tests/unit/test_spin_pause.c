@@ -13,19 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "expect.h"
 #include "spin_pause.h"
-
-static int failures;
-
-#define EXPECT_EQ(a, b)                                                                \
-    do {                                                                               \
-        unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b); \
-        if (a_ != b_) {                                                                \
-            fprintf(stderr, "%s:%d: %s == %llu, expected %s == %llu\n", __FILE__,      \
-                    __LINE__, #a, a_, #b, b_);                                         \
-            failures++;                                                                \
-        }                                                                              \
-    } while (0)
 
 #define MS 1000000ull
 

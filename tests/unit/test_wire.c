@@ -9,27 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expect.h"
 #include "wire.h"
-
-static int failures;
-
-#define EXPECT(c)                                                                  \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);       \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
-
-#define EXPECT_EQ(a, b)                                                            \
-    do {                                                                           \
-        unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b); \
-        if (a_ != b_) {                                                            \
-            fprintf(stderr, "%s:%d: %s == %llu, expected %s == %llu\n", __FILE__,  \
-                    __LINE__, #a, a_, #b, b_);                                     \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
 
 /* Decoding must fail with -EBADMSG, a reason mentioning word, and a zeroed message. */
 #define EXPECT_REJECT(buf, len, word)                                              \
