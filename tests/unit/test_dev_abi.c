@@ -8,18 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "expect.h"
 #include "nexar.h"
 #include "shm_abi.h"
-
-static int failures;
-
-#define EXPECT(c)                                                                  \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);       \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
 
 /* The descriptor is rejected, with a reason that mentions word. */
 static void bad_sqe(const struct nx_sqe *e, const struct nx_sqe_limits *lim, const char *word,

@@ -8,17 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expect.h"
 #include "devcache.h"
-
-static int failures;
-
-#define EXPECT(c)                                                                  \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);       \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
 
 static size_t reap_all(struct nx_devcache *c, uint32_t *ids, size_t cap)
 {

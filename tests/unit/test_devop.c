@@ -10,22 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expect.h"
 #include "client.h"
 #include "devop.h"
 #include "frame.h"
 #include "nexar.h"
 #include "segment.h"
 
-
-static int failures;
-
-#define EXPECT(c)                                                                  \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);       \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
 
 /* ---- a backend with two allocations and one event ----------------------------------- */
 

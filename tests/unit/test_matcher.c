@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "expect.h"
 #include "client.h"
 #include "cluster_ops.h"
 #include "comm.h"
@@ -29,16 +30,6 @@
 #include "matcher.h"
 #include "nexar.h"
 #include "op.h"
-
-static int failures;
-
-#define EXPECT(c)                                                                          \
-    do {                                                                                   \
-        if (!(c)) {                                                                        \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);               \
-            failures++;                                                                    \
-        }                                                                                  \
-    } while (0)
 
 /* ---- the stub cluster table: it records what the node layer asked ---- */
 

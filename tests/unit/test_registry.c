@@ -7,17 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "expect.h"
 #include "registry.h"
-
-static int failures;
-
-#define EXPECT(c)                                                                  \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);       \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
 
 enum { MEM = 1, EV = 2 };
 

@@ -6,17 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "expect.h"
 #include "tjson.h"
-
-static int failures;
-
-#define EXPECT(c)                                                                  \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);       \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
 
 static void bad(const char *text)
 {
