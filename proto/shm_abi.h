@@ -292,12 +292,12 @@ struct nx_pull {
  * input), all naming the same part (`block`, `at`, `bytes`) of the rank's output.  The
  * rank folds them into that part in table order with nexard's kernels (reduce.h),
  * reading its peers' with process_vm_readv into the scratch that follows the table in its
- * slot.  An all_reduce's table goes on with NX_PULL_WRITE entries, one a peer, for the same part: the rank writes
- * its folded part into each peer's output, so that each part is read, folded and written
- * once, by one rank, piece by piece while it is in the cache.  A reduce's non-root has one
- * such entry, the root's, and no output of its own: it folds into the scratch.  No two
- * ranks touch the same bytes, in place or not: rank r reads and writes part r of every
- * buffer, and only that. */
+ * slot.  An all_reduce's table goes on with NX_PULL_WRITE entries, one a peer, for the
+ * same part: the rank writes its folded part into each peer's output, so that each part
+ * is read, folded and written once, by one rank, piece by piece while it is in the
+ * cache.  A reduce's non-root has one such entry, the root's, and no output of its own:
+ * it folds into the scratch.  No two ranks touch the same bytes, in place or not: rank r
+ * reads and writes part r of every buffer, and only that. */
 #define NX_PULL_REDUCE 2u
 /* A table's most entries: a rank's part of every rank, then every peer's to write. */
 #define NX_PULL_MAX_ENTRIES (2u * NX_PULL_MAX_RANKS)
