@@ -119,7 +119,7 @@ static short sleep_on_doorbell(uint32_t seen, int efd, int sock, int timeout_ms,
          * the completion we wait for needs the daemon to run.  With a free core the
          * yield returns at once; when it ran another program's slice, sleep now
          * (spin_pause.h). */
-        uint64_t y = nx_now_ns();
+        uint64_t y = t; /* read after the last yield: only the look above since */
         sched_yield();
         t = nx_now_ns();
         if (across_nodes)
