@@ -193,6 +193,7 @@ static void peers_json(struct nx_json *j, const Nexar__CtlReply *r)
         nx_json_double(j, "rtt_ms", p->rtt_ms);
         nx_json_double(j, "min_rtt_ms", p->min_rtt_ms);
         nx_json_double(j, "rttvar_ms", p->rttvar_ms);
+        nx_json_double(j, "pto_ms", p->pto_ms);
         nx_json_u64(j, "cwnd", p->cwnd);
         nx_json_u64(j, "bytes_sent", p->bytes_sent);
         nx_json_u64(j, "bytes_recv", p->bytes_recv);

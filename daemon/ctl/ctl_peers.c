@@ -90,6 +90,7 @@ static void one_peer(struct nx_tpeer *p, void *arg)
     pi->rtt_ms = s.rtt_ms;
     pi->min_rtt_ms = s.min_rtt_ms;
     pi->rttvar_ms = s.rttvar_ms;
+    pi->pto_ms = s.pto_ms;
     pi->cwnd = s.cwnd;
     pi->bytes_sent = s.bytes_sent;
     pi->bytes_recv = s.bytes_recv;

@@ -52,6 +52,7 @@ struct nx_tpeer_stats {
     enum nx_tpeer_state state;
     int inbound;         /* 1: the peer dialed us */
     double rtt_ms, min_rtt_ms, rttvar_ms;
+    double pto_ms;       /* how long a lost last packet waits before it is sent again */
     uint64_t cwnd;       /* bytes */
     uint64_t bytes_sent, bytes_recv;  /* payload bytes of messages */
     uint64_t pkts_sent, pkts_recv, pkts_lost;

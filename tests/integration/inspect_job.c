@@ -84,7 +84,7 @@ static void inspect_rounds(const struct it_node *a, const struct it_node *b)
 static void compare_idle(const struct it_node *a)
 {
     static const char *const skip[] = {"uptime_s", "rss_bytes", "heap_bytes", "since_s", "rtt_ms",
-                                       "min_rtt_ms", "rttvar_ms", "cwnd", "bytes_sent",
+                                       "min_rtt_ms", "rttvar_ms", "pto_ms", "cwnd", "bytes_sent",
                                        "bytes_recv", "pkts_sent", "pkts_recv", "pkts_lost",
                                        "msgs_sent", "msgs_recv", "queued_bytes", NULL};
     for (size_t i = 0; i < NCMDS; i++) {

@@ -6,8 +6,9 @@
  *  - with a job across the two (rank 0 on A, rank 1 on B, an allreduce and a ring of
  *    send/recv): exactly one peer on each side, named by the other's address, "up"
  *    since a moment, dialed by B (inbound on A, outbound on B), an RTT and window a
- *    loopback connection can have, payload and packet counters above zero, no
- *    losses, a stream open, cipher TLS_AES_128_GCM_SHA256, the job it carries;
+ *    loopback connection can have, a probe timeout with the 2 ms max_ack_delay the
+ *    other announced, payload and packet counters above zero, no losses, a stream
+ *    open, cipher TLS_AES_128_GCM_SHA256, the job it carries;
  *  - a 4 MiB peer-test A -> B moves A's bytes_sent and B's bytes_recv by at least
  *    4 MiB and the packet counters by at least as many packets as that needs, and
  *    the bytes A sent are the bytes B received;
@@ -34,7 +35,7 @@ struct peer {
     char addr[64], state[16], cipher[64], reason[256];
     int inbound, njobs;
     char job[128];
-    double since_s, rtt_ms, min_rtt_ms, rttvar_ms;
+    double since_s, rtt_ms, min_rtt_ms, rttvar_ms, pto_ms;
     uint64_t cwnd, bytes_sent, bytes_recv, pkts_sent, pkts_recv, pkts_lost, msgs_sent,
         msgs_recv, queued_bytes, streams_open, version;
 };
@@ -62,7 +63,7 @@ static int peers(const struct cu_node *n, const char *who, struct peer *p, long 
 #define U(f) bad += tj_u64(v, "peers[0]." #f, &p->f) != 0
         S(addr); S(state); S(cipher); S(reason);
         bad += tj_bool(v, "peers[0].inbound", &p->inbound) != 0;
-        N(since_s); N(rtt_ms); N(min_rtt_ms); N(rttvar_ms);
+        N(since_s); N(rtt_ms); N(min_rtt_ms); N(rttvar_ms); N(pto_ms);
         U(cwnd); U(bytes_sent); U(bytes_recv); U(pkts_sent); U(pkts_recv); U(pkts_lost);
         U(msgs_sent); U(msgs_recv); U(queued_bytes); U(streams_open); U(version);
 #undef S
@@ -86,10 +87,11 @@ static int peers(const struct cu_node *n, const char *who, struct peer *p, long 
 
 static void log_peer(const char *who, const struct peer *p)
 {
-    tl_log("%s: peer %s %s since %.2f s, %s, rtt %.3f ms (min %.3f, var %.3f), cwnd %llu, "
+    tl_log("%s: peer %s %s since %.2f s, %s, rtt %.3f ms (min %.3f, var %.3f, pto %.3f), "
+           "cwnd %llu, "
            "bytes %llu/%llu, pkts %llu/%llu, lost %llu, msgs %llu/%llu, streams %llu, %s, "
            "v%llu, jobs %d%s%s", who, p->addr, p->state, p->since_s,
-           p->inbound ? "in" : "out", p->rtt_ms, p->min_rtt_ms, p->rttvar_ms,
+           p->inbound ? "in" : "out", p->rtt_ms, p->min_rtt_ms, p->rttvar_ms, p->pto_ms,
            (unsigned long long)p->cwnd, (unsigned long long)p->bytes_sent,
            (unsigned long long)p->bytes_recv, (unsigned long long)p->pkts_sent,
            (unsigned long long)p->pkts_recv, (unsigned long long)p->pkts_lost,
@@ -115,6 +117,13 @@ static void check_up(const char *who, const struct peer *p, const char *other, i
                 p->min_rtt_ms <= p->rtt_ms + 1e-9 && p->rttvar_ms >= 0 && p->rttvar_ms < 1000,
                 "%s: rtt %.3f ms, min %.3f, var %.3f", who, p->rtt_ms, p->min_rtt_ms,
                 p->rttvar_ms);
+    /* ngtcp2's probe timeout is srtt + max(4 rttvar, 1 ms) + the max_ack_delay the peer
+     * announced: what is left is that announcement, nexard's 2 ms (NX_QMAX_ACK_DELAY_MS),
+     * not ngtcp2's default 25 ms, which made a lost last packet of a message cost 26 ms. */
+    double var = 4 * p->rttvar_ms > 1 ? 4 * p->rttvar_ms : 1;
+    double mad = p->pto_ms - p->rtt_ms - var;
+    EXPECT_TRUE(fails, mad > 2 - 1e-3 && mad < 2 + 1e-3, "%s: pto %.3f ms = rtt %.3f + %.3f "
+                "+ a max_ack_delay of %.3f ms, expected 2", who, p->pto_ms, p->rtt_ms, var, mad);
     /* At least the 2 full-size packets every congestion controller allows. */
     EXPECT_TRUE(fails, p->cwnd >= 2400 && p->cwnd < (1ull << 32), "%s: cwnd %llu", who,
                 (unsigned long long)p->cwnd);

@@ -431,6 +431,7 @@ static void loop_stats(struct nx_tpeer *tp, struct nx_tpeer_stats *o)
     o->rtt_ms = p->srtt;
     o->min_rtt_ms = p->min_rtt < 0 ? 0 : p->min_rtt;
     o->rttvar_ms = p->rttvar;
+    o->pto_ms = p->rto; /* the loop's retransmission timeout, with its backoff */
     o->cwnd = p->ep->net->conf.window_bytes;
     o->streams_open = lstream_count(p);
     o->conns = p->state == NX_TPEER_UP; /* a loop peer is never handed over */

@@ -297,6 +297,8 @@ static void fill_params(struct nx_quic *q, ngtcp2_transport_params *p)
     p->active_connection_id_limit = 4;
     /* A daemon is known by its address: one that moves is another peer. */
     p->disable_active_migration = 1;
+    /* What arm_timer really waits: the peer's probe timeout adds it. */
+    p->max_ack_delay = NX_QMAX_ACK_DELAY_MS * NGTCP2_MILLISECONDS;
 }
 
 static struct nx_qconn *conn_alloc(struct nx_qpeer *p, int server)

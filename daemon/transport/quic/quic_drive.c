@@ -244,9 +244,9 @@ static void arm_timer(struct nx_qconn *c)
         ms++;
     /* With nothing of ours to send, a deadline under a millisecond is the ACK delay
      * (or a pacing mark with nothing to pace): a millisecond lets the ACK ride on our
-     * next message (see nx_qconn_after_rx), still far inside our max_ack_delay. */
+     * next message (see nx_qconn_after_rx), inside the max_ack_delay we announce. */
     if (!ms && c->confirmed && !has_data(c))
-        ms = 1;
+        ms = NX_QACK_WAIT_MS;
     uv_timer_start(&c->timer, timer_cb, ms, 0);
 }
 

@@ -47,6 +47,14 @@
 #define NX_QRX_SLOTS 16          /* recvmmsg entries per call */
 #define NX_QRX_SLOT_CAP 65536    /* GRO hands us up to 64 KiB per entry */
 
+/* An ACK of data that came while we had nothing to send waits this long for a message of
+ * ours to ride on (arm_timer in quic_drive.c).  On libuv's millisecond clock such a timer
+ * fires within twice that, which is the max_ack_delay we announce: the peer's probe
+ * timeout adds it, and ngtcp2's default of 25 ms made every lost last packet of a message
+ * cost 26 ms (docs/transport.md). */
+#define NX_QACK_WAIT_MS 1
+#define NX_QMAX_ACK_DELAY_MS (2 * NX_QACK_WAIT_MS)
+
 /* Application error codes in CONNECTION_CLOSE. */
 #define NX_QERR_CLOSED 0x1u      /* close_peer() or shutdown */
 #define NX_QERR_PROTO 0x2u       /* the peer broke the record format */

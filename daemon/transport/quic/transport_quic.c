@@ -270,6 +270,7 @@ static void quic_stats(struct nx_tpeer *tp, struct nx_tpeer_stats *o)
     o->rtt_ms = (double)st.smoothed_rtt / NGTCP2_MILLISECONDS;
     o->min_rtt_ms = st.min_rtt == UINT64_MAX ? 0 : (double)st.min_rtt / NGTCP2_MILLISECONDS;
     o->rttvar_ms = (double)st.rttvar / NGTCP2_MILLISECONDS;
+    o->pto_ms = (double)ngtcp2_conn_get_pto(c->conn) / NGTCP2_MILLISECONDS;
     o->cwnd = st.cwnd;
     o->pkts_sent += c->pkts_sent;
     o->pkts_recv += c->pkts_recv;
