@@ -205,6 +205,11 @@ void nx_qconn_read(struct nx_qconn *c, const ngtcp2_path *path, const uint8_t *p
     /* Only data counts towards answering at once (nx_qconn_after_rx): counting the
      * peer's ACK-only packets too made each answer an ACK-only packet of its own. */
     c->rx_since_tx += c->rx_data;
+    /* A big datagram whose data ngtcp2 kept back came after a lost one (or was a copy).
+     * The ACK that reports the gap is what the sender's loss recovery waits for: it is
+     * not held for a message of ours (arm_timer, nx_qconn_after_rx). */
+    if (!c->rx_data && len >= NX_QBIG_DGRAM)
+        c->rx_gap = 1;
     c->last_rx = ts;
     if (rv != 0) {
         struct close_plan cp;
@@ -245,7 +250,7 @@ static void arm_timer(struct nx_qconn *c)
     /* With nothing of ours to send, a deadline under a millisecond is the ACK delay
      * (or a pacing mark with nothing to pace): a millisecond lets the ACK ride on our
      * next message (see nx_qconn_after_rx), inside the max_ack_delay we announce. */
-    if (!ms && c->confirmed && !has_data(c))
+    if (!ms && c->confirmed && !has_data(c) && !c->rx_gap)
         ms = NX_QACK_WAIT_MS;
     uv_timer_start(&c->timer, timer_cb, ms, 0);
 }
@@ -282,6 +287,7 @@ static int write_loop(struct nx_qconn *c, ngtcp2_tstamp ts)
         c->pkts_sent++;
         c->rx_since_tx = 0;
         c->rx_bytes_since_tx = 0;
+        c->rx_gap = 0;
     }
     return 1; /* stopped by our own cap, not by ngtcp2: more may be ready */
 }
@@ -333,12 +339,13 @@ void nx_qconn_flush(struct nx_qconn *c)
  * of data are acknowledged at once, as ngtcp2's ack_thresh wants, so that a bulk
  * sender's window keeps opening; small messages are not a bulk sender, and when a peer
  * one op ahead sent two of them, answering at once cost an ACK-only packet for every
- * other message. */
+ * other message.  After a gap (rx_gap) the ACK goes at once too: the sender's loss
+ * recovery waits for it. */
 #define NX_QACK_NOW_BYTES 2400 /* two packets of a 1200-byte path */
 
 void nx_qconn_after_rx(struct nx_qconn *c)
 {
-    if (c->dead || c->fail || !c->confirmed || has_data(c) ||
+    if (c->dead || c->fail || !c->confirmed || has_data(c) || c->rx_gap ||
         (c->rx_since_tx >= 2 && c->rx_bytes_since_tx >= NX_QACK_NOW_BYTES)) {
         nx_qconn_flush(c);
         return;

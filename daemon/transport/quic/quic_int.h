@@ -54,6 +54,7 @@
  * cost 26 ms (docs/transport.md). */
 #define NX_QACK_WAIT_MS 1
 #define NX_QMAX_ACK_DELAY_MS (2 * NX_QACK_WAIT_MS)
+#define NX_QBIG_DGRAM 1200 /* every QUIC path carries this: a bulk sender's datagrams do */
 
 /* Application error codes in CONNECTION_CLOSE. */
 #define NX_QERR_CLOSED 0x1u      /* close_peer() or shutdown */
@@ -310,6 +311,7 @@ struct nx_qconn {
     uint64_t pkts_sent, pkts_recv;
     unsigned rx_since_tx;    /* packets with stream data read since we last wrote one */
     uint64_t rx_bytes_since_tx; /* and the stream bytes they carried */
+    int rx_gap;              /* since then, a big datagram with no data in order: a gap */
     int rx_data;             /* the packet being read carried stream data */
     ngtcp2_tstamp started, last_rx;
     int gnutls_err;      /* the fatal GnuTLS error of the handshake */
