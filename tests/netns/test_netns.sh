@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_netns.sh - two real nexard daemons in two network namespaces joined by a veth
 # pair, with certificates from `nexarctl certs`, and `nexarctl peer-test` between them:
-# lossless, then 1% and 5% random loss each way (nftables in one namespace), then over
+# lossless, then 1% and 5% random loss each way (nftables in one namespace), over 1 stream
+# and 1% also over 4 (as a communicator's collectives use several channels), then over
 # IPv6.  Every transfer must arrive bit-exact (peer-test verifies each byte); the GB/s of
 # each is reported.
 #   NEXARD=build/daemon/nexard NEXARCTL=build/tools/nexarctl tests/netns/test_netns.sh
@@ -60,6 +61,7 @@ run() {
 run lossless 0 "$bytes" 1 v4
 run lossless-4str 0 "$bytes" 4 v4
 run loss-1pct 1 "$loss_bytes" 1 v4
+run loss-1pct-4str 1 "$loss_bytes" 4 v4
 run loss-5pct 5 "$loss5_bytes" 1 v4
 run ipv6 0 64M 1 v6
 nx_netns_loss 0
@@ -68,6 +70,12 @@ echo
 echo "veth between two namespaces, nexard <-> nexard (QUIC, TLS_AES_128_GCM_SHA256)"
 printf '%-16s %6s %7s %8s %10s %9s\n' test family loss bytes GB/s dropped
 printf '%s\n' "${results[@]}"
+# ratio LOSSY LOSSLESS: GB/s of the one over the other, from the table above.
+ratio() {
+    printf '%s\n' "${results[@]}" | awk -v a="$1" -v b="$2" \
+        '$1 == a { x = $5 } $1 == b { y = $5 } END { if (x && y) printf "%.2f", x / y; else printf "-" }'
+}
+echo "1% loss / lossless: $(ratio loss-1pct lossless) over 1 stream, $(ratio loss-1pct-4str lossless-4str) over 4"
 "$NEXARCTL" --socket "$NX_NETNS_TMP/a/nexard.sock" peers || true
 
 if [ "$fails" -ne 0 ]; then
