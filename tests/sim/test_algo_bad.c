@@ -13,20 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expect.h"
 #include "log.h"
 #include "nexar.h"
 #include "shm_abi.h"
 #include "test_algo.h"
 
-static int failures;
-
-#define CHECK(c)                                                                           \
-    do {                                                                                   \
-        if (!(c)) {                                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);          \
-            failures++;                                                                    \
-        }                                                                                  \
-    } while (0)
 
 /* ---- one xop fed by hand --------------------------------------------------------------- */
 
@@ -91,7 +83,7 @@ static void solo_make(struct solo *s, uint32_t window, bool lend)
     s->send_rv = lend;
     char err[256];
     int rv = nx_xop_create(&d, &net, &s->x, err, sizeof(err));
-    CHECK(rv == 0);
+    EXPECT(rv == 0);
     if (rv < 0)
         fprintf(stderr, "create: %s\n", err);
 }
@@ -112,18 +104,18 @@ static void expect_fail(struct solo *s, uint32_t src, uint32_t step, uint32_t si
 {
     static uint8_t payload[4096];
     nx_xop_on_data(s->x, src, step, sig, off, payload, len);
-    CHECK(s->dones == 1);
-    CHECK(s->status == status);
+    EXPECT(s->dones == 1);
+    EXPECT(s->status == status);
     if (needle && !strstr(s->text, needle)) {
         fprintf(stderr, "text \"%s\" lacks \"%s\"\n", s->text, needle);
         failures++;
     }
-    CHECK(strstr(s->text, "all_reduce seq 9: ") == s->text);
+    EXPECT(strstr(s->text, "all_reduce seq 9: ") == s->text);
     /* after the end everything is ignored, and done is not called again */
     nx_xop_on_data(s->x, 1, 0, sig_ar100(), 0, payload, 64);
     nx_xop_on_sent(s->x, 1);
     nx_xop_abort(s->x, NEXAR_ERR_ABORTED, "late");
-    CHECK(s->dones == 1);
+    EXPECT(s->dones == 1);
     nx_xop_destroy(s->x);
 }
 
@@ -157,19 +149,19 @@ static void sc_forged(void)
     static uint8_t p64[64];
     solo_new(&s, 2);
     nx_xop_on_data(s.x, 1, 1, sig, 0, p64, 64); /* early: step 1 before start */
-    CHECK(s.dones == 0);
+    EXPECT(s.dones == 0);
     expect_fail(&s, 1, 1, sig, 0, 64, NEXAR_ERR_INTERNAL, "twice");
     solo_new(&s, 2);
     nx_xop_start(s.x);
     nx_xop_on_data(s.x, 1, 0, sig, 0, p64, 64); /* live: consumed at once */
-    CHECK(s.dones == 0);
+    EXPECT(s.dones == 0);
     expect_fail(&s, 1, 0, sig, 0, 64, NEXAR_ERR_INTERNAL, "again");
     /* a valid credit is quietly taken, an old one too */
     solo_new(&s, 1);
     nx_xop_start(s.x);
     nx_xop_on_data(s.x, 1, NX_XSTEP_CREDIT, sig, 2 * 128, NULL, 0);
     nx_xop_on_data(s.x, 1, NX_XSTEP_CREDIT, sig, 1 * 128, NULL, 0);
-    CHECK(s.dones == 0);
+    EXPECT(s.dones == 0);
     nx_xop_destroy(s.x);
 }
 
@@ -192,12 +184,12 @@ static void sc_solo_run(void)
     solo_inputs(p);
     solo_new(&s, 1);
     nx_xop_describe(s.x, desc, sizeof(desc));
-    CHECK(strcmp(desc, "not started") == 0);
+    EXPECT(strcmp(desc, "not started") == 0);
     nx_xop_start(s.x);
     nx_xop_describe(s.x, desc, sizeof(desc));
-    CHECK(strstr(desc, "piece 1/4 step 1/2: waiting for node 1") != NULL);
-    CHECK(s.sends == 1 && s.last.dst == 1 && s.last.step == 0 && s.last.len == 64);
-    CHECK(strcmp(nx_xop_algo_name(s.x), "ring") == 0);
+    EXPECT(strstr(desc, "piece 1/4 step 1/2: waiting for node 1") != NULL);
+    EXPECT(s.sends == 1 && s.last.dst == 1 && s.last.step == 0 && s.last.len == 64);
+    EXPECT(strcmp(nx_xop_algo_name(s.x), "ring") == 0);
     /* pieces of 32: segment 1 of each piece comes at step 0, segment 0 at step 1 (node 1
      * reduced it); the last piece has 4 elements: segments of 2 */
     for (uint64_t pc = 0; pc < 4 && s.dones == 0; pc++) {
@@ -209,17 +201,17 @@ static void sc_solo_run(void)
         if (pc == 2)
             nx_xop_on_data(s.x, 1, NX_XSTEP_CREDIT, sig, 3 * 128, NULL, 0);
     }
-    CHECK(s.dones == 1 && s.status == 0);
+    EXPECT(s.dones == 1 && s.status == 0);
     nx_xop_describe(s.x, desc, sizeof(desc));
-    CHECK(strcmp(desc, "done") == 0);
+    EXPECT(strcmp(desc, "done") == 0);
     /* element 0 (segment 0 of piece 0): node 1 sent the reduced value 1000 */
-    CHECK(buf_out[0] == 1000.0f);
+    EXPECT(buf_out[0] == 1000.0f);
     /* element 16 (segment 1): 16 + 1000 */
-    CHECK(buf_out[16] == 1016.0f);
+    EXPECT(buf_out[16] == 1016.0f);
     struct nx_xop_stats st;
     nx_xop_stats(s.x, &st);
-    CHECK(st.pieces == 4 && st.piece_elems == 32 && st.steps == 2);
-    CHECK(st.credits_sent >= 1);
+    EXPECT(st.pieces == 4 && st.piece_elems == 32 && st.steps == 2);
+    EXPECT(st.credits_sent >= 1);
     nx_xop_destroy(s.x);
 }
 
@@ -235,22 +227,22 @@ static void sc_lent(void)
     solo_make(&s, 4, true);
     nx_xop_start(s.x);
     /* Step 0 of each of the 4 pieces (window 4), all lent. */
-    CHECK(s.sends == 4 && s.ntok == 4 && s.last.lend && s.last.iov);
+    EXPECT(s.sends == 4 && s.ntok == 4 && s.last.lend && s.last.iov);
     nx_xop_describe(s.x, desc, sizeof(desc));
-    CHECK(strstr(desc, "piece 1/4 step 1/2: waiting for the transport to copy 1 message it "
-                       "sent") != NULL);
+    EXPECT(strstr(desc, "piece 1/4 step 1/2: waiting for the transport to copy 1 message it "
+                        "sent") != NULL);
     /* Node 1's step 0 of piece 0 comes while its message is lent: kept, not reduced in. */
     float before = buf_out[16];
     nx_xop_on_data(s.x, 1, 0, sig, 0, p, 64);
-    CHECK(buf_out[16] == before && s.sends == 4 && s.dones == 0);
+    EXPECT(buf_out[16] == before && s.sends == 4 && s.dones == 0);
     /* News of another token's copy changes nothing. */
     nx_xop_on_copied(s.x, s.tokens[0] + 100);
-    CHECK(buf_out[16] == before && s.sends == 4);
+    EXPECT(buf_out[16] == before && s.sends == 4);
     /* Copied: the kept block goes in (16 + 1000), and piece 0's step 1 is sent, lent. */
     nx_xop_on_copied(s.x, s.tokens[0]);
     s.ncopied = 1;
-    CHECK(buf_out[16] == 1016.0f);
-    CHECK(s.sends == 5 && s.last.step == 1 && s.last.lend);
+    EXPECT(buf_out[16] == 1016.0f);
+    EXPECT(s.sends == 5 && s.last.step == 1 && s.last.lend);
     /* The rest: every piece's blocks, each message copied after they came. */
     for (uint64_t pc = 0; pc < 4 && s.dones == 0; pc++) {
         size_t seg = pc < 3 ? 64 : 8;
@@ -262,33 +254,33 @@ static void sc_lent(void)
         while (s.ncopied < s.ntok)
             nx_xop_on_copied(s.x, s.tokens[s.ncopied++]);
     }
-    CHECK(s.dones == 1 && s.status == 0);
+    EXPECT(s.dones == 1 && s.status == 0);
     if (s.dones != 1 || s.status != 0)
         fprintf(stderr, "lent run: %d dones, status %u: %s\n", s.dones, s.status, s.text);
-    CHECK(buf_out[0] == 1000.0f && buf_out[16] == 1016.0f && buf_out[99] == 1099.0f);
+    EXPECT(buf_out[0] == 1000.0f && buf_out[16] == 1016.0f && buf_out[99] == 1099.0f);
     struct nx_xop_stats st;
     nx_xop_stats(s.x, &st);
-    CHECK(st.msgs_lent == st.msgs_sent && st.msgs_sent == 8);
-    CHECK(s.settles == 0); /* everything was copied before the end */
+    EXPECT(st.msgs_lent == st.msgs_sent && st.msgs_sent == 8);
+    EXPECT(s.settles == 0); /* everything was copied before the end */
     nx_xop_destroy(s.x);
-    CHECK(s.settles == 0);
+    EXPECT(s.settles == 0);
 
     /* Aborted with a message lent: the net settles before done says so; late news of the
      * copy is ignored. */
     solo_make(&s, 4, true);
     nx_xop_start(s.x);
     nx_xop_abort(s.x, NEXAR_ERR_PEER_LOST, "node 1 lost");
-    CHECK(s.dones == 1 && s.settles == 1 && s.settles_at_done == 1);
+    EXPECT(s.dones == 1 && s.settles == 1 && s.settles_at_done == 1);
     nx_xop_on_copied(s.x, s.tokens[0]);
-    CHECK(s.dones == 1);
+    EXPECT(s.dones == 1);
     nx_xop_destroy(s.x);
-    CHECK(s.settles == 1);
+    EXPECT(s.settles == 1);
 
     /* Destroyed while running with a message lent: settled before destroy returns. */
     solo_make(&s, 4, true);
     nx_xop_start(s.x);
     nx_xop_destroy(s.x);
-    CHECK(s.settles == 1 && s.dones == 0);
+    EXPECT(s.settles == 1 && s.dones == 0);
 }
 
 /* Streamed receives: a message goes in piece by piece only into the step its piece waits
@@ -305,35 +297,35 @@ static void sc_stream(void)
     memset(buf_out, 0, sizeof(buf_out));
     solo_new(&s, 4);
     /* Not started: no. */
-    CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
+    EXPECT(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
     nx_xop_start(s.x);
     /* Wrong node, signature, step, offset, length: no (the whole path judges them). */
-    CHECK(!nx_xop_stream_begin(s.x, 0, 0, sig, 0, 64, &st));
-    CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig + 1, 0, 64, &st));
-    CHECK(!nx_xop_stream_begin(s.x, 1, 1, sig, 0, 64, &st));
-    CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig, 4, 64, &st));
-    CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 60, &st));
-    CHECK(s.dones == 0);
+    EXPECT(!nx_xop_stream_begin(s.x, 0, 0, sig, 0, 64, &st));
+    EXPECT(!nx_xop_stream_begin(s.x, 1, 0, sig + 1, 0, 64, &st));
+    EXPECT(!nx_xop_stream_begin(s.x, 1, 1, sig, 0, 64, &st));
+    EXPECT(!nx_xop_stream_begin(s.x, 1, 0, sig, 4, 64, &st));
+    EXPECT(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 60, &st));
+    EXPECT(s.dones == 0);
     /* Piece 0, step 0, in pieces of 3, 1, 5, 55 bytes from an odd address: 16 + 1000. */
-    CHECK(nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
-    CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st)); /* once */
+    EXPECT(nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
+    EXPECT(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st)); /* once */
     memcpy(odd + 1, p, 64);
     size_t cuts[] = {3, 1, 5, 55};
     const uint8_t *at = odd + 1;
     for (int i = 0; i < 4; i++) {
         /* element 16 (the first) goes in once its 4th byte came */
-        CHECK((buf_out[16] == 1016.0f) == (i >= 2) && buf_out[31] != 1031.0f && s.sends == 4);
+        EXPECT((buf_out[16] == 1016.0f) == (i >= 2) && buf_out[31] != 1031.0f && s.sends == 4);
         nx_xop_stream_data(s.x, &st, at, cuts[i]);
         at += cuts[i];
     }
-    CHECK(buf_out[16] == 1016.0f && buf_out[31] == 1031.0f);
-    CHECK(s.sends == 5 && s.last.step == 1); /* the step ended: step 1 went out */
+    EXPECT(buf_out[16] == 1016.0f && buf_out[31] == 1031.0f);
+    EXPECT(s.sends == 5 && s.last.step == 1); /* the step ended: step 1 went out */
     /* The same message again, whole: the step is past it. */
     struct nx_xop_stats xs;
     nx_xop_stats(s.x, &xs);
-    CHECK(xs.msgs_streamed == 1 && xs.msgs_recv == 1);
+    EXPECT(xs.msgs_streamed == 1 && xs.msgs_recv == 1);
     /* Piece 1, step 0, half streamed, then the rest of it arrives whole: fails. */
-    CHECK(nx_xop_stream_begin(s.x, 1, 0, sig, 128, 64, &st));
+    EXPECT(nx_xop_stream_begin(s.x, 1, 0, sig, 128, 64, &st));
     nx_xop_stream_data(s.x, &st, p, 30);
     expect_fail(&s, 1, 0, sig, 128, 64, NEXAR_ERR_INTERNAL,
                 "node 1 sent step 0 of piece 1 again while it was arriving");
@@ -342,46 +334,46 @@ static void sc_stream(void)
     memset(buf_out, 0, sizeof(buf_out));
     solo_new(&s, 4);
     nx_xop_start(s.x);
-    CHECK(nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
+    EXPECT(nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
     nx_xop_stream_data(s.x, &st, p, 10);
     char desc[160];
     nx_xop_describe(s.x, desc, sizeof(desc));
-    CHECK(strstr(desc, "step 1/2: waiting for node 1 (its message is arriving)") != NULL);
+    EXPECT(strstr(desc, "step 1/2: waiting for node 1 (its message is arriving)") != NULL);
     nx_xop_stream_broken(s.x, &st);
     nx_xop_describe(s.x, desc, sizeof(desc));
-    CHECK(strstr(desc, "step 1/2: waiting for node 1 (its message broke off midway)") != NULL);
+    EXPECT(strstr(desc, "step 1/2: waiting for node 1 (its message broke off midway)") != NULL);
     nx_xop_stream_data(s.x, &st, (const uint8_t *)p + 10, 54); /* goes nowhere */
-    CHECK(buf_out[17] == 1017.0f && buf_out[18] != 1018.0f && s.sends == 4 && s.dones == 0);
-    CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
+    EXPECT(buf_out[17] == 1017.0f && buf_out[18] != 1018.0f && s.sends == 4 && s.dones == 0);
+    EXPECT(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
     expect_fail(&s, 1, 0, sig, 0, 64, NEXAR_ERR_INTERNAL,
                 "node 1 sent step 0 of piece 0 again after its first copy broke off midway");
 
     /* More bytes than the message has: fails, naming the node. */
     solo_new(&s, 4);
     nx_xop_start(s.x);
-    CHECK(nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
+    EXPECT(nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
     nx_xop_stream_data(s.x, &st, p, 40);
     nx_xop_stream_data(s.x, &st, p, 40);
-    CHECK(s.dones == 1 && s.status == NEXAR_ERR_INTERNAL &&
-          strstr(s.text, "node 1's message for step 0 of piece 0 ran past its 64 bytes"));
+    EXPECT(s.dones == 1 && s.status == NEXAR_ERR_INTERNAL &&
+           strstr(s.text, "node 1's message for step 0 of piece 0 ran past its 64 bytes"));
     nx_xop_destroy(s.x);
 
     /* A step with a message lent takes nothing streamed; once copied it does. */
     solo_make(&s, 4, true);
     nx_xop_start(s.x);
-    CHECK(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
+    EXPECT(!nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
     nx_xop_on_copied(s.x, s.tokens[0]);
-    CHECK(nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
+    EXPECT(nx_xop_stream_begin(s.x, 1, 0, sig, 0, 64, &st));
     nx_xop_stream_data(s.x, &st, p, 64);
-    CHECK(buf_out[16] == 1016.0f && s.sends == 5);
+    EXPECT(buf_out[16] == 1016.0f && s.sends == 5);
     /* Ended with a stream open: what comes after goes nowhere. */
     nx_xop_on_copied(s.x, s.tokens[1]);
-    CHECK(nx_xop_stream_begin(s.x, 1, 0, sig, 128, 64, &st));
+    EXPECT(nx_xop_stream_begin(s.x, 1, 0, sig, 128, 64, &st));
     buf_out[48] = 0;
     nx_xop_abort(s.x, NEXAR_ERR_PEER_LOST, "node 1 lost");
     nx_xop_stream_data(s.x, &st, p, 64);
     nx_xop_stream_broken(s.x, &st);
-    CHECK(s.dones == 1 && s.status == NEXAR_ERR_PEER_LOST && buf_out[48] == 0);
+    EXPECT(s.dones == 1 && s.status == NEXAR_ERR_PEER_LOST && buf_out[48] == 0);
     nx_xop_destroy(s.x);
 
     /* A half-type reduction never streams (its NaNs depend on how the kernel cuts). */
@@ -393,10 +385,10 @@ static void sc_stream(void)
                             .what = "all_reduce seq 9"};
     struct nx_xnet net = {.arg = &s, .send = solo_send, .done = solo_done};
     char err[256];
-    CHECK(nx_xop_create(&d, &net, &s.x, err, sizeof(err)) == 0);
+    EXPECT(nx_xop_create(&d, &net, &s.x, err, sizeof(err)) == 0);
     nx_xop_start(s.x);
     uint32_t bsig = nx_xop_sig(NX_K_ALL_REDUCE, NEXAR_BF16, 100, 0, NEXAR_SUM);
-    CHECK(s.sends > 0 && !nx_xop_stream_begin(s.x, 1, 0, bsig, 0, s.last.len, &st));
+    EXPECT(s.sends > 0 && !nx_xop_stream_begin(s.x, 1, 0, bsig, 0, s.last.len, &st));
     nx_xop_destroy(s.x);
 }
 
@@ -408,26 +400,26 @@ static void sc_lifecycle(void)
     nx_xop_start(s.x);
     s.destroy_in_done = true;
     nx_xop_abort(s.x, NEXAR_ERR_PEER_LOST, "node 1 lost: idle timeout");
-    CHECK(s.dones == 1 && s.status == NEXAR_ERR_PEER_LOST && s.x == NULL);
-    CHECK(strstr(s.text, "node 1 lost") != NULL);
+    EXPECT(s.dones == 1 && s.status == NEXAR_ERR_PEER_LOST && s.x == NULL);
+    EXPECT(strstr(s.text, "node 1 lost") != NULL);
     /* destroy from done when a message made it fail */
     solo_new(&s, 2);
     nx_xop_start(s.x);
     s.destroy_in_done = true;
     nx_xop_on_data(s.x, 1, 9, sig_ar100(), 0, NULL, 0);
-    CHECK(s.dones == 1 && s.x == NULL);
+    EXPECT(s.dones == 1 && s.x == NULL);
     /* a failed send */
     memset(&s, 0, sizeof(s));
     solo_new(&s, 2);
     s.send_rv = -ENOTCONN;
     nx_xop_start(s.x);
-    CHECK(s.dones == 1 && s.status == NEXAR_ERR_PEER_LOST);
-    CHECK(strstr(s.text, "node 0 could not send step 0 to node 1") != NULL);
+    EXPECT(s.dones == 1 && s.status == NEXAR_ERR_PEER_LOST);
+    EXPECT(strstr(s.text, "node 0 could not send step 0 to node 1") != NULL);
     nx_xop_destroy(s.x);
     solo_new(&s, 2);
     s.send_rv = -ENOMEM;
     nx_xop_start(s.x);
-    CHECK(s.dones == 1 && s.status == NEXAR_ERR_INTERNAL);
+    EXPECT(s.dones == 1 && s.status == NEXAR_ERR_INTERNAL);
     nx_xop_destroy(s.x);
     nx_xop_destroy(NULL);
 }
@@ -442,15 +434,15 @@ static void sc_create(void)
     struct nx_xnet net = {.arg = &s, .send = solo_send, .done = solo_done};
     struct nx_xop *x;
     char err[256];
-    CHECK(nx_xop_create(&ok, &net, &x, err, sizeof(err)) == 0);
+    EXPECT(nx_xop_create(&ok, &net, &x, err, sizeof(err)) == 0);
     nx_xop_destroy(x);
     /* a glue-supplied signature (an op cut into several xops) is what goes out */
     struct nx_xop_desc with_sig = ok;
     with_sig.sig = 0x5eed;
     with_sig.algo = NX_ALGO_RD;
-    CHECK(nx_xop_create(&with_sig, &net, &x, err, sizeof(err)) == 0);
+    EXPECT(nx_xop_create(&with_sig, &net, &x, err, sizeof(err)) == 0);
     nx_xop_start(x);
-    CHECK(s.sends == 1 && s.last.sig == 0x5eed);
+    EXPECT(s.sends == 1 && s.last.sig == 0x5eed);
     nx_xop_destroy(x);
     s.sends = 0;
     struct { struct nx_xop_desc d; const char *needle; } bad[16];
@@ -474,65 +466,65 @@ static void sc_create(void)
         err[0] = 0;
         x = (struct nx_xop *)&s;
         int rv = nx_xop_create(&bad[i].d, &net, &x, err, sizeof(err));
-        CHECK(rv == -EINVAL && x == NULL);
+        EXPECT(rv == -EINVAL && x == NULL);
         if (!strstr(err, bad[i].needle)) {
             fprintf(stderr, "case %d: \"%s\" lacks \"%s\"\n", i, err, bad[i].needle);
             failures++;
         }
     }
-    CHECK(s.dones == 0 && s.sends == 0);
+    EXPECT(s.dones == 0 && s.sends == 0);
 }
 
 static void sc_choose(void)
 {
     for (int a = 0; a < NX_ALGO_COUNT; a++)
-        CHECK(nx_algo_parse(nx_algo_name((enum nx_algo)a)) == a);
-    CHECK(nx_algo_parse("bogus") == -1 && nx_algo_parse(NULL) == -1);
-    CHECK(nx_algo_choose(NX_K_ALL_REDUCE, 8, 1024) == NX_ALGO_RD);
-    CHECK(nx_algo_choose(NX_K_ALL_REDUCE, 8, 128 << 10) == NX_ALGO_HD);
-    CHECK(nx_algo_choose(NX_K_ALL_REDUCE, 8, 64 << 20) == NX_ALGO_RING);
-    CHECK(nx_algo_choose(NX_K_ALL_REDUCE, 2, 1 << 20) == NX_ALGO_RING);
-    CHECK(nx_algo_choose(NX_K_BROADCAST, 8, 1024) == NX_ALGO_TREE);
-    CHECK(nx_algo_choose(NX_K_BROADCAST, 8, 64 << 20) == NX_ALGO_RING);
-    CHECK(nx_algo_choose(NX_K_ALL_GATHER, 8, 1024) == NX_ALGO_RD);
-    CHECK(nx_algo_choose(NX_K_ALL_TO_ALL, 8, 1024) == NX_ALGO_PAIRWISE);
-    CHECK(nx_algo_choose(NX_K_REDUCE_SCATTER, 8, 1024) == NX_ALGO_HD);
-    CHECK(nx_algo_choose(NX_K_REDUCE_SCATTER, 8, 1 << 20) == NX_ALGO_RING);
-    CHECK(nx_algo_choose(NX_K_BARRIER, 8, 0) == NX_ALGO_DISSEMINATION);
-    CHECK(nx_algo_choose(NX_K_EXSCAN, 8, 0) == NX_ALGO_HILLIS_STEELE);
-    CHECK(nx_algo_choose(NX_K_SEND, 8, 0) == NX_ALGO_AUTO);
+        EXPECT(nx_algo_parse(nx_algo_name((enum nx_algo)a)) == a);
+    EXPECT(nx_algo_parse("bogus") == -1 && nx_algo_parse(NULL) == -1);
+    EXPECT(nx_algo_choose(NX_K_ALL_REDUCE, 8, 1024) == NX_ALGO_RD);
+    EXPECT(nx_algo_choose(NX_K_ALL_REDUCE, 8, 128 << 10) == NX_ALGO_HD);
+    EXPECT(nx_algo_choose(NX_K_ALL_REDUCE, 8, 64 << 20) == NX_ALGO_RING);
+    EXPECT(nx_algo_choose(NX_K_ALL_REDUCE, 2, 1 << 20) == NX_ALGO_RING);
+    EXPECT(nx_algo_choose(NX_K_BROADCAST, 8, 1024) == NX_ALGO_TREE);
+    EXPECT(nx_algo_choose(NX_K_BROADCAST, 8, 64 << 20) == NX_ALGO_RING);
+    EXPECT(nx_algo_choose(NX_K_ALL_GATHER, 8, 1024) == NX_ALGO_RD);
+    EXPECT(nx_algo_choose(NX_K_ALL_TO_ALL, 8, 1024) == NX_ALGO_PAIRWISE);
+    EXPECT(nx_algo_choose(NX_K_REDUCE_SCATTER, 8, 1024) == NX_ALGO_HD);
+    EXPECT(nx_algo_choose(NX_K_REDUCE_SCATTER, 8, 1 << 20) == NX_ALGO_RING);
+    EXPECT(nx_algo_choose(NX_K_BARRIER, 8, 0) == NX_ALGO_DISSEMINATION);
+    EXPECT(nx_algo_choose(NX_K_EXSCAN, 8, 0) == NX_ALGO_HILLIS_STEELE);
+    EXPECT(nx_algo_choose(NX_K_SEND, 8, 0) == NX_ALGO_AUTO);
     /* every choice exists */
     for (uint8_t k = 1; k <= NX_K_BARRIER; k++)
         for (uint32_t N = 1; N < 20; N++)
             for (uint64_t b = 1; b < (1ull << 32); b *= 4)
-                CHECK(nx_algo_supported(k, nx_algo_choose(k, N, b)));
+                EXPECT(nx_algo_supported(k, nx_algo_choose(k, N, b)));
     /* the signature covers what the kind uses, and only that */
     uint32_t s0 = nx_xop_sig(NX_K_ALL_REDUCE, NEXAR_F32, 10, 0, NEXAR_SUM);
-    CHECK(s0 == nx_xop_sig(NX_K_ALL_REDUCE, NEXAR_F32, 10, 3, NEXAR_SUM));
-    CHECK(s0 != nx_xop_sig(NX_K_ALL_REDUCE, NEXAR_F32, 11, 0, NEXAR_SUM));
-    CHECK(s0 != nx_xop_sig(NX_K_ALL_REDUCE, NEXAR_F64, 10, 0, NEXAR_SUM));
-    CHECK(s0 != nx_xop_sig(NX_K_ALL_REDUCE, NEXAR_F32, 10, 0, NEXAR_MAX));
-    CHECK(s0 != nx_xop_sig(NX_K_ALL_REDUCE_BUCKETED, NEXAR_F32, 10, 0, NEXAR_SUM));
-    CHECK(nx_xop_sig(NX_K_BROADCAST, NEXAR_F32, 10, 1, 0) !=
-          nx_xop_sig(NX_K_BROADCAST, NEXAR_F32, 10, 2, 0));
-    CHECK(nx_xop_sig(NX_K_BROADCAST, NEXAR_F32, 10, 1, 0) ==
-          nx_xop_sig(NX_K_BROADCAST, NEXAR_F32, 10, 1, 3));
-    CHECK(nx_xop_sig(NX_K_BARRIER, 0, 0, 0, 0) == nx_xop_sig(NX_K_BARRIER, 5, 7, 1, 2));
+    EXPECT(s0 == nx_xop_sig(NX_K_ALL_REDUCE, NEXAR_F32, 10, 3, NEXAR_SUM));
+    EXPECT(s0 != nx_xop_sig(NX_K_ALL_REDUCE, NEXAR_F32, 11, 0, NEXAR_SUM));
+    EXPECT(s0 != nx_xop_sig(NX_K_ALL_REDUCE, NEXAR_F64, 10, 0, NEXAR_SUM));
+    EXPECT(s0 != nx_xop_sig(NX_K_ALL_REDUCE, NEXAR_F32, 10, 0, NEXAR_MAX));
+    EXPECT(s0 != nx_xop_sig(NX_K_ALL_REDUCE_BUCKETED, NEXAR_F32, 10, 0, NEXAR_SUM));
+    EXPECT(nx_xop_sig(NX_K_BROADCAST, NEXAR_F32, 10, 1, 0) !=
+           nx_xop_sig(NX_K_BROADCAST, NEXAR_F32, 10, 2, 0));
+    EXPECT(nx_xop_sig(NX_K_BROADCAST, NEXAR_F32, 10, 1, 0) ==
+           nx_xop_sig(NX_K_BROADCAST, NEXAR_F32, 10, 1, 3));
+    EXPECT(nx_xop_sig(NX_K_BARRIER, 0, 0, 0, 0) == nx_xop_sig(NX_K_BARRIER, 5, 7, 1, 2));
 
     /* NEXAR_ALGO / the algo setting: parsed, refused with a reason, formatted back */
     uint8_t pref[NX_K_MAX + 1];
     char err[256], back[256];
-    CHECK(nx_algo_pref_parse("all_reduce=ring,broadcast=tree,reduce_scatter=hd", pref, err,
-                             sizeof(err)) == 0);
-    CHECK(pref[NX_K_ALL_REDUCE] == NX_ALGO_RING && pref[NX_K_BROADCAST] == NX_ALGO_TREE &&
-          pref[NX_K_REDUCE_SCATTER] == NX_ALGO_HD && pref[NX_K_ALL_GATHER] == NX_ALGO_AUTO);
+    EXPECT(nx_algo_pref_parse("all_reduce=ring,broadcast=tree,reduce_scatter=hd", pref, err,
+                              sizeof(err)) == 0);
+    EXPECT(pref[NX_K_ALL_REDUCE] == NX_ALGO_RING && pref[NX_K_BROADCAST] == NX_ALGO_TREE &&
+           pref[NX_K_REDUCE_SCATTER] == NX_ALGO_HD && pref[NX_K_ALL_GATHER] == NX_ALGO_AUTO);
     nx_algo_pref_format(pref, back, sizeof(back));
-    CHECK(strcmp(back, "all_reduce=ring,broadcast=tree,reduce_scatter=hd") == 0);
-    CHECK(nx_algo_pref_parse("", pref, err, sizeof(err)) == 0 && pref[NX_K_ALL_REDUCE] == 0);
-    CHECK(nx_algo_pref_parse(NULL, pref, err, sizeof(err)) == 0);
+    EXPECT(strcmp(back, "all_reduce=ring,broadcast=tree,reduce_scatter=hd") == 0);
+    EXPECT(nx_algo_pref_parse("", pref, err, sizeof(err)) == 0 && pref[NX_K_ALL_REDUCE] == 0);
+    EXPECT(nx_algo_pref_parse(NULL, pref, err, sizeof(err)) == 0);
     nx_algo_pref_format(pref, back, sizeof(back));
-    CHECK(back[0] == '\0');
-    CHECK(nx_algo_pref_parse("all_reduce=auto", pref, err, sizeof(err)) == 0);
+    EXPECT(back[0] == '\0');
+    EXPECT(nx_algo_pref_parse("all_reduce=auto", pref, err, sizeof(err)) == 0);
     static const struct {
         const char *in, *why;
     } bad[] = {
@@ -545,9 +537,9 @@ static void sc_choose(void)
         err[0] = '\0';
         int rv = nx_algo_pref_parse(bad[i].in, pref, err, sizeof(err));
         if (!bad[i].why[0]) /* a trailing comma ends the list */
-            CHECK(rv == 0);
+            EXPECT(rv == 0);
         else
-            CHECK(rv == -EINVAL && strstr(err, bad[i].why));
+            EXPECT(rv == -EINVAL && strstr(err, bad[i].why));
     }
 }
 
@@ -581,7 +573,7 @@ static void sc_mismatch(void)
                 d.kind = NX_K_BARRIER;
                 d.algo = NX_ALGO_AUTO;
             }
-            CHECK(nx_xop_create(&d, &net, &x, err, sizeof(err)) == 0);
+            EXPECT(nx_xop_create(&d, &net, &x, err, sizeof(err)) == 0);
             ta_pump_set(p, n, x);
         }
         ta_pump_run(p);
@@ -589,14 +581,14 @@ static void sc_mismatch(void)
         for (uint32_t n = 0; n < 3; n++) {
             const char *text;
             int st = ta_pump_status(p, n, &text);
-            CHECK(st != 0); /* nobody may complete with a wrong peer */
+            EXPECT(st != 0); /* nobody may complete with a wrong peer */
             if (st == NEXAR_ERR_MISMATCH) {
                 mism++;
-                CHECK(strstr(text, n == 2 ? "node 0 called" : "node 2 called") ||
-                      strstr(text, n == 2 ? "node 1 called" : "node 2 called"));
+                EXPECT(strstr(text, n == 2 ? "node 0 called" : "node 2 called") ||
+                       strstr(text, n == 2 ? "node 1 called" : "node 2 called"));
             }
         }
-        CHECK(mism >= 1);
+        EXPECT(mism >= 1);
         ta_pump_free(p);
         ta_free(&b);
     }
@@ -628,15 +620,15 @@ static void sc_flow(void)
                 struct nx_xnet net = ta_pump_net(p, n);
                 char err[256];
                 ta_desc(&c, &b, n, &d);
-                CHECK(nx_xop_create(&d, &net, &xs[n], err, sizeof(err)) == 0);
+                EXPECT(nx_xop_create(&d, &net, &xs[n], err, sizeof(err)) == 0);
                 ta_pump_set(p, n, xs[n]);
             }
-            CHECK(ta_pump_run(p) == 0);
+            EXPECT(ta_pump_run(p) == 0);
             uint64_t pe = 0, credits = 0;
             for (uint32_t n = 0; n < 5; n++) {
                 struct nx_xop_stats st;
                 nx_xop_stats(xs[n], &st);
-                CHECK(ta_pump_status(p, n, NULL) == 0);
+                EXPECT(ta_pump_status(p, n, NULL) == 0);
                 pe = st.piece_elems;
                 credits += st.credits_sent;
                 /* at most window pieces of every step from every peer, a message being
@@ -654,9 +646,9 @@ static void sc_flow(void)
                     failures++;
                 }
             }
-            CHECK(credits > 0);
+            EXPECT(credits > 0);
             char why[256];
-            CHECK(ta_check(&c, &b, pe, why, sizeof(why)) == 0);
+            EXPECT(ta_check(&c, &b, pe, why, sizeof(why)) == 0);
             ta_pump_free(p);
             ta_free(&b);
         }

@@ -11,17 +11,9 @@
 #include <string.h>
 
 #include "bufpool.h"
+#include "expect.h"
 
 #define MiB (1u << 20)
-
-static int failures;
-#define CHECK(c)                                                                   \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "test_bufpool.c:%d: check failed: %s\n", __LINE__, #c); \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
 
 static int holds(const struct nx_bufpool *bp, const void *p)
 {
@@ -45,25 +37,25 @@ static void test_choice(void)
     nx_bufpool_init(&bp, 8, 64 * MiB, 0);
     /* Small buffers are never kept. */
     void *s = nx_bufpool_get(&bp, 1000, &cap);
-    CHECK(s && cap == 1000);
+    EXPECT(s && cap == 1000);
     nx_bufpool_put(&bp, s, cap);
-    CHECK(bp.n == 0 && bp.bytes == 0);
+    EXPECT(bp.n == 0 && bp.bytes == 0);
     void *b1 = put_new(&bp, 1 * MiB), *b2 = put_new(&bp, 2 * MiB), *b4 = put_new(&bp, 4 * MiB);
-    CHECK(bp.n == 3 && bp.bytes == 7 * MiB);
+    EXPECT(bp.n == 3 && bp.bytes == 7 * MiB);
     /* The smallest that fits. */
-    CHECK(nx_bufpool_get(&bp, 3 * MiB / 2, &cap) == b2 && cap == 2 * MiB);
-    CHECK(bp.n == 2 && bp.bytes == 5 * MiB && !holds(&bp, b2));
+    EXPECT(nx_bufpool_get(&bp, 3 * MiB / 2, &cap) == b2 && cap == 2 * MiB);
+    EXPECT(bp.n == 2 && bp.bytes == 5 * MiB && !holds(&bp, b2));
     /* Not one over twice the request: a fresh one, the 4 MiB stays. */
     void *f = nx_bufpool_get(&bp, 1536 * 1024 + 1, &cap);
-    CHECK(f != b4 && f != b1 && cap == 1536 * 1024 + 1 && holds(&bp, b4));
+    EXPECT(f != b4 && f != b1 && cap == 1536 * 1024 + 1 && holds(&bp, b4));
     free(f);
-    CHECK(nx_bufpool_get(&bp, 3 * MiB, &cap) == b4 && cap == 4 * MiB);
+    EXPECT(nx_bufpool_get(&bp, 3 * MiB, &cap) == b4 && cap == 4 * MiB);
     /* A request under the minimum never takes a kept buffer, however close. */
     void *g = nx_bufpool_get(&bp, NX_BUFPOOL_MIN - 1, &cap);
-    CHECK(g != b1 && cap == NX_BUFPOOL_MIN - 1 && holds(&bp, b1));
+    EXPECT(g != b1 && cap == NX_BUFPOOL_MIN - 1 && holds(&bp, b1));
     free(g);
-    CHECK(nx_bufpool_get(&bp, NX_BUFPOOL_MIN, &cap) == b1 && cap == MiB);
-    CHECK(bp.n == 0 && bp.bytes == 0);
+    EXPECT(nx_bufpool_get(&bp, NX_BUFPOOL_MIN, &cap) == b1 && cap == MiB);
+    EXPECT(bp.n == 0 && bp.bytes == 0);
     free(b1);
     free(b2);
     free(b4);
@@ -77,31 +69,31 @@ static void test_bounds(void)
     nx_bufpool_init(&bp, 2, 64 * MiB, 0);
     void *a = put_new(&bp, 1 * MiB), *b = put_new(&bp, 2 * MiB);
     put_new(&bp, 1 * MiB); /* freed: not larger than the smallest */
-    CHECK(bp.n == 2 && bp.bytes == 3 * MiB && holds(&bp, a) && holds(&bp, b));
+    EXPECT(bp.n == 2 && bp.bytes == 3 * MiB && holds(&bp, a) && holds(&bp, b));
     void *c = put_new(&bp, 3 * MiB);
-    CHECK(bp.n == 2 && bp.bytes == 5 * MiB && holds(&bp, b) && holds(&bp, c) && !holds(&bp, a));
+    EXPECT(bp.n == 2 && bp.bytes == 5 * MiB && holds(&bp, b) && holds(&bp, c) && !holds(&bp, a));
     nx_bufpool_fini(&bp);
-    CHECK(bp.n == 0 && bp.bytes == 0);
+    EXPECT(bp.n == 0 && bp.bytes == 0);
 
     /* Full by bytes: what would pass the bound is freed, the kept ones stay. */
     nx_bufpool_init(&bp, 2, 5 * MiB, 0);
     a = put_new(&bp, 2 * MiB);
     b = put_new(&bp, 2 * MiB);
-    CHECK(bp.n == 2 && bp.bytes == 4 * MiB);
+    EXPECT(bp.n == 2 && bp.bytes == 4 * MiB);
     put_new(&bp, 4 * MiB); /* larger, but 2 + 4 > 5: freed, nothing evicted */
-    CHECK(bp.n == 2 && bp.bytes == 4 * MiB && holds(&bp, a) && holds(&bp, b));
+    EXPECT(bp.n == 2 && bp.bytes == 4 * MiB && holds(&bp, a) && holds(&bp, b));
     c = put_new(&bp, 3 * MiB); /* 2 + 3 <= 5: in place of a 2 MiB one */
-    CHECK(bp.n == 2 && bp.bytes == 5 * MiB && holds(&bp, c));
+    EXPECT(bp.n == 2 && bp.bytes == 5 * MiB && holds(&bp, c));
     nx_bufpool_fini(&bp);
 
     nx_bufpool_init(&bp, 4, 3 * MiB, 0);
     put_new(&bp, 2 * MiB);
     put_new(&bp, 2 * MiB); /* not full by count, but 4 > 3 */
-    CHECK(bp.n == 1 && bp.bytes == 2 * MiB);
+    EXPECT(bp.n == 1 && bp.bytes == 2 * MiB);
     nx_bufpool_fini(&bp);
     /* keep is clamped to what the pool can hold. */
     nx_bufpool_init(&bp, 1000, 1024u * MiB, 0);
-    CHECK(bp.keep == NX_BUFPOOL_SLOTS);
+    EXPECT(bp.keep == NX_BUFPOOL_SLOTS);
     nx_bufpool_fini(&bp);
 }
 
@@ -150,11 +142,11 @@ static void test_threads(void)
         pthread_join(th[i], &rv);
         bad += (long)rv;
     }
-    CHECK(bad == 0);
+    EXPECT(bad == 0);
     size_t sum = 0;
     for (int i = 0; i < shared.n; i++)
         sum += shared.cap[i];
-    CHECK(shared.n <= 8 && shared.bytes == sum && sum <= 16 * MiB);
+    EXPECT(shared.n <= 8 && shared.bytes == sum && sum <= 16 * MiB);
     printf("threads: %d x %d get/put, %d kept (%.1f MiB), every buffer held by one thread\n",
            THREADS, ROUNDS, shared.n, shared.bytes / (double)MiB);
     nx_bufpool_fini(&shared);

@@ -6,17 +6,9 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "expect.h"
 #include "log.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);      \
-            failures++;                                                                    \
-        }                                                                                  \
-    } while (0)
 
 static char *write_tmp(const char *text)
 {
@@ -35,21 +27,21 @@ static void test_defaults(void)
 {
     struct nx_config c;
     nx_config_defaults(&c);
-    CHECK(!strcmp(c.socket_path, "/run/nexar/nexard.sock"));
-    CHECK(!strcmp(c.runtime_dir, "/run/nexar"));
-    CHECK(c.log_level == NX_LOG_INFO);
-    CHECK(c.slot_bytes == 4u << 20);
-    CHECK(c.slots == 4);
-    CHECK(c.heap_bytes == 256u << 20);
-    CHECK(c.op_timeout_s == 300);
-    CHECK(!c.foreground);
-    CHECK(c.peer_reads);
-    CHECK(nx_config_uid_allowed(&c, 1000, 1000));
-    CHECK(!nx_config_uid_allowed(&c, 1000, 1001));
+    EXPECT(!strcmp(c.socket_path, "/run/nexar/nexard.sock"));
+    EXPECT(!strcmp(c.runtime_dir, "/run/nexar"));
+    EXPECT(c.log_level == NX_LOG_INFO);
+    EXPECT(c.slot_bytes == 4u << 20);
+    EXPECT(c.slots == 4);
+    EXPECT(c.heap_bytes == 256u << 20);
+    EXPECT(c.op_timeout_s == 300);
+    EXPECT(!c.foreground);
+    EXPECT(c.peer_reads);
+    EXPECT(nx_config_uid_allowed(&c, 1000, 1000));
+    EXPECT(!nx_config_uid_allowed(&c, 1000, 1001));
     /* Root joins no other uid's job, and no uid joins root's. */
-    CHECK(!nx_config_uid_allowed(&c, 1000, 0));
-    CHECK(!nx_config_uid_allowed(&c, 0, 1000));
-    CHECK(nx_config_uid_allowed(&c, 0, 0));
+    EXPECT(!nx_config_uid_allowed(&c, 1000, 0));
+    EXPECT(!nx_config_uid_allowed(&c, 0, 1000));
+    EXPECT(nx_config_uid_allowed(&c, 0, 0));
     nx_config_free(&c);
 }
 
@@ -61,41 +53,41 @@ static void test_file(void)
     char *p = write_tmp("# comment\n\n socket = /tmp/x.sock  # trailing\n"
                         "slot_bytes = 64K\nslots=2\nheap_bytes = 1M\nlog_level = debug\n"
                         "allow_uids = 1001, 1002\nop_timeout_s = 7\npeer_reads = off\n");
-    CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == 0);
-    CHECK(!strcmp(c.socket_path, "/tmp/x.sock"));
-    CHECK(c.slot_bytes == 65536);
-    CHECK(c.slots == 2);
-    CHECK(c.heap_bytes == 1u << 20);
-    CHECK(c.log_level == NX_LOG_DEBUG);
-    CHECK(c.op_timeout_s == 7);
-    CHECK(!c.peer_reads);
-    CHECK(c.n_allow_uids == 2);
+    EXPECT(nx_config_load_file(&c, p, err, sizeof(err)) == 0);
+    EXPECT(!strcmp(c.socket_path, "/tmp/x.sock"));
+    EXPECT(c.slot_bytes == 65536);
+    EXPECT(c.slots == 2);
+    EXPECT(c.heap_bytes == 1u << 20);
+    EXPECT(c.log_level == NX_LOG_DEBUG);
+    EXPECT(c.op_timeout_s == 7);
+    EXPECT(!c.peer_reads);
+    EXPECT(c.n_allow_uids == 2);
     /* allow_uids is a group: its members share jobs among themselves only. */
-    CHECK(nx_config_uid_allowed(&c, 1001, 1002));
-    CHECK(nx_config_uid_allowed(&c, 1002, 1001));
-    CHECK(!nx_config_uid_allowed(&c, 1000, 1002));
-    CHECK(!nx_config_uid_allowed(&c, 1002, 1000));
-    CHECK(!nx_config_uid_allowed(&c, 1001, 0));
-    CHECK(!nx_config_uid_allowed(&c, 1000, 1003));
+    EXPECT(nx_config_uid_allowed(&c, 1001, 1002));
+    EXPECT(nx_config_uid_allowed(&c, 1002, 1001));
+    EXPECT(!nx_config_uid_allowed(&c, 1000, 1002));
+    EXPECT(!nx_config_uid_allowed(&c, 1002, 1000));
+    EXPECT(!nx_config_uid_allowed(&c, 1001, 0));
+    EXPECT(!nx_config_uid_allowed(&c, 1000, 1003));
     unlink(p);
 
     p = write_tmp("slots = 2\nbogus_key = 1\n");
-    CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
-    CHECK(strstr(err, ":2:") && strstr(err, "unknown key 'bogus_key'"));
+    EXPECT(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
+    EXPECT(strstr(err, ":2:") && strstr(err, "unknown key 'bogus_key'"));
     unlink(p);
 
     p = write_tmp("slot_bytes = 100\n"); /* below 4096 and not a multiple of 64 */
-    CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
-    CHECK(strstr(err, "slot_bytes") != NULL);
+    EXPECT(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
+    EXPECT(strstr(err, "slot_bytes") != NULL);
     unlink(p);
 
     p = write_tmp("sq_entries = 100\n"); /* not a power of two */
-    CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
+    EXPECT(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
     unlink(p);
 
     p = write_tmp("just words\n");
-    CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
-    CHECK(strstr(err, "expected 'key = value'") != NULL);
+    EXPECT(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
+    EXPECT(strstr(err, "expected 'key = value'") != NULL);
     unlink(p);
 
     /* A comment longer than any buffer stays a comment: its tail must not become a
@@ -106,31 +98,31 @@ static void test_file(void)
     strcpy(text + 4012, "slots = 7\nlog_level = warn\n");
     p = write_tmp(text);
     free(text);
-    CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == 0);
-    CHECK(c.slots == 3 && c.log_level == NX_LOG_WARN);
+    EXPECT(nx_config_load_file(&c, p, err, sizeof(err)) == 0);
+    EXPECT(c.slots == 3 && c.log_level == NX_LOG_WARN);
     unlink(p);
 
     /* A NUL byte hid the rest of its line; now the line is refused, by number. */
     p = write_tmp("slots = 2\nslots = 5 X slots = 9\n");
     FILE *f = fopen(p, "r+");
-    CHECK(f && fseek(f, 20, SEEK_SET) == 0 && fputc('\0', f) == 0 && fclose(f) == 0);
-    CHECK(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
-    CHECK(strstr(err, ":2: a NUL byte in the line") != NULL);
+    EXPECT(f && fseek(f, 20, SEEK_SET) == 0 && fputc('\0', f) == 0 && fclose(f) == 0);
+    EXPECT(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
+    EXPECT(strstr(err, ":2: a NUL byte in the line") != NULL);
     unlink(p);
 
-    CHECK(nx_config_load_file(&c, "/nonexistent/nexard.conf", err, sizeof(err)) == -ENOENT);
-    CHECK(nx_config_set(&c, "allow_uids", "*", err, sizeof(err)) == 0);
-    CHECK(nx_config_uid_allowed(&c, 1000, 4242));
-    CHECK(nx_config_set(&c, "allow_uids", "12x", err, sizeof(err)) == -EINVAL);
-    CHECK(nx_config_set(&c, "slot_bytes", "2G", err, sizeof(err)) == -EINVAL);
-    CHECK(nx_config_set(&c, "heap_bytes", "-1", err, sizeof(err)) == -EINVAL);
-    CHECK(nx_config_set(&c, "algo", "all_reduce=ring,barrier=dissemination", err,
-                        sizeof(err)) == 0);
-    CHECK(c.algo && !strcmp(c.algo, "all_reduce=ring,barrier=dissemination"));
+    EXPECT(nx_config_load_file(&c, "/nonexistent/nexard.conf", err, sizeof(err)) == -ENOENT);
+    EXPECT(nx_config_set(&c, "allow_uids", "*", err, sizeof(err)) == 0);
+    EXPECT(nx_config_uid_allowed(&c, 1000, 4242));
+    EXPECT(nx_config_set(&c, "allow_uids", "12x", err, sizeof(err)) == -EINVAL);
+    EXPECT(nx_config_set(&c, "slot_bytes", "2G", err, sizeof(err)) == -EINVAL);
+    EXPECT(nx_config_set(&c, "heap_bytes", "-1", err, sizeof(err)) == -EINVAL);
+    EXPECT(nx_config_set(&c, "algo", "all_reduce=ring,barrier=dissemination", err,
+                         sizeof(err)) == 0);
+    EXPECT(c.algo && !strcmp(c.algo, "all_reduce=ring,barrier=dissemination"));
     /* The text is kept as given: nexard checks it against the algorithms (test_daemon_cli). */
-    CHECK(nx_config_set(&c, "algo", "broadcast=hd", err, sizeof(err)) == 0);
-    CHECK(c.algo && !strcmp(c.algo, "broadcast=hd"));
-    CHECK(nx_config_set(&c, "algo", "", err, sizeof(err)) == 0 && c.algo == NULL);
+    EXPECT(nx_config_set(&c, "algo", "broadcast=hd", err, sizeof(err)) == 0);
+    EXPECT(c.algo && !strcmp(c.algo, "broadcast=hd"));
+    EXPECT(nx_config_set(&c, "algo", "", err, sizeof(err)) == 0 && c.algo == NULL);
     nx_config_free(&c);
 }
 
@@ -145,22 +137,22 @@ static void test_args(void)
     /* The flag comes before -c, and still wins over the file. */
     char *argv[] = {"nexard", "--socket", "/tmp/from-flag.sock", "-c", path, "-f",
                     "--set", "slot_bytes=128K", NULL};
-    CHECK(nx_config_parse_args(&c, 8, argv, err, sizeof(err)) == 0);
-    CHECK(!strcmp(c.socket_path, "/tmp/from-flag.sock"));
-    CHECK(c.slots == 8);
-    CHECK(c.foreground);
-    CHECK(c.slot_bytes == 128u << 10);
+    EXPECT(nx_config_parse_args(&c, 8, argv, err, sizeof(err)) == 0);
+    EXPECT(!strcmp(c.socket_path, "/tmp/from-flag.sock"));
+    EXPECT(c.slots == 8);
+    EXPECT(c.foreground);
+    EXPECT(c.slot_bytes == 128u << 10);
     unlink(path);
     nx_config_free(&c);
 
     nx_config_defaults(&c);
     char *bad[] = {"nexard", "--slots", "0", NULL};
-    CHECK(nx_config_parse_args(&c, 3, bad, err, sizeof(err)) == -EINVAL);
-    CHECK(strstr(err, "slots") != NULL);
+    EXPECT(nx_config_parse_args(&c, 3, bad, err, sizeof(err)) == -EINVAL);
+    EXPECT(strstr(err, "slots") != NULL);
     char *unknown[] = {"nexard", "--frobnicate", NULL};
-    CHECK(nx_config_parse_args(&c, 2, unknown, err, sizeof(err)) == -EINVAL);
+    EXPECT(nx_config_parse_args(&c, 2, unknown, err, sizeof(err)) == -EINVAL);
     char *extra[] = {"nexard", "stray", NULL};
-    CHECK(nx_config_parse_args(&c, 2, extra, err, sizeof(err)) == -EINVAL);
+    EXPECT(nx_config_parse_args(&c, 2, extra, err, sizeof(err)) == -EINVAL);
     nx_config_free(&c);
 }
 
