@@ -199,6 +199,32 @@ bool nx_op_single_copy(uint8_t kind, uint32_t esize, uint64_t count, unsigned pl
     }
 }
 
+/* The chunk of an op on a communicator that is not local: for the kinds where every node
+ * sends and receives alike, at most NX_SPAN_CHUNK_BYTES of slot, a multiple of
+ * NX_PIPE_ALIGN elements where that leaves any.  The others keep the capacity: a root
+ * that only sends (or only receives) runs ahead of the other nodes when parts are small,
+ * and what arrives before its part started is kept and copied twice; point to point is
+ * cut by nexard with nx_chunk_elems (node/p2p.c). */
+static uint64_t span_chunk_elems(uint8_t kind, uint64_t cap, uint64_t per_elem)
+{
+    switch (kind) {
+    case NX_K_ALL_REDUCE:
+    case NX_K_ALL_REDUCE_BUCKETED:
+    case NX_K_ALL_GATHER:
+    case NX_K_REDUCE_SCATTER:
+    case NX_K_ALL_TO_ALL:
+        break;
+    default:
+        return cap;
+    }
+    uint64_t want = NX_SPAN_CHUNK_BYTES / per_elem;
+    if (want >= NX_PIPE_ALIGN)
+        want -= want % NX_PIPE_ALIGN;
+    else if (want == 0)
+        want = 1;
+    return want < cap ? want : cap;
+}
+
 uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes,
                            uint64_t count, unsigned plan)
 {
@@ -208,8 +234,10 @@ uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t
     if (nx_op_single_copy(kind, esize, count, plan))
         return count;
     uint64_t cap = slot_bytes / per_elem;
-    if (!(plan & NX_PLAN_LOCAL) || (kind != NX_K_BROADCAST && kind != NX_K_ALL_GATHER) ||
-        cap == 0 || count > NX_PIPE_SLOTS * cap)
+    if (!(plan & NX_PLAN_LOCAL))
+        return span_chunk_elems(kind, cap, per_elem);
+    if ((kind != NX_K_BROADCAST && kind != NX_K_ALL_GATHER) || cap == 0 ||
+        count > NX_PIPE_SLOTS * cap)
         return cap;
     uint64_t want = count / NX_PIPE_CHUNKS + (count % NX_PIPE_CHUNKS != 0);
     uint64_t min = kind == NX_K_BROADCAST ? NX_PIPE_MIN_BCAST_BYTES : NX_PIPE_MIN_BYTES;

@@ -51,7 +51,7 @@
 #include <stdint.h>
 
 #define NX_SHM_MAGIC 0x534d584eu /* "NXMS" */
-#define NX_SHM_VERSION 8u
+#define NX_SHM_VERSION 9u
 #define NX_SHM_ALIGN 64u
 #define NX_ERR_TEXT_BYTES 512u
 
@@ -398,14 +398,20 @@ uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t sl
  * chunk costs the same hand-offs, and an all_gather's slot holds 1 + size blocks of it.
  * A broadcast's readers copy each chunk out of the root's slot while the root copies the
  * next in (peer reads), and smaller chunks overlapped more of it; an all_gather's did not
- * gain from them.  Reductions and ops across nodes measured no gain from smaller chunks,
- * or a loss (docs/performance.md), and keep nx_chunk_elems.  Every rank and the daemon compute the same plan from the op's
- * signature. */
+ * gain from them.  Local reductions measured no gain from smaller chunks, or a loss
+ * (docs/performance.md), and keep nx_chunk_elems.  An all_reduce, all_gather,
+ * reduce_scatter or all_to_all on a communicator whose plan is not local (one spanning
+ * nodes, or made from one) is cut into chunks of at most NX_SPAN_CHUNK_BYTES of slot: the
+ * ranks' copies in and out and nexard's passes over a chunk then meet it in the cache,
+ * and the slots hold at most that much of an op ahead (1.1-1.45 times the rate of whole
+ * slots at 8-32 MiB, docs/performance.md).  Rooted kinds keep whole slots there.  Every
+ * rank and the daemon compute the same plan from the op's signature. */
 #define NX_PIPE_SLOTS 4u
 #define NX_PIPE_CHUNKS 16u
 #define NX_PIPE_MIN_BYTES (512u << 10)
 #define NX_PIPE_MIN_BCAST_BYTES (256u << 10)
 #define NX_PIPE_ALIGN 64u
+#define NX_SPAN_CHUNK_BYTES (1u << 20)
 uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes,
                            uint64_t count, unsigned plan);
 

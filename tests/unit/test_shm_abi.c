@@ -337,7 +337,9 @@ static void test_chunk_elems(void)
 /* The plan by count: the slot's capacity, but for a local broadcast or all_gather of at
  * most NX_PIPE_SLOTS slots, up to NX_PIPE_CHUNKS chunks of NX_PIPE_ALIGN elements each at
  * least NX_PIPE_MIN_BYTES of block, a broadcast's NX_PIPE_MIN_BCAST_BYTES (an all_gather
- * in at least two). */
+ * in at least two); and across nodes, for the kinds where every node sends and receives
+ * alike, the most elements (a multiple of NX_PIPE_ALIGN where one fits) that take at most
+ * NX_SPAN_CHUNK_BYTES of slot. */
 static void test_op_chunk_elems(void)
 {
     static const uint64_t counts[] = {0, 1, 1000, 65536, 131073, 1u << 20, 3u << 20,
@@ -346,14 +348,31 @@ static void test_op_chunk_elems(void)
     for (size_t i = 0; i < N_KINDS; i++) {
         uint8_t kind = shape_table[i].kind;
         bool piped = kind == NX_K_BROADCAST || kind == NX_K_ALL_GATHER;
+        bool spanned = kind == NX_K_ALL_REDUCE || kind == NX_K_ALL_REDUCE_BUCKETED ||
+                       kind == NX_K_ALL_GATHER || kind == NX_K_REDUCE_SCATTER ||
+                       kind == NX_K_ALL_TO_ALL;
         for (uint8_t dt = 0; dt < NEXAR_DTYPE_COUNT; dt++) {
             uint32_t es = nx_dtype_size(dt);
             for (uint32_t size = 1; size <= 9; size += 4) {
                 for (size_t k = 0; k < sizeof slots / sizeof slots[0]; k++) {
                     uint64_t cap = nx_chunk_elems(kind, size, es, slots[k]);
+                    /* Slot bytes an element takes: what a slot of it holds is its
+                     * capacity. */
+                    uint64_t per = cap == 0 || cap == UINT64_MAX ? 0 : slots[k] / cap;
                     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
                         uint64_t cnt = counts[c];
-                        EXPECT_EQ(nx_op_chunk_elems(kind, size, es, slots[k], cnt, false), cap);
+                        uint64_t s = nx_op_chunk_elems(kind, size, es, slots[k], cnt, false);
+                        if (!spanned || per == 0) {
+                            EXPECT_EQ(s, cap);
+                        } else {
+                            EXPECT(s >= 1 && s <= cap);
+                            EXPECT(s * per <= NX_SPAN_CHUNK_BYTES || s == 1);
+                            EXPECT(s == cap || s % NX_PIPE_ALIGN == 0 ||
+                                   NX_PIPE_ALIGN * per > NX_SPAN_CHUNK_BYTES);
+                            /* the most: one more step of alignment would not fit */
+                            EXPECT(s == cap || (s + NX_PIPE_ALIGN) * per > NX_SPAN_CHUNK_BYTES ||
+                                   (s + 1) * per > NX_SPAN_CHUNK_BYTES);
+                        }
                         uint64_t n = nx_op_chunk_elems(kind, size, es, slots[k], cnt, true);
                         EXPECT_EQ(nx_chunk_is_cut(kind, size, es, slots[k], n), n != cap);
                         EXPECT(!nx_chunk_is_cut(kind, size, es, slots[k], cap));
@@ -384,7 +403,7 @@ static void test_op_chunk_elems(void)
     /* broadcast of f32 on 2 ranks of one node, 4 MiB slots (one region: 1 Mi elements a
      * chunk at most): a small op in one chunk, 2 MiB in 8 chunks of 256 KiB, 8 MiB in 16
      * of 512 KiB, 16 MiB in 16 of 1 MiB, 32 MiB (beyond 4 slots) in 8 of 4 MiB; across
-     * nodes always 4 MiB. */
+     * nodes always 4 MiB (a rooted kind keeps whole slots there). */
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 1000, true), 64 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 512 * 1024, true), 64 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 2 * MIB, true), 128 * 1024);
@@ -402,8 +421,22 @@ static void test_op_chunk_elems(void)
     EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 4, 4 * MIB, MIB, true), 128 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 4, 4 * MIB, 3 * MIB / 2, true),
               4 * MIB / 12);
-    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 1, 4 * MIB, MIB, false), 4 * MIB / 3);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_REDUCE, 2, 4, 4 * MIB, 2 * MIB, true), MIB);
+    /* Across nodes, 4 MiB slots: an all_gather of u8 on 2 ranks in chunks of 349504 (3
+     * regions: 1 MiB / 3 = 349525, down to a multiple of 64), an all_reduce of f32 (one
+     * region) in 256 Ki elements, a reduce_scatter of f64 on 4 ranks (4 input blocks and
+     * 1 output: 40 bytes an element, 26214) in 26176, an all_to_all of f32
+     * on 3 (6 regions: 1 MiB / 24 = 43690) in 43648; a broadcast, reduce or gather in
+     * whole slots, and a point-to-point send too. */
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 1, 4 * MIB, MIB, false), 349504);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_REDUCE, 2, 4, 4 * MIB, 2 * MIB, false), 256 * 1024);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_REDUCE_SCATTER, 4, 8, 4 * MIB, MIB, false), 26176);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_TO_ALL, 3, 4, 4 * MIB, MIB, false), 43648);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_REDUCE, 2, 4, 4 * MIB, 2 * MIB, false), MIB);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_GATHER, 2, 4, 4 * MIB, 2 * MIB, false), 4 * MIB / 12);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_SEND, 1, 4, 4 * MIB, 1000, false), MIB);
+    /* A slot smaller than the span chunk leaves the capacity. */
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_REDUCE, 2, 4, 65536, 2 * MIB, false), 16384);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_SEND, 1, 4, 4 * MIB, 1000, true), MIB);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BARRIER, 4, 4, 4 * MIB, 0, true), UINT64_MAX);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_TO_ALL, 9, 8, 64, 100, true), 0);
