@@ -422,16 +422,16 @@ static void test_op_chunk_elems(void)
     EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 4, 4 * MIB, 3 * MIB / 2, true),
               4 * MIB / 12);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_REDUCE, 2, 4, 4 * MIB, 2 * MIB, true), MIB);
-    /* Across nodes, 4 MiB slots: an all_gather of u8 on 2 ranks in chunks of 349504 (3
-     * regions: 1 MiB / 3 = 349525, down to a multiple of 64), an all_reduce of f32 (one
-     * region) in 256 Ki elements, a reduce_scatter of f64 on 4 ranks (4 input blocks and
-     * 1 output: 40 bytes an element, 26214) in 26176, an all_to_all of f32
-     * on 3 (6 regions: 1 MiB / 24 = 43690) in 43648; a broadcast, reduce or gather in
-     * whole slots, and a point-to-point send too. */
-    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 1, 4 * MIB, MIB, false), 349504);
-    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_REDUCE, 2, 4, 4 * MIB, 2 * MIB, false), 256 * 1024);
-    EXPECT_EQ(nx_op_chunk_elems(NX_K_REDUCE_SCATTER, 4, 8, 4 * MIB, MIB, false), 26176);
-    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_TO_ALL, 3, 4, 4 * MIB, MIB, false), 43648);
+    /* Across nodes, 4 MiB slots: an all_gather of u8 on 2 ranks in chunks of 174720 (3
+     * regions: 512 KiB / 3 = 174762, down to a multiple of 64), an all_reduce of f32
+     * (one region) in 128 Ki elements, a reduce_scatter of f64 on 4 ranks (4 input blocks
+     * and 1 output: 40 bytes an element, 13107) in 13056, an all_to_all of f32 on 3 (6
+     * regions: 512 KiB / 24 = 21845) in 21824; a broadcast, reduce or gather in whole
+     * slots, and a point-to-point send too. */
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 1, 4 * MIB, MIB, false), 174720);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_REDUCE, 2, 4, 4 * MIB, 2 * MIB, false), 128 * 1024);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_REDUCE_SCATTER, 4, 8, 4 * MIB, MIB, false), 13056);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_TO_ALL, 3, 4, 4 * MIB, MIB, false), 21824);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_REDUCE, 2, 4, 4 * MIB, 2 * MIB, false), MIB);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_GATHER, 2, 4, 4 * MIB, 2 * MIB, false), 4 * MIB / 12);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_SEND, 1, 4, 4 * MIB, 1000, false), MIB);
