@@ -403,8 +403,8 @@ uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t sl
  * reduce_scatter or all_to_all on a communicator whose plan is not local (one spanning
  * nodes, or made from one) is cut into chunks of at most NX_SPAN_CHUNK_BYTES of slot: the
  * ranks' copies in and out and nexard's passes over a chunk then meet it in the cache,
- * and the slots hold at most 4 of them of an op ahead (1.1-1.7 times the rate of whole
- * slots at 8-32 MiB, docs/performance.md).  Rooted kinds keep whole slots there.  Every
+ * and the slots hold at most `slots` of them of an op ahead (1.1-1.7 times the rate of
+ * whole slots at 8-32 MiB, docs/performance.md).  Rooted kinds keep whole slots there.  Every
  * rank and the daemon compute the same plan from the op's signature. */
 #define NX_PIPE_SLOTS 4u
 #define NX_PIPE_CHUNKS 16u
