@@ -51,7 +51,7 @@
 #include <stdint.h>
 
 #define NX_SHM_MAGIC 0x534d584eu /* "NXMS" */
-#define NX_SHM_VERSION 9u
+#define NX_SHM_VERSION 10u
 #define NX_SHM_ALIGN 64u
 #define NX_ERR_TEXT_BYTES 512u
 
@@ -404,14 +404,18 @@ uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t sl
  * nodes, or made from one) is cut into chunks of at most NX_SPAN_CHUNK_BYTES of slot: the
  * ranks' copies in and out and nexard's passes over a chunk then meet it in the cache,
  * and the slots hold at most `slots` of them of an op ahead (1.1-1.7 times the rate of
- * whole slots at 8-32 MiB, docs/performance.md).  Rooted kinds keep whole slots there.  Every
- * rank and the daemon compute the same plan from the op's signature. */
+ * whole slots at 8-32 MiB, docs/performance.md); a rooted kind (broadcast, reduce, gather,
+ * scatter, scan, exscan) too where the op takes more than NX_SPAN_WHOLE_BYTES of slot, and
+ * one whole slot below (nexard gates a rooted op's later parts, a round trip each, which
+ * shorter ops would not hide).  Every rank and the daemon compute the same plan from the
+ * op's signature. */
 #define NX_PIPE_SLOTS 4u
 #define NX_PIPE_CHUNKS 16u
 #define NX_PIPE_MIN_BYTES (512u << 10)
 #define NX_PIPE_MIN_BCAST_BYTES (256u << 10)
 #define NX_PIPE_ALIGN 64u
 #define NX_SPAN_CHUNK_BYTES (512u << 10)
+#define NX_SPAN_WHOLE_BYTES (2u << 20)
 uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes,
                            uint64_t count, unsigned plan);
 

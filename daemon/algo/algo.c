@@ -89,7 +89,7 @@ static int place_ranks(struct nx_xop *x, char *err, size_t errlen)
     uint32_t N = x->d.nnodes, P = x->d.nranks;
     x->window = x->d.window ? x->d.window : NX_XOP_DEFAULT_WINDOW;
     x->geo = nx_xcalloc((size_t)x->window * sizeof(*x->slots) + (size_t)N * sizeof(uint64_t) +
-                            ((size_t)3 * P + 3 * N + 1) * sizeof(uint32_t) + N,
+                            ((size_t)3 * P + 3 * N + 1) * sizeof(uint32_t) + 2 * (size_t)N,
                         1);
     x->slots = x->geo;
     x->credit = (uint64_t *)(x->slots + x->window);
@@ -100,6 +100,7 @@ static int place_ranks(struct nx_xop *x, char *err, size_t errlen)
     x->in_peers = x->nr_off + N + 1;
     uint32_t *fill = x->in_peers + N;
     x->geo_from = (bool *)(fill + N);
+    x->started = x->geo_from + N;
     for (uint32_t r = 0; r < P; r++) {
         uint32_t n = x->d.rank_node[r];
         if (n >= N)
@@ -241,7 +242,10 @@ void nx_xop_start(struct nx_xop *x)
         return;
     enter(x);
     x->state = XS_RUNNING;
-    nx_xrun_progress(x);
+    if (x->d.gate)
+        nx_xrun_say_started(x);
+    if (x->state == XS_RUNNING)
+        nx_xrun_progress(x);
     leave(x);
 }
 
@@ -400,8 +404,9 @@ void nx_xop_describe(const struct nx_xop *x, char *buf, size_t len)
     if (sl->phase == XP_SEND) {
         uint32_t peer = sl->send_i < sl->plan.nsend ? sl->plan.send[sl->send_i].peer : 0;
         snprintf(buf + n, len - n, ": sending to node %u (%s)", peer,
-                 x->inflight >= x->max_inflight ? "unacknowledged bytes at the limit"
-                                                : "waiting for its credit");
+                 x->inflight >= x->max_inflight      ? "unacknowledged bytes at the limit"
+                 : x->d.gate && !x->started[peer] ? "waiting for it to start the part"
+                                                     : "waiting for its credit");
     } else if (sl->phase == XP_RECV && sl->lent) { /* what came waits for it, too */
         snprintf(buf + n, len - n, ": waiting for the transport to copy %u message%s it sent",
                  sl->lent, sl->lent == 1 ? "" : "s");

@@ -100,6 +100,10 @@ struct nx_xop_desc {
     int iov_send;          /* nonzero: messages go to the net as an iov of the node-level
                               buffers (host memory, copied by the net before send
                               returns) instead of one staged copy */
+    bool gate;             /* this node sends a node nothing before that node said it
+                              started the xop (a credit at offset 0, which it sends to the
+                              nodes that send to it): nothing then arrives before the xop
+                              exists.  Every node of the xop must agree on it. */
 };
 
 /* One DATA message for the glue to put on the wire (proto/wire.h: the glue adds job,

@@ -147,6 +147,7 @@ struct nx_xop {
     uint32_t window;
     uint64_t lo, credit_sent;      /* pieces [0, lo) done here; last lo announced */
     uint64_t *credit;              /* per node: pieces it has done (that we know of) */
+    bool *started;                 /* per node: it said it started (d.gate) */
     uint32_t *in_peers, n_in;      /* nodes that send to us: they get our credits */
     struct nx_xslot *slots;        /* window entries; piece p is in slots[p % window] */
     struct nx_xearly *early;
@@ -184,6 +185,8 @@ void nx_xrun_stream_broken(struct nx_xop *x, const struct nx_xstream *s);
 void nx_xrun_data(struct nx_xop *x, uint32_t src, uint32_t step, uint64_t offset,
                   const void *data, size_t len);
 void nx_xrun_credit(struct nx_xop *x, uint32_t src, uint64_t done);
+/* d.gate: tells the nodes that send to this one that it started (a credit at 0). */
+void nx_xrun_say_started(struct nx_xop *x);
 void nx_xrun_sent(struct nx_xop *x, uint32_t token);
 void nx_xrun_copied(struct nx_xop *x, uint32_t token);
 /* Waits until the net has copied every message the xop lent it (net.settle). */

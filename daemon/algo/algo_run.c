@@ -97,7 +97,7 @@ static void consume(struct nx_xop *x, struct nx_xslot *sl, struct nx_xfer *f,
 
 static bool can_send(const struct nx_xop *x, uint32_t peer, uint64_t piece, uint64_t bytes)
 {
-    if (piece >= x->credit[peer] + x->window)
+    if (piece >= x->credit[peer] + x->window || (x->d.gate && !x->started[peer]))
         return false;
     return x->inflight == 0 || x->inflight + bytes <= x->max_inflight;
 }
@@ -306,6 +306,25 @@ static bool advance(struct nx_xop *x, struct nx_xslot *sl)
     return true;
 }
 
+static void send_credit(struct nx_xop *x, uint64_t piece)
+{
+    for (uint32_t i = 0; i < x->n_in && x->state == XS_RUNNING; i++) {
+        struct nx_xmsg m = {.dst = x->in_peers[i], .step = NX_XSTEP_CREDIT, .sig = x->sig,
+                            .offset = piece * x->piece_elems * x->es};
+        int rv = x->net.send(x->net.arg, x, &m);
+        char why[64];
+        if (rv < 0)
+            return nx_xop_fail(x, send_status(rv), "node %u could not send a credit to node "
+                               "%u: %s", x->d.me, m.dst, send_why(x, rv, why, sizeof(why)));
+        x->st.credits_sent++;
+    }
+}
+
+void nx_xrun_say_started(struct nx_xop *x)
+{
+    send_credit(x, 0);
+}
+
 static void send_credits(struct nx_xop *x)
 {
     /* Senders may run pieces below credit + window: once that covers every piece a credit
@@ -317,16 +336,7 @@ static void send_credits(struct nx_xop *x)
         x->credit_sent + x->window >= x->npieces)
         return;
     x->credit_sent = x->lo;
-    for (uint32_t i = 0; i < x->n_in && x->state == XS_RUNNING; i++) {
-        struct nx_xmsg m = {.dst = x->in_peers[i], .step = NX_XSTEP_CREDIT, .sig = x->sig,
-                            .offset = x->lo * x->piece_elems * x->es};
-        int rv = x->net.send(x->net.arg, x, &m);
-        char why[64];
-        if (rv < 0)
-            return nx_xop_fail(x, send_status(rv), "node %u could not send a credit to node "
-                               "%u: %s", x->d.me, m.dst, send_why(x, rv, why, sizeof(why)));
-        x->st.credits_sent++;
-    }
+    send_credit(x, x->lo);
 }
 
 void nx_xrun_progress(struct nx_xop *x)
@@ -438,9 +448,13 @@ void nx_xrun_data(struct nx_xop *x, uint32_t src, uint32_t step, uint64_t offset
 
 void nx_xrun_credit(struct nx_xop *x, uint32_t src, uint64_t done)
 {
-    if (done <= x->credit[src])
+    /* Any credit says the node started; where gate is off nobody waits for that. */
+    bool news = x->d.gate && !x->started[src];
+    x->started[src] = true;
+    if (done <= x->credit[src] && !news)
         return;
-    x->credit[src] = done;
+    if (done > x->credit[src])
+        x->credit[src] = done;
     if (x->state == XS_RUNNING)
         nx_xrun_progress(x);
 }

@@ -240,6 +240,11 @@ static int part_setup(struct xpart *p, char *err, size_t errlen)
         .ad = &nx_adapter_cpu,
         .sig = op->xr->sig,
         .iov_send = 1, /* host buffers: the transport copies as it sends, or lends */
+        /* A node that only sends (a root) would otherwise run its parts, and the next
+         * op's, ahead of the others, whose data then waits whole for a part not started
+         * there and is copied again.  The other kinds need no such wait: every node
+         * sends and receives in every step. */
+        .gate = xc_needs_confirm(op->sig.kind) && p->index >= XC_UNGATED_PARTS,
     };
     struct nx_transport *t = nx_cluster_transport();
     struct nx_xnet net = {.arg = p, .msg_max = NX_TMSG_MAX, .send = xop_send, .done = xop_done,

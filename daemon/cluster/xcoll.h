@@ -55,6 +55,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shm_abi.h"
 #include "wire.h"
 
 struct nx_comm;
@@ -62,6 +63,11 @@ struct nx_op;
 struct nx_tpeer;
 
 #define XC_PARTS_PER_OP 8
+/* Parts of a rooted op a node sends without waiting for the others to start them (the
+ * xop's gate): as many as a rank has slots.  They cover the round trip of the others'
+ * start at the op's beginning, where the ranks call it at about the same time; further
+ * ahead, what came before its part would wait whole and be copied again. */
+#define XC_UNGATED_PARTS NX_PIPE_SLOTS
 #define XC_OPS_PER_COMM 2
 #define XC_HELD_BYTES (256ull << 20)
 #define XC_HELD_MSGS 65536u

@@ -215,6 +215,68 @@ static void sc_solo_run(void)
     nx_xop_destroy(s.x);
 }
 
+/* The gate (nx_xop_desc.gate): a broadcast from node 0 sends node 1 nothing before node 1
+ * said it started, and node 1 says so at its start, before anything arrives. */
+static void gate_make(struct solo *s, uint32_t me)
+{
+    memset(s, 0, sizeof(*s));
+    struct nx_xop_desc d = {.kind = NX_K_BROADCAST, .dtype = NEXAR_F32, .count = 100,
+                            .root = 0, .nnodes = 2, .me = me, .nranks = 2,
+                            .rank_node = two_nodes, .in = buf_in, .out = buf_out,
+                            .ad = &nx_adapter_cpu, .chunk_bytes = 64, .window = 4,
+                            .what = "broadcast seq 3", .gate = true};
+    struct nx_xnet net = {.arg = s, .send = solo_send, .done = solo_done};
+    char err[256];
+    int rv = nx_xop_create(&d, &net, &s->x, err, sizeof(err));
+    EXPECT(rv == 0);
+    if (rv < 0)
+        fprintf(stderr, "create: %s\n", err);
+}
+
+static void sc_gate(void)
+{
+    struct solo root, leaf;
+    uint32_t sig = nx_xop_sig(NX_K_BROADCAST, NEXAR_F32, 100, 0, 0);
+    char desc[160];
+    for (int i = 0; i < 100; i++)
+        buf_in[i] = buf_out[i] = (float)(3 * i + 1);
+    gate_make(&root, 0);
+    nx_xop_start(root.x);
+    EXPECT(root.sends == 0 && root.dones == 0);
+    nx_xop_describe(root.x, desc, sizeof(desc));
+    EXPECT(strstr(desc, "piece 1/7 step 1/1: sending to node 1 (waiting for it to start the "
+                        "part)") != NULL);
+    /* Node 1's start: a credit at 0, the only thing it sends. */
+    gate_make(&leaf, 1);
+    nx_xop_start(leaf.x);
+    EXPECT(leaf.sends == 1 && leaf.last.dst == 0 && leaf.last.step == NX_XSTEP_CREDIT &&
+           leaf.last.offset == 0 && leaf.last.len == 0);
+    nx_xop_on_data(root.x, 1, NX_XSTEP_CREDIT, sig, 0, NULL, 0);
+    /* The window's 4 pieces go at once, the rest as node 1's credits come. */
+    EXPECT(root.sends == 4 && root.last.dst == 1 && root.last.step == 0);
+    static float got[100];
+    for (int i = 0; i < 100; i++)
+        buf_out[i] = -1.0f;
+    for (uint64_t pc = 0; pc < 7; pc++) {
+        size_t n = pc < 6 ? 16 : 4;
+        nx_xop_on_data(leaf.x, 0, 0, sig, pc * 64, buf_in + pc * 16, n * 4);
+    }
+    memcpy(got, buf_out, sizeof(got));
+    EXPECT(leaf.dones == 1 && leaf.status == 0);
+    for (int i = 0; i < 100; i++)
+        EXPECT(got[i] == (float)(3 * i + 1));
+    struct nx_xop_stats st;
+    nx_xop_stats(leaf.x, &st);
+    EXPECT(st.early_msgs == 0);
+    /* A second credit at 0 changes nothing; node 1's later credit lets the rest go. */
+    nx_xop_on_data(root.x, 1, NX_XSTEP_CREDIT, sig, 0, NULL, 0);
+    EXPECT(root.sends == 4);
+    nx_xop_on_data(root.x, 1, NX_XSTEP_CREDIT, sig, 3 * 64, NULL, 0);
+    EXPECT(root.sends == 7 && root.dones == 1 && root.status == 0);
+    nx_xop_destroy(leaf.x);
+    nx_xop_destroy(root.x);
+}
+
 /* A net that lends: the xop writes nothing of a step while one of its messages is lent
  * (what comes meanwhile waits), says so, and settles before it ends or goes. */
 static void sc_lent(void)
@@ -660,7 +722,7 @@ static const struct {
 } scenarios[] = {
     {"forged", sc_forged}, {"solo", sc_solo_run}, {"lifecycle", sc_lifecycle},
     {"create", sc_create}, {"choose", sc_choose}, {"mismatch", sc_mismatch},
-    {"flow", sc_flow}, {"lent", sc_lent}, {"stream", sc_stream},
+    {"flow", sc_flow}, {"lent", sc_lent}, {"stream", sc_stream}, {"gate", sc_gate},
 };
 
 int main(int argc, char **argv)

@@ -348,9 +348,10 @@ static void test_op_chunk_elems(void)
     for (size_t i = 0; i < N_KINDS; i++) {
         uint8_t kind = shape_table[i].kind;
         bool piped = kind == NX_K_BROADCAST || kind == NX_K_ALL_GATHER;
-        bool spanned = kind == NX_K_ALL_REDUCE || kind == NX_K_ALL_REDUCE_BUCKETED ||
-                       kind == NX_K_ALL_GATHER || kind == NX_K_REDUCE_SCATTER ||
-                       kind == NX_K_ALL_TO_ALL;
+        bool alike = kind == NX_K_ALL_REDUCE || kind == NX_K_ALL_REDUCE_BUCKETED ||
+                     kind == NX_K_ALL_GATHER || kind == NX_K_REDUCE_SCATTER ||
+                     kind == NX_K_ALL_TO_ALL;
+        bool p2p = kind == NX_K_SEND || kind == NX_K_RECV;
         for (uint8_t dt = 0; dt < NEXAR_DTYPE_COUNT; dt++) {
             uint32_t es = nx_dtype_size(dt);
             for (uint32_t size = 1; size <= 9; size += 4) {
@@ -362,7 +363,10 @@ static void test_op_chunk_elems(void)
                     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
                         uint64_t cnt = counts[c];
                         uint64_t s = nx_op_chunk_elems(kind, size, es, slots[k], cnt, false);
-                        if (!spanned || per == 0) {
+                        /* a rooted kind's op of at most NX_SPAN_WHOLE_BYTES of slot keeps
+                         * one part */
+                        bool whole = !alike && per && cnt <= NX_SPAN_WHOLE_BYTES / per;
+                        if (p2p || per == 0 || whole) {
                             EXPECT_EQ(s, cap);
                         } else {
                             EXPECT(s >= 1 && s <= cap);
@@ -404,13 +408,13 @@ static void test_op_chunk_elems(void)
     /* broadcast of f32 on 2 ranks of one node, 4 MiB slots (one region: 1 Mi elements a
      * chunk at most): a small op in one chunk, 2 MiB in 8 chunks of 256 KiB, 8 MiB in 16
      * of 512 KiB, 16 MiB in 16 of 1 MiB, 32 MiB (beyond 4 slots) in 8 of 4 MiB; across
-     * nodes always 4 MiB (a rooted kind keeps whole slots there). */
+     * nodes 2 MiB in one part of 4 MiB (a rooted op of at most 2 MiB of slot keeps one). */
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 1000, true), 64 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 512 * 1024, true), 64 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 2 * MIB, true), 128 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 4 * MIB, true), 256 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 8 * MIB, true), MIB);
-    EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 2 * MIB, false), MIB);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, MIB / 2, false), MIB);
     EXPECT(nx_chunk_is_cut(NX_K_BROADCAST, 2, 4, 4 * MIB, 64 * 1024));
     EXPECT(!nx_chunk_is_cut(NX_K_BROADCAST, 2, 4, 4 * MIB, MIB));
     /* all_gather on 2 ranks (3 regions of a chunk in the slot: 1398101 u8 a chunk at
@@ -427,14 +431,19 @@ static void test_op_chunk_elems(void)
      * regions: 512 KiB / 3 = 174762, down to a multiple of 64), an all_reduce of f32
      * (one region) in 128 Ki elements, a reduce_scatter of f64 on 4 ranks (4 input blocks
      * and 1 output: 40 bytes an element, 13107) in 13056, an all_to_all of f32 on 3 (6
-     * regions: 512 KiB / 24 = 21845) in 21824; a broadcast, reduce or gather in whole
-     * slots, and a point-to-point send too. */
+     * regions: 512 KiB / 24 = 21845) in 21824; a rooted kind as those beyond 2 MiB of
+     * slot (a reduce of f32 in 128 Ki elements, a gather of f32 on 2, 12 bytes an element,
+     * in 43648) and in one whole slot below; a point-to-point send in whole slots. */
     EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 1, 4 * MIB, MIB, false), 174720);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_REDUCE, 2, 4, 4 * MIB, 2 * MIB, false), 128 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_REDUCE_SCATTER, 4, 8, 4 * MIB, MIB, false), 13056);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_TO_ALL, 3, 4, 4 * MIB, MIB, false), 21824);
-    EXPECT_EQ(nx_op_chunk_elems(NX_K_REDUCE, 2, 4, 4 * MIB, 2 * MIB, false), MIB);
-    EXPECT_EQ(nx_op_chunk_elems(NX_K_GATHER, 2, 4, 4 * MIB, 2 * MIB, false), 4 * MIB / 12);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_REDUCE, 2, 4, 4 * MIB, 2 * MIB, false), 128 * 1024);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_REDUCE, 2, 4, 4 * MIB, MIB / 2, false), MIB);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_REDUCE, 2, 4, 4 * MIB, MIB / 2 + 1, false), 128 * 1024);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_GATHER, 2, 4, 4 * MIB, 2 * MIB, false), 43648);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_GATHER, 2, 4, 4 * MIB, 1000, false), 4 * MIB / 12);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 8 * MIB, false), 128 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_SEND, 1, 4, 4 * MIB, 1000, false), MIB);
     /* A slot smaller than the span chunk leaves the capacity. */
     EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_REDUCE, 2, 4, 65536, 2 * MIB, false), 16384);
