@@ -202,10 +202,11 @@ bool nx_op_single_copy(uint8_t kind, uint32_t esize, uint64_t count, unsigned pl
 /* The chunk of an op on a communicator that is not local: at most NX_SPAN_CHUNK_BYTES of
  * slot, a multiple of NX_PIPE_ALIGN elements where that leaves any.  A kind where some
  * node only sends or only receives (broadcast, reduce, gather, scatter, scan, exscan)
- * keeps one part while the op fits NX_SPAN_WHOLE_BYTES of slot: cut, it waits for the
- * other nodes to start each part (docs/algorithms.md), a round trip that parts this short
- * do not hide.  Point to point is cut by nexard with nx_chunk_elems (node/p2p.c). */
-static uint64_t span_chunk_elems(uint8_t kind, uint64_t count, uint64_t cap, uint64_t per_elem)
+ * keeps the capacity while a block is at most NX_SPAN_WHOLE_BYTES: cut, it waits for the
+ * other nodes to start each part from the fifth on (docs/algorithms.md), a round trip
+ * that parts this short do not hide.  Point to point is cut by nexard with nx_chunk_elems (node/p2p.c). */
+static uint64_t span_chunk_elems(uint8_t kind, uint32_t esize, uint64_t count, uint64_t cap,
+                                 uint64_t per_elem)
 {
     switch (kind) {
     case NX_K_SEND:
@@ -218,7 +219,7 @@ static uint64_t span_chunk_elems(uint8_t kind, uint64_t count, uint64_t cap, uin
     case NX_K_ALL_TO_ALL:
         break;
     default:
-        if (count <= NX_SPAN_WHOLE_BYTES / per_elem)
+        if (count <= NX_SPAN_WHOLE_BYTES / esize)
             return cap;
         break;
     }
@@ -240,7 +241,7 @@ uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t
         return count;
     uint64_t cap = slot_bytes / per_elem;
     if (!(plan & NX_PLAN_LOCAL))
-        return span_chunk_elems(kind, count, cap, per_elem);
+        return span_chunk_elems(kind, esize, count, cap, per_elem);
     if ((kind != NX_K_BROADCAST && kind != NX_K_ALL_GATHER) || cap == 0 ||
         count > NX_PIPE_SLOTS * cap)
         return cap;

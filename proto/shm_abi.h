@@ -405,8 +405,8 @@ uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t sl
  * ranks' copies in and out and nexard's passes over a chunk then meet it in the cache,
  * and the slots hold at most `slots` of them of an op ahead (1.1-1.7 times the rate of
  * whole slots at 8-32 MiB, docs/performance.md); a rooted kind (broadcast, reduce, gather,
- * scatter, scan, exscan) too where the op takes more than NX_SPAN_WHOLE_BYTES of slot, and
- * one whole slot below (nexard gates a rooted op's later parts, a round trip each, which
+ * scatter, scan, exscan) too where a block is more than NX_SPAN_WHOLE_BYTES, and whole
+ * slots below (nexard gates a rooted op's later parts, a round trip each, which
  * shorter ops would not hide).  Every rank and the daemon compute the same plan from the
  * op's signature. */
 #define NX_PIPE_SLOTS 4u

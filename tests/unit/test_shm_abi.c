@@ -363,9 +363,9 @@ static void test_op_chunk_elems(void)
                     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
                         uint64_t cnt = counts[c];
                         uint64_t s = nx_op_chunk_elems(kind, size, es, slots[k], cnt, false);
-                        /* a rooted kind's op of at most NX_SPAN_WHOLE_BYTES of slot keeps
-                         * one part */
-                        bool whole = !alike && per && cnt <= NX_SPAN_WHOLE_BYTES / per;
+                        /* a rooted kind's op of blocks of at most NX_SPAN_WHOLE_BYTES
+                         * keeps the capacity */
+                        bool whole = !alike && cnt <= NX_SPAN_WHOLE_BYTES / es;
                         if (p2p || per == 0 || whole) {
                             EXPECT_EQ(s, cap);
                         } else {
@@ -408,7 +408,8 @@ static void test_op_chunk_elems(void)
     /* broadcast of f32 on 2 ranks of one node, 4 MiB slots (one region: 1 Mi elements a
      * chunk at most): a small op in one chunk, 2 MiB in 8 chunks of 256 KiB, 8 MiB in 16
      * of 512 KiB, 16 MiB in 16 of 1 MiB, 32 MiB (beyond 4 slots) in 8 of 4 MiB; across
-     * nodes 2 MiB in one part of 4 MiB (a rooted op of at most 2 MiB of slot keeps one). */
+     * nodes 2 MiB in one part of 4 MiB (a rooted op of blocks of at most 2 MiB keeps whole
+     * slots). */
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 1000, true), 64 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 512 * 1024, true), 64 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 2 * MIB, true), 128 * 1024);
@@ -431,9 +432,10 @@ static void test_op_chunk_elems(void)
      * regions: 512 KiB / 3 = 174762, down to a multiple of 64), an all_reduce of f32
      * (one region) in 128 Ki elements, a reduce_scatter of f64 on 4 ranks (4 input blocks
      * and 1 output: 40 bytes an element, 13107) in 13056, an all_to_all of f32 on 3 (6
-     * regions: 512 KiB / 24 = 21845) in 21824; a rooted kind as those beyond 2 MiB of
-     * slot (a reduce of f32 in 128 Ki elements, a gather of f32 on 2, 12 bytes an element,
-     * in 43648) and in one whole slot below; a point-to-point send in whole slots. */
+     * regions: 512 KiB / 24 = 21845) in 21824; a rooted kind as those where a block is
+     * more than 2 MiB (a reduce of f32 in 128 Ki elements, a gather of f32 on 2, 12 bytes
+     * of slot an element, in 43648) and in whole slots below, a gather of 1 MiB blocks
+     * (3 MiB of slot) too; a point-to-point send in whole slots. */
     EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_GATHER, 2, 1, 4 * MIB, MIB, false), 174720);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_REDUCE, 2, 4, 4 * MIB, 2 * MIB, false), 128 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_REDUCE_SCATTER, 4, 8, 4 * MIB, MIB, false), 13056);
@@ -442,7 +444,7 @@ static void test_op_chunk_elems(void)
     EXPECT_EQ(nx_op_chunk_elems(NX_K_REDUCE, 2, 4, 4 * MIB, MIB / 2, false), MIB);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_REDUCE, 2, 4, 4 * MIB, MIB / 2 + 1, false), 128 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_GATHER, 2, 4, 4 * MIB, 2 * MIB, false), 43648);
-    EXPECT_EQ(nx_op_chunk_elems(NX_K_GATHER, 2, 4, 4 * MIB, 1000, false), 4 * MIB / 12);
+    EXPECT_EQ(nx_op_chunk_elems(NX_K_GATHER, 2, 4, 4 * MIB, MIB / 4, false), 4 * MIB / 12);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_BROADCAST, 2, 4, 4 * MIB, 8 * MIB, false), 128 * 1024);
     EXPECT_EQ(nx_op_chunk_elems(NX_K_SEND, 1, 4, 4 * MIB, 1000, false), MIB);
     /* A slot smaller than the span chunk leaves the capacity. */
