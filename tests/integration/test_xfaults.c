@@ -15,6 +15,8 @@
  *     (where rank 3 lives) the text names rank 3, on A it names rank 3 or node B.  Then
  *     ranks 0 and 1 (on A) each receive from rank 3, which never sends: TIMEOUT 2-6 s
  *     after the call, and the text says that none of the message came from rank 3 at B.
+ *     Then the same with a 4 MiB broadcast from rank 0 that rank 3 never calls: its
+ *     later parts wait for B to start them, and it ends at the deadline all the same.
  *  3. a rank killed with SIGKILL mid-allreduce (2 x 2 looping 1 MiB allreduces): rank 1,
  *     on A.  Every survivor, on A and on B, gets NEXAR_ERR_PEER_LOST naming rank 1
  *     within 2 s + the idle timeout of the kill.
@@ -157,20 +159,24 @@ static void mismatch(const char *variant, const char *const *needles)
 
 /* op "all_reduce": rank 3 (on B) never calls it.  op "recv": ranks 0 and 1 (on A) each
  * receive from rank 3, which never sends: A's daemon hears nothing of that message, and
- * its text must say so and where the sender is, not that no send matched. */
+ * its text must say so and where the sender is, not that no send matched.  op
+ * "broadcast": rank 3 never calls a 4 MiB broadcast from rank 0, whose later parts A
+ * sends only once B started them (the gate): it must end at the deadline like the
+ * all_reduce, not wait on. */
 static void timeout(const char *op)
 {
     static const int node[NR] = {0, 0, 1, 1};
-    bool recv = !strcmp(op, "recv");
+    bool recv = !strcmp(op, "recv"), bcast = !strcmp(op, "broadcast");
     struct job j;
     clear_out();
     if (recv)
         tl_log("2b. timeout across nodes: ranks 0 and 1 on node A receive from rank 3 on "
                "node B, which never sends, NEXAR_TIMEOUT=3");
     else
-        tl_log("2. timeout across nodes: rank 3 on node B never calls the all_reduce, "
-               "NEXAR_TIMEOUT=3");
-    job_start(&j, "xf-timeout", node, recv ? "timeout-recv" : "timeout", 3, "XF_MISSING=3");
+        tl_log("2%s. timeout across nodes: rank 3 on node B never calls the %s%s, "
+               "NEXAR_TIMEOUT=3", bcast ? "c" : "", op, bcast ? " of 4 MiB" : "");
+    job_start(&j, "xf-timeout", node,
+              recv ? "timeout-recv" : bcast ? "timeout-bcast" : "timeout", 3, "XF_MISSING=3");
     for (int r = 0; r < (recv ? 2 : NR - 1); r++) {
         struct end e;
         if (read_end(r, 40, &e)) {
@@ -400,6 +406,7 @@ int main(int argc, char **argv)
     mismatch("root", (const char *const[]){"broadcast", "root=0", "root=1", NULL});
     timeout("all_reduce");
     timeout("recv");
+    timeout("broadcast");
     rank_kill();
     if (!one_node) {
         node_freeze();

@@ -23,6 +23,10 @@
  *     timeout-recv  the same, but the ranks of node 0 each receive 64 floats with tag 5
  *               from rank $XF_MISSING instead, which never sends, and the ranks of
  *               other nodes wait as it does.  exit 0.
+ *     timeout-bcast  the same as timeout with a broadcast of 4 MiB of f32 from rank 0:
+ *               blocks of more than 2 MiB, so across nodes it runs in parts of which
+ *               the later ones wait for the other node to start them (the gate,
+ *               docs/algorithms.md), which that node never does.
  *
  * end<rank>: "STATUS T_END ELAPSED ITERATIONS OP TEXT": the status of the first failed
  * call, CLOCK_MONOTONIC seconds when it returned (one clock for every process of the
@@ -120,7 +124,9 @@ static int mismatch(nexar_comm_t *w)
     return 0;
 }
 
-static int timeout(nexar_comm_t *w, int me, bool recv)
+#define BCAST_COUNT (1u << 20)
+
+static int timeout(nexar_comm_t *w, int me, bool recv, bool bcast)
 {
     const char *m = getenv("XF_MISSING");
     int missing = m ? atoi(m) : -1;
@@ -141,9 +147,17 @@ static int timeout(nexar_comm_t *w, int me, bool recv)
     }
     float b[64] = {0};
     t0 = tl_now();
-    st = recv ? nexar_recv(w, b, 64, NEXAR_F32, missing, 5)
-              : nexar_all_reduce(w, b, 64, NEXAR_F32, NEXAR_SUM);
-    put_end((int)st, t0, 1, recv ? "recv" : "all_reduce");
+    if (bcast) {
+        float *big = calloc(BCAST_COUNT, sizeof(float));
+        if (!big)
+            return 1;
+        st = nexar_broadcast(w, big, BCAST_COUNT, NEXAR_F32, 0);
+        free(big);
+    } else {
+        st = recv ? nexar_recv(w, b, 64, NEXAR_F32, missing, 5)
+                  : nexar_all_reduce(w, b, 64, NEXAR_F32, NEXAR_SUM);
+    }
+    put_end((int)st, t0, 1, bcast ? "broadcast" : recv ? "recv" : "all_reduce");
     return 0;
 }
 
@@ -168,8 +182,9 @@ int main(int argc, char **argv)
         rc = loop(w, me, size);
     else if (!strcmp(mode, "mismatch"))
         rc = mismatch(w);
-    else if (!strcmp(mode, "timeout") || !strcmp(mode, "timeout-recv"))
-        rc = timeout(w, me, !strcmp(mode, "timeout-recv"));
+    else if (!strcmp(mode, "timeout") || !strcmp(mode, "timeout-recv") ||
+             !strcmp(mode, "timeout-bcast"))
+        rc = timeout(w, me, !strcmp(mode, "timeout-recv"), !strcmp(mode, "timeout-bcast"));
     else {
         tl_log("unknown mode %s", mode);
         rc = 2;
