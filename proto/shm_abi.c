@@ -204,7 +204,8 @@ bool nx_op_single_copy(uint8_t kind, uint32_t esize, uint64_t count, unsigned pl
  * node only sends or only receives (broadcast, reduce, gather, scatter, scan, exscan)
  * keeps the capacity while a block is at most NX_SPAN_WHOLE_BYTES: cut, it waits for the
  * other nodes to start each part from the fifth on (docs/algorithms.md), a round trip
- * that parts this short do not hide.  Point to point is cut by nexard with nx_chunk_elems (node/p2p.c). */
+ * that parts this short do not hide.  Point to point is cut by nexard with
+ * nx_chunk_elems (node/p2p.c). */
 static uint64_t span_chunk_elems(uint8_t kind, uint32_t esize, uint64_t count, uint64_t cap,
                                  uint64_t per_elem)
 {
