@@ -16,8 +16,8 @@
  * Slot fairness (nx_pump): slots are shared between sequence streams.  A free slot
  * goes to the oldest eligible request whose stream holds no slot; if every eligible
  * stream holds one, to the request whose stream holds the fewest (the oldest among
- * equals).  No stream holds more than nx_S.slot_cap slots (NX_MAX_SLOTS_PER_STREAM,
- * and one fewer than the slot count when there are several), so another stream can
+ * equals).  No stream holds more than nx_S.slot_cap slots (nx_stream_slot_cap: at most
+ * 4, and one fewer than the slot count when there are several), so another stream can
  * always start while one streams.  This matters across ranks: rank 0 may fill its
  * slots with communicator A's chunks while rank 1 fills its own with B's; if either
  * stream could take every slot, neither op could ever complete.  A stream that frees
@@ -107,9 +107,7 @@ int nx_req_init(void)
         nx_S.slots[i].next_free = i + 1 < n ? i + 1 : NONE;
     nx_S.free_head = n ? 0 : NONE;
     nx_S.free_slots = n;
-    nx_S.slot_cap = n > 1 ? n - 1 : 1;
-    if (nx_S.slot_cap > NX_MAX_SLOTS_PER_STREAM)
-        nx_S.slot_cap = NX_MAX_SLOTS_PER_STREAM;
+    nx_S.slot_cap = nx_stream_slot_cap(n);
     nx_S.recv_held = 0;
     nx_S.recv_cap = n > 1 ? n / 2 : 1;
     nx_S.pulled_n = 0;

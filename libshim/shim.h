@@ -27,9 +27,6 @@
 
 #define NX_HIDDEN __attribute__((visibility("hidden")))
 
-/* At most this many staging slots feed one sequence stream at a time (the pipeline
- * depth of a communicator's collectives, or of one p2p stream). */
-#define NX_MAX_SLOTS_PER_STREAM 4u
 /* Busy-poll the completion ring this long before sleeping on its eventfd. */
 #define NX_SPIN_NS 30000ull
 /* Smaller copies into a slot are ordinary ones (stream_copy.c). */

@@ -260,6 +260,12 @@ uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t
     return want < cap ? want : cap;
 }
 
+uint32_t nx_stream_slot_cap(uint32_t slot_count)
+{
+    uint32_t cap = slot_count > 1 ? slot_count - 1 : 1;
+    return cap < NX_MAX_SLOTS_PER_STREAM ? cap : NX_MAX_SLOTS_PER_STREAM;
+}
+
 bool nx_chunk_is_cut(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes,
                      uint64_t chunk_elems)
 {

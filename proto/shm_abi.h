@@ -419,6 +419,13 @@ uint64_t nx_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t sl
 uint64_t nx_op_chunk_elems(uint8_t kind, uint32_t size, uint32_t esize, uint64_t slot_bytes,
                            uint64_t count, unsigned plan);
 
+/* The most staging slots one sequence stream of a rank holds at once (the collectives of
+ * a communicator, or one point-to-point stream; libshim/request.c, "Slot fairness"): one
+ * fewer than slot_count where there are several, and at most NX_MAX_SLOTS_PER_STREAM.
+ * nexard reads it to tell a rank that does not submit a chunk from one that cannot. */
+#define NX_MAX_SLOTS_PER_STREAM 4u
+uint32_t nx_stream_slot_cap(uint32_t slot_count);
+
 /* Whether an op's chunks (`chunk_elems`, from nx_op_chunk_elems) are smaller than a whole
  * slot: the local plan cut them to overlap the copies.  The shim does not stream the copy
  * into the slot of such a broadcast: its readers copy each chunk out while it is still in

@@ -278,13 +278,9 @@ static void fill_ops(struct arena *a, Nexar__CtlReply *rep)
             }
             /* The ranks that hold up the next chunk, as the ranks number them. */
             oi->waiting_for = alloc(a, c->size, sizeof(*oi->waiting_for));
-            for (uint32_t r = 0; r < c->size; r++) {
-                const struct nx_part *p = &op->parts[r];
-                bool direct = p->first.flags & NX_SQE_DIRECT;
-                if (!p->client ||
-                    (!direct && p->q_head == p->q_len && op->next_chunk < op->nchunks))
+            for (uint32_t r = 0; r < c->size; r++)
+                if (nx_op_rank_holds_up(op, r))
                     oi->waiting_for[oi->n_waiting_for++] = nx_comm_span_rank(c, r);
-            }
             /* A reader of its peers' slots holds up the ranks whose slots it reads (they
              * have none left for the next chunk): it is the one to name, as the deadline's
              * text does (matcher.c). */

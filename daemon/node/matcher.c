@@ -672,6 +672,16 @@ void nx_match_fail_all(struct nx_comm *c)
     }
 }
 
+bool nx_op_rank_holds_up(const struct nx_op *op, uint32_t r)
+{
+    const struct nx_part *p = &op->parts[r];
+    if (!p->client)
+        return true;
+    if (nx_part_direct(p) || p->q_head < p->q_len || op->next_chunk >= op->nchunks)
+        return false;
+    return p->client->pending < nx_stream_slot_cap(p->client->seg.hdr.slot_count);
+}
+
 /* "2, 3" of the ranks of op that hold up its next chunk, as the ranks number them. */
 static void waiting_ranks(const struct nx_op *op, char *buf, size_t len)
 {
@@ -679,10 +689,7 @@ static void waiting_ranks(const struct nx_op *op, char *buf, size_t len)
     unsigned shown = 0;
     buf[0] = '\0';
     for (uint32_t r = 0; r < op->comm->size && off < len; r++) {
-        const struct nx_part *p = &op->parts[r];
-        bool waiting = !p->client || (!nx_part_direct(p) && p->q_head == p->q_len &&
-                                      op->next_chunk < op->nchunks);
-        if (waiting && shown++ < 32)
+        if (nx_op_rank_holds_up(op, r) && shown++ < 32)
             off += (size_t)snprintf(buf + off, len - off, "%s%u", shown > 1 ? ", " : "",
                                     nx_comm_span_rank(op->comm, r));
     }
@@ -736,12 +743,19 @@ void nx_match_tick(double now)
                          PRIu64 " from the other ranks' slots",
                          nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, limit,
                          readers, op->pull_rel + 1, op->nchunks);
-        } else {
+        } else if (ranks[0]) {
             nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
                          "%s seq %" PRIu64 " on comm %u (job \"%s\") made no progress for "
                          "%.0f s: rank(s) %s did not submit chunk %" PRIu64 " of %" PRIu64,
                          nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, limit,
                          ranks, op->next_chunk + 1, op->nchunks);
+        } else {
+            nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
+                         "%s seq %" PRIu64 " on comm %u (job \"%s\") made no progress for "
+                         "%.0f s at chunk %" PRIu64 " of %" PRIu64 ": its ranks are all in, "
+                         "and nexard holds the slots they may use",
+                         nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, limit,
+                         op->next_chunk + 1, op->nchunks);
         }
     }
 }

@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "cluster_util.h"
+#include "ctlrun.h"
 #include "itest.h"
 
 #define IDLE_S 2.0 /* peer_idle_timeout_ms below */
@@ -157,6 +158,32 @@ static void mismatch(const char *variant, const char *const *needles)
 
 /* ---- 2. timeout -------------------------------------------------------------------- */
 
+/* While the broadcast waits for rank 3: A's ranks are all in, their slots held by parts
+ * that wait for B to start them, so nexarctl ops on A must name none of them but say it
+ * waits for node B (and so must A's deadline, after B's; it named ranks 0 and 1, which
+ * had no slot left to submit the next chunk from). */
+static void stalled_bcast_on_a(void)
+{
+    if (cu_wait_file("ready", 3, 20)) {
+        EXPECT_TRUE(fails, 0, "timeout broadcast: rank 3 never got past the barrier");
+        return;
+    }
+    usleep(1500 * 1000); /* the others are in the broadcast, 1.5 s before the deadline */
+    int rc = 0;
+    struct tj *v = tl_ctl_json(cu_out(), nd[0].d.sock, "ops", &rc);
+    const char *across = v ? tj_str(v, "ops[0].across") : NULL;
+    long nw = v ? tj_len(v, "ops[0].waiting_for") : -1;
+    tl_log("   node A, nexarctl ops: waiting for %ld local rank(s), across: \"%s\"", nw,
+           across ? across : "-");
+    EXPECT_TRUE(fails, v && rc == 0 && nw == 0,
+                "timeout broadcast: nexarctl ops on A names %ld of its own ranks (exit %d), "
+                "whose slots nexard holds", nw, rc);
+    EXPECT_TRUE(fails, across && strstr(across, nd[1].addr),
+                "timeout broadcast: nexarctl ops on A: across \"%s\" does not name node B "
+                "(%s)", across ? across : "-", nd[1].addr);
+    tj_free(v);
+}
+
 /* op "all_reduce": rank 3 (on B) never calls it.  op "recv": ranks 0 and 1 (on A) each
  * receive from rank 3, which never sends: A's daemon hears nothing of that message, and
  * its text must say so and where the sender is, not that no send matched.  op
@@ -177,6 +204,8 @@ static void timeout(const char *op)
                "NEXAR_TIMEOUT=3", bcast ? "c" : "", op, bcast ? " of 4 MiB" : "");
     job_start(&j, "xf-timeout", node,
               recv ? "timeout-recv" : bcast ? "timeout-bcast" : "timeout", 3, "XF_MISSING=3");
+    if (bcast && !one_node)
+        stalled_bcast_on_a();
     for (int r = 0; r < (recv ? 2 : NR - 1); r++) {
         struct end e;
         if (read_end(r, 40, &e)) {

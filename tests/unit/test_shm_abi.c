@@ -454,6 +454,17 @@ static void test_op_chunk_elems(void)
     EXPECT_EQ(nx_op_chunk_elems(NX_K_ALL_TO_ALL, 9, 8, 64, 100, true), 0);
 }
 
+/* A stream's slots: one fewer than several, one of one, never more than 4. */
+static void test_stream_slot_cap(void)
+{
+    EXPECT_EQ(nx_stream_slot_cap(0), 1);
+    EXPECT_EQ(nx_stream_slot_cap(1), 1);
+    EXPECT_EQ(nx_stream_slot_cap(2), 1);
+    EXPECT_EQ(nx_stream_slot_cap(4), 3);
+    EXPECT_EQ(nx_stream_slot_cap(5), 4);
+    EXPECT_EQ(nx_stream_slot_cap(64), NX_MAX_SLOTS_PER_STREAM);
+}
+
 static void test_chunk_count(void)
 {
     EXPECT_EQ(nx_chunk_count(0, 100), 1);
@@ -968,6 +979,7 @@ int main(void)
     test_chunk_elems();
     test_op_chunk_elems();
     test_chunk_count();
+    test_stream_slot_cap();
     test_tables();
     test_validate_accepts();
     test_validate_rejects();
