@@ -71,6 +71,7 @@ static const struct nx_cluster_ops ops = {
     .coll_run = nx_xcoll_run,
     .coll_free = nx_xcoll_op_free,
     .coll_describe = nx_xcoll_describe,
+    .coll_held = nx_xcoll_held,
     .split_take = nx_xsplit_take,
     .p2p_send = p2p_send,
     .p2p_ack = nx_xp2p_ack,

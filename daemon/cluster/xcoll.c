@@ -752,6 +752,16 @@ void nx_xcoll_describe(const struct nx_op *op, char *buf, size_t len)
              op->nchunks, nx_xop_algo_name(oldest->x), st, leg);
 }
 
+uint32_t nx_xcoll_held(const struct nx_op *op, uint32_t r)
+{
+    uint32_t n = 0;
+    const struct xpart *p;
+    if (op->xr)
+        LIST_FOREACH(p, &op->xr->parts, op_link)
+            n += p->staged && p->staged[r];
+    return n;
+}
+
 const char *nx_xcoll_algo(const struct nx_op *op)
 {
     return op->xr ? op->xr->algo : NULL;

@@ -119,6 +119,8 @@ void nx_xcoll_comm_gone(struct nx_comm *c);
 /* Where op stands across nodes, for timeouts and nexarctl ops: "part 2/16 (ring): piece
  * 3/4 step 2/2: waiting for node 1 (127.0.0.1:7001, ranks 2-3)"; "" when no part runs. */
 void nx_xcoll_describe(const struct nx_op *op, char *buf, size_t len);
+/* Staged chunks of local rank r that op's parts hold (taken, not completed). */
+uint32_t nx_xcoll_held(const struct nx_op *op, uint32_t r);
 
 /* The inter-node algorithm of op's latest part ("ring"), or NULL before one started. */
 const char *nx_xcoll_algo(const struct nx_op *op);

@@ -81,6 +81,13 @@ static void local_coll_describe(const struct nx_op *op, char *buf, size_t len)
         buf[0] = '\0';
 }
 
+static uint32_t local_coll_held(const struct nx_op *op, uint32_t r)
+{
+    (void)op;
+    (void)r;
+    return 0;
+}
+
 static bool local_p2p_send(struct nx_comm *c, uint32_t rank, struct nx_client *cl,
                            const struct nx_sqe *e)
 {
@@ -147,6 +154,7 @@ const struct nx_cluster_ops nx_cluster_ops_local = {
     .coll_run = local_op,
     .coll_free = local_op,
     .coll_describe = local_coll_describe,
+    .coll_held = local_coll_held,
     .split_take = local_op,
     .p2p_send = local_p2p_send,
     .p2p_ack = local_p2p_ack,

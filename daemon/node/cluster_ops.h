@@ -75,6 +75,9 @@ struct nx_cluster_ops {
     void (*coll_free)(struct nx_op *op);
     /* Where op stands across nodes, for timeouts and nexarctl ("" when nothing runs). */
     void (*coll_describe)(const struct nx_op *op, char *buf, size_t len);
+    /* Staged chunks of local rank r (the comm's index) that op's parts across nodes hold:
+     * taken from its queue, not completed, each a slot of that rank. */
+    uint32_t (*coll_held)(const struct nx_op *op, uint32_t r);
     /* A split of a spanning communicator is complete here: its completions are the
      * cluster's now (the op may be freed on return). */
     void (*split_take)(struct nx_op *op);

@@ -679,7 +679,13 @@ bool nx_op_rank_holds_up(const struct nx_op *op, uint32_t r)
         return true;
     if (nx_part_direct(p) || p->q_head < p->q_len || op->next_chunk >= op->nchunks)
         return false;
-    return p->client->pending < nx_stream_slot_cap(p->client->seg.hdr.slot_count);
+    /* The slots of the communicator's stream this rank has in nexard: the chunks that
+     * its ops' parts across nodes hold (a local op holds none once it ran them). */
+    uint32_t held = 0;
+    const struct nx_op *o;
+    TAILQ_FOREACH(o, &op->comm->match.ops, link)
+        held += nx_cluster_ops->coll_held(o, r);
+    return held < nx_stream_slot_cap(p->client->seg.hdr.slot_count);
 }
 
 /* "2, 3" of the ranks of op that hold up its next chunk, as the ranks number them. */

@@ -81,9 +81,9 @@ bool nx_op_chunk_ready(const struct nx_op *op);
 void nx_op_chunk_io(const struct nx_op *op, uint64_t off, uint64_t n, struct nx_rank_io *io);
 
 /* Whether local rank r holds up op: it has not arrived, or, staged, has no chunk queued
- * while one is still to come and may take a slot for it.  A rank with as many
- * descriptors parked here as one stream may hold slots (nx_stream_slot_cap) waits for
- * nexard instead: across nodes, the parts that hold its slots wait for other nodes.  The
+ * while one is still to come and may take a slot for it.  A rank whose communicator's
+ * parts across nodes hold as many of its chunks as one stream may hold slots
+ * (nx_stream_slot_cap) waits for nexard instead: those parts wait for other nodes.  The
  * deadline's text and nexarctl ops name the ranks this says. */
 bool nx_op_rank_holds_up(const struct nx_op *op, uint32_t r);
 
