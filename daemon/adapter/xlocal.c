@@ -83,8 +83,11 @@ bool nx_xlocal_in_place(const struct nx_xlocal *j, bool staged, uint8_t **in, ui
     case NX_K_REDUCE: /* the input is working memory */
         return staged;
     case NX_K_SCAN:
-    case NX_K_EXSCAN: /* in is read after out is written: they must differ */
-        return io->in != io->out;
+    case NX_K_EXSCAN:
+        /* One rank: its prefix is its input (an exscan's, the identity), written after
+         * the input went into the run's total, and the end folds into that (algo_scan.c):
+         * the input may be the output.  A staged scan's slot has one region for both. */
+        return true;
     case NX_K_REDUCE_SCATTER: /* the input is working memory, P blocks */
         return staged;
     case NX_K_ALL_GATHER:
