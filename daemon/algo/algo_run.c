@@ -451,11 +451,11 @@ void nx_xrun_credit(struct nx_xop *x, uint32_t src, uint64_t done)
     /* Any credit says the node started; where gate is off nobody waits for that. */
     bool news = x->d.gate && !x->started[src];
     x->started[src] = true;
-    if (done <= x->credit[src] && !news)
-        return;
-    if (done > x->credit[src])
+    if (done > x->credit[src]) {
         x->credit[src] = done;
-    if (x->state == XS_RUNNING)
+        news = true;
+    }
+    if (news && x->state == XS_RUNNING)
         nx_xrun_progress(x);
 }
 

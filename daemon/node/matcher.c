@@ -718,14 +718,16 @@ void nx_match_tick(double now)
             pull_failed(c, op, op->gone_reader, op->gone_peer, op->gone_tag);
             continue;
         }
+        double limit = c->timeout_ms / 1000.0;
+        if (now - op->started < limit)
+            continue; /* who holds it up is asked only once it may be late */
         char ranks[256], readers[256];
         waiting_ranks(op, ranks, sizeof(ranks));
         nx_pull_waiting(op, readers, sizeof(readers));
-        double limit = c->timeout_ms / 1000.0;
         /* Held up by other nodes only: the node where a rank is missing names it first,
          * and its text reaches us through the communicator's abort. */
         bool remote = c->x && !ranks[0];
-        if (now - op->started < limit + (remote ? 1.0 : 0))
+        if (remote && now - op->started < limit + 1.0)
             continue;
         nxd.stats.timeouts++;
         if (remote) {
@@ -759,7 +761,7 @@ void nx_match_tick(double now)
             nx_comm_fail(c, NEXAR_ERR_TIMEOUT,
                          "%s seq %" PRIu64 " on comm %u (job \"%s\") made no progress for "
                          "%.0f s at chunk %" PRIu64 " of %" PRIu64 ": its ranks are all in, "
-                         "and nexard holds the slots they may use",
+                         "and nexard has what they submitted",
                          nx_kind_name(op->sig.kind), op->seq, c->id, c->job->name, limit,
                          op->next_chunk + 1, op->nchunks);
         }
