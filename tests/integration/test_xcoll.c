@@ -5,12 +5,12 @@
  *
  *   itest_test_xcoll --nodes K --per-node R [--interleaved | --direct]
  *                    [--level small|rep|full] [--long] [--parts LIST] [--limit S]
- *                    [--slot-bytes B]
+ *                    [--slot-bytes B] [--slots N] [--heap-bytes B]
  *
  * Placement in blocks (the default): nexar-run --nodes K -n K*R starts the daemons and
  * the ranks (rank r on node r*K/N), passing each daemon small staging slots
  * (--slot-bytes 64 KiB, 2 slots: a ~1 MiB case is cut into many chunks) and a 16 MiB
- * arena with --daemon-arg.
+ * arena with --daemon-arg; --slot-bytes, --slots and --heap-bytes set them instead.
  * --interleaved: rank r on node r % K, so the ranks of a node are not contiguous (with
  * 2 x 2: ranks 0 and 2 on node 0, 1 and 3 on node 1).  nexar-run cannot place ranks so;
  * the test starts the daemons (cluster_util.c, same daemon arguments) and the ranks
@@ -37,8 +37,8 @@
 
 /* Small slots by default, so that a ~1 MiB case is cut into many chunks; --slot-bytes
  * sets them (4194304: the local chunk plan of node-local groups, shm-protocol.md). */
-static const char *slot_bytes = "65536";
-static char slot_arg[64] = "--slot-bytes=65536";
+static const char *slot_bytes = "65536", *slots = "2", *heap_bytes = "16777216";
+static char slot_arg[64], slots_arg[64], heap_arg[64];
 static const char *daemon_args[] = {"--slot-bytes", "65536", "--slots", "2",
                                     "--heap-bytes", "16777216", NULL, NULL, NULL};
 static char lanes_arg[32]; /* "quic_lanes=K", or empty */
@@ -55,8 +55,8 @@ static int via_nexar_run(int K, int N, const char *const *rank_args, double limi
     snprintf(sock, sizeof(sock), "%s/nobody.sock", cu_out());
     const char *argv[40] = {getenv("NEXAR_RUN"), "--nodes", k, "-n", n, "--timeout", "60",
                             "--grace", "10",
-                            "--daemon-arg", slot_arg, "--daemon-arg", "--slots=2",
-                            "--daemon-arg", "--heap-bytes=16777216"};
+                            "--daemon-arg", slot_arg, "--daemon-arg", slots_arg,
+                            "--daemon-arg", heap_arg};
     int a = 15;
     if (lanes_arg[0]) {
         argv[a++] = "--daemon-arg";
@@ -177,6 +177,8 @@ int main(int argc, char **argv)
                                        {"parts", required_argument, NULL, 'p'},
                                        {"limit", required_argument, NULL, 't'},
                                        {"slot-bytes", required_argument, NULL, 's'},
+                                       {"slots", required_argument, NULL, 'S'},
+                                       {"heap-bytes", required_argument, NULL, 'H'},
                                        {"lanes", required_argument, NULL, 'q'},
                                        {NULL, 0, NULL, 0}};
     for (int ch; (ch = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
@@ -190,16 +192,22 @@ int main(int argc, char **argv)
         case 'p': parts = optarg; break;
         case 't': limit = atof(optarg); break;
         case 's': slot_bytes = optarg; break;
+        case 'S': slots = optarg; break;
+        case 'H': heap_bytes = optarg; break;
         case 'q': snprintf(lanes_arg, sizeof(lanes_arg), "quic_lanes=%s", optarg); break;
         default: return 2;
         }
     }
     daemon_args[1] = slot_bytes;
+    daemon_args[3] = slots;
+    daemon_args[5] = heap_bytes;
     if (lanes_arg[0]) { /* several QUIC connections between every two daemons */
         daemon_args[6] = "--set";
         daemon_args[7] = lanes_arg;
     }
     snprintf(slot_arg, sizeof(slot_arg), "--slot-bytes=%s", slot_bytes);
+    snprintf(slots_arg, sizeof(slots_arg), "--slots=%s", slots);
+    snprintf(heap_arg, sizeof(heap_arg), "--heap-bytes=%s", heap_bytes);
     lng |= hx_env_flag("NEXAR_LONG_TESTS");
     int N = K * R;
     if (K < 1 || K > MAXK || R < 1 || N > HX_MAX_RANKS) {

@@ -1,6 +1,6 @@
 /*
  * xcoll.h - the parts of the cross-node rank program (xcoll_rank.c, xcoll_p2p.c,
- * xcoll_split.c), and where the ranks are.
+ * xcoll_split.c, xcoll_soak.c), and where the ranks are.
  *
  * The rank program cannot ask the library which node it is on (the API has no such
  * call), so the test that starts it says: $XC_PLACE is the node of every world rank,
@@ -36,5 +36,6 @@ int xc_prev(const struct xc_place *p, int r);
  * the world calls them in the same order. */
 int xc_p2p(nexar_comm_t *w, const struct xc_place *p);
 int xc_split(nexar_comm_t *w, const struct xc_place *p);
+int xc_soak(nexar_comm_t *w, const struct xc_place *p);
 
 #endif /* ITEST_XCOLL_H */

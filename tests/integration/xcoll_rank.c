@@ -3,7 +3,7 @@
  * every collective, point to point and comm_split on a world whose ranks are spread
  * over several nodes, every result checked bit for bit against tests/lib's reference.
  *
- *   itest_xcoll_rank [--level small|rep|full] [--long] [--parts matrix,p2p,split]
+ *   itest_xcoll_rank [--level small|rep|full] [--long] [--parts matrix,p2p,split,soak]
  *
  * Placement: see xcoll.h ($XC_PLACE or $XC_NODES).  NEXAR_LONG_TESTS=1 is --long.
  *
@@ -14,7 +14,8 @@
  *         calls, several nonblocking ops in flight at once, barrier order.  The level
  *         picks how much of the dtype x op cross product runs (full: all of it at the
  *         small counts); --long runs it at ten counts in every buffer mode and call form.
- * p2p     xcoll_p2p.c;  split  xcoll_split.c.
+ * p2p     xcoll_p2p.c;  split  xcoll_split.c;  soak  xcoll_soak.c (not in the default
+ *         list: it wants daemons with full-size slots).
  *
  * --level device: the matrix on device buffers (issue 15), for a job whose daemons are
  *         the test nexard with the fake device backend and whose ranks load the fake
@@ -656,6 +657,8 @@ int main(int argc, char **argv)
         fails += xc_p2p(w, &p);
     if (strstr(parts, "split"))
         fails += xc_split(w, &p);
+    if (strstr(parts, "soak"))
+        fails += xc_soak(w, &p);
 
     nexar_status_t fst = nexar_finalize();
     if (fst != NEXAR_OK) {

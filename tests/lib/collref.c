@@ -138,19 +138,25 @@ static nexar_status_t finish(nexar_request_t *req, nexar_status_t st, int call)
     }
 }
 
+/* keep: post the nonblocking form and hand its request over, unfinished. */
 #define CALL(blk, nb)                                                                   \
     do {                                                                                \
-        if (c->call == TL_BLOCKING)                                                     \
+        if (c->call == TL_BLOCKING && !keep)                                            \
             st = blk;                                                                   \
         else {                                                                          \
             nexar_request_t *req = NULL;                                                \
             nexar_status_t st0 = nb;                                                    \
-            st = finish(req, st0, c->call);                                             \
+            if (keep) {                                                                 \
+                *keep = req;                                                            \
+                st = st0;                                                               \
+            } else                                                                      \
+                st = finish(req, st0, c->call);                                         \
         }                                                                               \
     } while (0)
 
 static nexar_status_t do_op(nexar_comm_t *comm, const struct tl_case *c, void *send,
-                            void *recv, const nexar_iov_t *iov, size_t niov)
+                            void *recv, const nexar_iov_t *iov, size_t niov,
+                            nexar_request_t **keep)
 {
     nexar_status_t st;
     size_t n = c->count;
@@ -300,33 +306,53 @@ static size_t expected(const struct tl_case *c, int me, int size, void *const *i
 
 /* ---- one case ------------------------------------------------------------------------ */
 
-int tl_run_case(nexar_comm_t *comm, const struct tl_case *c)
-{
-    int me = nexar_comm_rank(comm), size = nexar_comm_size(comm);
-    size_t es = tl_esize(c->dtype), n = c->count;
-    char desc[200], ctx[260];
-    tl_case_str(c, desc, sizeof(desc));
-    snprintf(ctx, sizeof(ctx), "rank %d/%d %s", me, size, desc);
-    if (c->coll == TL_BARRIER) {
-        nexar_status_t st = do_op(comm, c, NULL, NULL, NULL, 0);
-        return tl_check_status(ctx, NEXAR_OK, st) ? TL_CASE_STATUS : TL_CASE_OK;
-    }
-
-    int pop = c->full ? TL_PAT_FULL : tl_coll_has_op(c->coll) ? c->op : -1;
-    size_t in_n = n * in_blocks(c->coll, size), out_n = n * out_blocks(c->coll, size);
-    int rv = TL_CASE_SETUP;
-
-    /* every rank's input, as this rank can compute it */
-    void **in = calloc((size_t)size, sizeof(void *));
-    void *exp = malloc(out_n * es + 64);
-    void *got = malloc(out_n * es + 64);
-    struct buf sb = {0}, rb = {0}, pieces[4] = {{0}};
+struct tl_run {
+    struct tl_case c;
+    int me, size;
+    size_t es, in_n, out_n;
+    struct buf sb, rb, pieces[4];
     nexar_iov_t iov[4];
-    size_t pc[4] = {0}, npieces = 0;
-    for (int r = 0; r < size; r++) {
-        in[r] = malloc(in_n * es + 64);
-        tl_pattern(c->dtype, pop, c->seed, r, 0, in[r], in_n);
+    size_t pc[4], npieces;
+    nexar_request_t *req;
+    char ctx[320];
+};
+
+static void run_free(struct tl_run *r)
+{
+    for (size_t k = 0; k < 4; k++)
+        if (r->pieces[k].base)
+            buf_put(&r->pieces[k]);
+    if (r->sb.base)
+        buf_put(&r->sb);
+    if (r->rb.base)
+        buf_put(&r->rb);
+    free(r);
+}
+
+/* The case's buffers, this rank's input in them.  NULL after printing why. */
+static struct tl_run *run_setup(nexar_comm_t *comm, const struct tl_case *c, const char *tag)
+{
+    struct tl_run *r = calloc(1, sizeof(*r));
+    if (!r) {
+        tl_log("FAIL %s: out of memory", tag ? tag : "case");
+        return NULL;
     }
+    r->c = *c;
+    r->me = nexar_comm_rank(comm);
+    r->size = nexar_comm_size(comm);
+    r->es = tl_esize(c->dtype);
+    char desc[200];
+    tl_case_str(c, desc, sizeof(desc));
+    snprintf(r->ctx, sizeof(r->ctx), "%s%srank %d/%d %s", tag ? tag : "", tag ? ": " : "",
+             r->me, r->size, desc);
+    if (c->coll == TL_BARRIER)
+        return r;
+
+    int me = r->me;
+    size_t es = r->es, n = c->count;
+    int pop = c->full ? TL_PAT_FULL : tl_coll_has_op(c->coll) ? c->op : -1;
+    r->in_n = n * in_blocks(c->coll, r->size);
+    r->out_n = n * out_blocks(c->coll, r->size);
 
     int arena_in = BUF_HEAP, arena_out = BUF_HEAP; /* BUF_* */
     switch (c->mode) {
@@ -344,66 +370,147 @@ int tl_run_case(nexar_comm_t *comm, const struct tl_case *c)
     int interior = c->mode == TL_ARENA && me % 2 == 1;
 
     if (c->coll == TL_BUCKETED) {
-        npieces = bucket_pieces(n, pc);
+        void *mine = malloc(r->in_n * es + 64);
+        if (!mine) {
+            tl_log("FAIL %s: malloc(%zu)", r->ctx, r->in_n * es + 64);
+            goto fail;
+        }
+        tl_pattern(c->dtype, pop, c->seed, me, 0, mine, r->in_n);
+        r->npieces = bucket_pieces(n, r->pc);
         size_t off = 0;
-        for (size_t k = 0; k < npieces; k++) {
+        for (size_t k = 0; k < r->npieces; k++) {
             /* half mode: the iovs alternate between arena and malloc in one call */
             int ar = c->mode == TL_HALF ? (k % 2 == 0 ? BUF_ARENA : BUF_HEAP) : arena_in;
-            if (buf_get(&pieces[k], pc[k] * es, ar, interior, es, ctx))
-                goto out;
-            memcpy(pieces[k].p, (char *)in[me] + off * es, pc[k] * es);
-            iov[k].ptr = pieces[k].p;
-            iov[k].count = pc[k];
-            off += pc[k];
+            if (buf_get(&r->pieces[k], r->pc[k] * es, ar, interior, es, r->ctx)) {
+                free(mine);
+                goto fail;
+            }
+            memcpy(r->pieces[k].p, (char *)mine + off * es, r->pc[k] * es);
+            r->iov[k].ptr = r->pieces[k].p;
+            r->iov[k].count = r->pc[k];
+            off += r->pc[k];
         }
+        free(mine);
     } else {
-        if (buf_get(&sb, in_n * es, arena_in, interior, es, ctx))
-            goto out;
+        if (buf_get(&r->sb, r->in_n * es, arena_in, interior, es, r->ctx))
+            goto fail;
         if (c->coll == TL_BROADCAST && me != c->root)
-            tl_pattern(c->dtype, -1, c->seed ^ 0x5555u, me, 0, sb.p, in_n);
+            tl_pattern(c->dtype, -1, c->seed ^ 0x5555u, me, 0, r->sb.p, r->in_n);
         else
-            memcpy(sb.p, in[me], in_n * es);
-        if (!in_place(c->coll) && buf_get(&rb, out_n * es, arena_out, interior, es, ctx))
-            goto out;
+            tl_pattern(c->dtype, pop, c->seed, me, 0, r->sb.p, r->in_n);
+        if (!in_place(c->coll) &&
+            buf_get(&r->rb, r->out_n * es, arena_out, interior, es, r->ctx))
+            goto fail;
     }
+    return r;
+fail:
+    run_free(r);
+    return NULL;
+}
 
-    nexar_status_t st = do_op(comm, c, sb.p, in_place(c->coll) ? sb.p : rb.p, iov, npieces);
-    if (tl_check_status(ctx, NEXAR_OK, st)) {
-        rv = TL_CASE_STATUS;
+static nexar_status_t run_op(nexar_comm_t *comm, struct tl_run *r, nexar_request_t **keep)
+{
+    return do_op(comm, &r->c, r->sb.p, in_place(r->c.coll) ? r->sb.p : r->rb.p, r->iov,
+                 r->npieces, keep);
+}
+
+/* Judges the status the op ended with and, when OK, the output; frees r. */
+static int run_check(struct tl_run *r, nexar_status_t st)
+{
+    const struct tl_case *c = &r->c;
+    int rv = TL_CASE_SETUP;
+    if (tl_check_status(r->ctx, NEXAR_OK, st)) {
+        run_free(r);
+        return TL_CASE_STATUS;
+    }
+    if (c->coll == TL_BARRIER) {
+        run_free(r);
+        return TL_CASE_OK;
+    }
+    size_t es = r->es;
+    int size = r->size;
+    int pop = c->full ? TL_PAT_FULL : tl_coll_has_op(c->coll) ? c->op : -1;
+    /* every rank's input, as this rank can compute it */
+    void **in = calloc((size_t)size, sizeof(void *));
+    void *exp = malloc(r->out_n * es + 64);
+    void *got = malloc(r->out_n * es + 64);
+    if (!in || !exp || !got) {
+        tl_log("FAIL %s: out of memory for the reference", r->ctx);
         goto out;
     }
-
-    size_t want = expected(c, me, size, in, exp);
+    for (int k = 0; k < size; k++) {
+        if (!(in[k] = malloc(r->in_n * es + 64))) {
+            tl_log("FAIL %s: out of memory for the reference", r->ctx);
+            goto out;
+        }
+        tl_pattern(c->dtype, pop, c->seed, k, 0, in[k], r->in_n);
+    }
+    size_t want = expected(c, r->me, size, in, exp);
     if (want == (size_t)-1) {
         rv = TL_CASE_OK;
         goto out;
     }
     if (c->coll == TL_BUCKETED) {
         size_t off = 0;
-        for (size_t k = 0; k < npieces; k++) {
-            memcpy((char *)got + off * es, pieces[k].p, pc[k] * es);
-            off += pc[k];
+        for (size_t k = 0; k < r->npieces; k++) {
+            memcpy((char *)got + off * es, r->pieces[k].p, r->pc[k] * es);
+            off += r->pc[k];
         }
     } else {
-        memcpy(got, in_place(c->coll) ? sb.p : rb.p, want * es);
+        memcpy(got, in_place(c->coll) ? r->sb.p : r->rb.p, want * es);
     }
-    rv = tl_check_elems(ctx, c->dtype, exp, got, want) ? TL_CASE_WRONG : TL_CASE_OK;
-
+    rv = tl_check_elems(r->ctx, c->dtype, exp, got, want) ? TL_CASE_WRONG : TL_CASE_OK;
 out:
-    for (size_t k = 0; k < 4; k++)
-        if (pieces[k].base)
-            buf_put(&pieces[k]);
-    if (sb.base)
-        buf_put(&sb);
-    if (rb.base)
-        buf_put(&rb);
-    for (int r = 0; r < size; r++)
-        free(in[r]);
+    if (in)
+        for (int k = 0; k < size; k++)
+            free(in[k]);
     free(in);
     free(exp);
     free(got);
+    run_free(r);
     return rv;
 }
+
+int tl_run_case(nexar_comm_t *comm, const struct tl_case *c)
+{
+    struct tl_run *r = run_setup(comm, c, NULL);
+    if (!r)
+        return TL_CASE_SETUP;
+    return run_check(r, run_op(comm, r, NULL));
+}
+
+int tl_case_post(nexar_comm_t *comm, const struct tl_case *c, const char *tag,
+                 struct tl_run **out)
+{
+    *out = NULL;
+    struct tl_run *r = run_setup(comm, c, tag);
+    if (!r)
+        return TL_CASE_SETUP;
+    nexar_status_t st = run_op(comm, r, &r->req);
+    if (st != NEXAR_OK) {
+        tl_check_status(r->ctx, NEXAR_OK, st);
+        run_free(r);
+        return TL_CASE_STATUS;
+    }
+    *out = r;
+    return TL_CASE_OK;
+}
+
+nexar_request_t *tl_run_request(const struct tl_run *r)
+{
+    return r->req;
+}
+
+const char *tl_run_ctx(const struct tl_run *r)
+{
+    return r->ctx;
+}
+
+int tl_case_check(struct tl_run *r, nexar_status_t st)
+{
+    return run_check(r, st);
+}
+
 
 /* ---- barrier order ------------------------------------------------------------------- */
 

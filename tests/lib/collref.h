@@ -81,6 +81,21 @@ void tl_case_str(const struct tl_case *c, char *out, size_t len);
 int tl_run_case(nexar_comm_t *comm, const struct tl_case *c);
 
 /*
+ * The same case cut in two, for several in flight at once: tl_case_post() posts the
+ * nonblocking form whatever c->call says (TL_CASE_OK and *out, or an outcome above,
+ * printed, and *out NULL); the caller completes tl_run_request() itself (nexar_wait or
+ * nexar_test, not nexar_sync, which frees it) and hands the status it ended with to
+ * tl_case_check(), which judges it and the output as tl_run_case() does and frees the
+ * run.  tag, when not NULL, starts every line printed about the case.
+ */
+struct tl_run;
+int tl_case_post(nexar_comm_t *comm, const struct tl_case *c, const char *tag,
+                 struct tl_run **out);
+nexar_request_t *tl_run_request(const struct tl_run *r);
+const char *tl_run_ctx(const struct tl_run *r); /* "tag: rank 1/4 all_reduce ..." */
+int tl_case_check(struct tl_run *r, nexar_status_t st);
+
+/*
  * Barrier order: `rounds` barriers entered at staggered times (rank-dependent sleeps of
  * up to 40 ms x size); every rank checks, through an all_gather of the entry times,
  * that it left no earlier than the last rank entered.  The ranks must share one

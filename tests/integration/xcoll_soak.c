@@ -1,0 +1,323 @@
+/*
+ * xcoll_soak.c - part "soak" of the cross-node rank program: rounds of random
+ * nonblocking collectives, several in flight at once on three communicators, completed
+ * in an order of each rank's own, every result exact.
+ *
+ * The matrix part runs one case at a time at sizes that fit a few slots.  What a job
+ * does is different: ops of every kind and size posted back to back on several
+ * communicators, the large ones cut into gated parts across nodes (shm_abi.h,
+ * NX_SPAN_WHOLE_BYTES; algorithms.md, "Flow control") while small ones pass them, a
+ * rank's slots shared by all of them, completed in whatever order its program waits.
+ * Each round posts 1-6 ops; each op draws its communicator (the world, the world in
+ * reverse rank order, and with 4 ranks or more the halves by rank parity, which cross
+ * the nodes), its kind (every collective, bucketed all_reduce, barrier, and a shift:
+ * isend to the rank d after, irecv from the rank d before), dtype, reduction, root,
+ * size (small, up to 1 MiB, or blocks of 2-5 MiB that are cut) and buffers (the ranks'
+ * own memory, nexar_alloc, or both).  Every rank draws the same ops from the same seed.
+ * From a seed of its own it draws a pause of up to 2 ms before one post in four (the
+ * ranks out of step: data that comes early, gates that wait) and the order in which it
+ * completes them, each with nexar_wait or a nexar_test loop.  A round ends with
+ * nexar_sync on every communicator, which must find nothing left.
+ *
+ * $XC_SOAK_SEED and $XC_SOAK_ROUNDS change the seed (printed) and the number of rounds
+ * (default 24); a failure line names the seed, the round, the op and the communicator,
+ * so that the same sequence runs again.  Run with daemons of full-size slots and a heap
+ * of 128 MiB (test_xcoll --slot-bytes 4194304 --slots 4 --heap-bytes 134217728): a
+ * round holds at most 48 MiB of buffers per rank.
+ */
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "collref.h"
+#include "refnum.h"
+#include "xcoll.h"
+
+#define SOAK_MAX_OPS 6
+#define SOAK_ROUND_BYTES (48u << 20) /* buffers of one round, per rank */
+#define SOAK_OP_BYTES (12u << 20)    /* one op's input or output, per rank */
+#define MiB (1024u * 1024u)
+
+/* A shift: every rank of the communicator sends to the rank d after it and receives
+ * from the rank d before it (isend and irecv), the ops of a round around it. */
+#define SOAK_SHIFT TL_COLL_COUNT
+
+static uint64_t next(uint64_t *s) /* splitmix64 */
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static size_t pick(uint64_t *s, size_t n)
+{
+    return (size_t)(next(s) % n);
+}
+
+static const int soak_dt[] = {NEXAR_F32, NEXAR_F64, NEXAR_F16, NEXAR_BF16, NEXAR_I8,
+                              NEXAR_U8,  NEXAR_I32, NEXAR_U32, NEXAR_I64,  NEXAR_U64};
+static const int soak_op[] = {NEXAR_SUM, NEXAR_PROD, NEXAR_MIN, NEXAR_MAX};
+
+/* Elements of one rank's block: small (half the ops), up to 1 MiB, or 2-5 MiB of block,
+ * which an op across nodes cuts into parts and gates. */
+static size_t draw_count(uint64_t *s, size_t es)
+{
+    size_t c = pick(s, 20);
+    if (c == 0)
+        return 0;
+    if (c < 10)
+        return 1 + pick(s, 4096);
+    if (c < 15)
+        return (64u * 1024 + pick(s, MiB - 64u * 1024)) / es;
+    return (2 * MiB + es + pick(s, 3 * MiB)) / es;
+}
+
+/* Bytes of buffers one rank holds for the case (input and output). */
+static size_t case_bytes(const struct tl_case *c, int size)
+{
+    size_t es = tl_esize(c->dtype), n = c->count * es;
+    switch (c->coll) {
+    case TL_ALL_GATHER:
+    case TL_GATHER: return n + n * (size_t)size;
+    case TL_REDUCE_SCATTER:
+    case TL_SCATTER: return n * (size_t)size + n;
+    case TL_ALL_TO_ALL: return 2 * n * (size_t)size;
+    case TL_REDUCE:
+    case SOAK_SHIFT: return 2 * n;
+    default: return n; /* in place */
+    }
+}
+
+/* The largest buffer of the case, per rank. */
+static size_t case_buf(const struct tl_case *c, int size)
+{
+    size_t es = tl_esize(c->dtype), n = c->count * es;
+    switch (c->coll) {
+    case TL_ALL_GATHER:
+    case TL_GATHER:
+    case TL_REDUCE_SCATTER:
+    case TL_SCATTER:
+    case TL_ALL_TO_ALL: return n * (size_t)size;
+    default: return n;
+    }
+}
+
+struct soak_op {
+    struct tl_case c; /* c.coll SOAK_SHIFT: c.root is d, c.count and c.dtype the message */
+    int comm;
+    struct tl_run *run;
+    void *sbuf, *rbuf;
+    nexar_request_t *sreq, *rreq;
+    int from;
+    char ctx[200];
+};
+
+static int shift_post(nexar_comm_t *c, struct soak_op *o, uint32_t tag, const char *where)
+{
+    int me = nexar_comm_rank(c), size = nexar_comm_size(c), to = (me + o->c.root) % size;
+    size_t es = tl_esize(o->c.dtype), n = o->c.count;
+    o->from = (me - o->c.root + size) % size;
+    snprintf(o->ctx, sizeof(o->ctx), "%s: rank %d/%d shift by %d: %s count=%zu to %d, from %d",
+             where, me, size, o->c.root, tl_dtype_name(o->c.dtype), n, to, o->from);
+    o->sbuf = malloc(n * es + 64);
+    o->rbuf = malloc(n * es + 64);
+    if (!o->sbuf || !o->rbuf) {
+        tl_log("FAIL %s: out of memory", o->ctx);
+        return -1;
+    }
+    tl_pattern(o->c.dtype, -1, o->c.seed, me, 0, o->sbuf, n);
+    memset(o->rbuf, 0xa5, n * es + 64);
+    if (tl_check_status(o->ctx, NEXAR_OK,
+                        nexar_irecv(c, o->rbuf, n, (nexar_dtype_t)o->c.dtype, o->from, tag,
+                                    &o->rreq)))
+        return -1;
+    if (tl_check_status(o->ctx, NEXAR_OK,
+                        nexar_isend(c, o->sbuf, n, (nexar_dtype_t)o->c.dtype, to, tag,
+                                    &o->sreq))) {
+        o->sreq = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* TL_CASE_* of a shift that ended with these statuses; frees its buffers. */
+static int shift_check(struct soak_op *o, nexar_status_t ss, nexar_status_t rs)
+{
+    int rv = TL_CASE_OK;
+    size_t es = tl_esize(o->c.dtype), n = o->c.count;
+    char ctx[240];
+    snprintf(ctx, sizeof(ctx), "%s (send)", o->ctx);
+    if (tl_check_status(ctx, NEXAR_OK, ss))
+        rv = TL_CASE_STATUS;
+    snprintf(ctx, sizeof(ctx), "%s (receive)", o->ctx);
+    if (tl_check_status(ctx, NEXAR_OK, rs))
+        rv = TL_CASE_STATUS;
+    void *exp = rv == TL_CASE_OK ? malloc(n * es + 64) : NULL;
+    if (exp) {
+        tl_pattern(o->c.dtype, -1, o->c.seed, o->from, 0, exp, n);
+        if (tl_check_elems(ctx, o->c.dtype, exp, o->rbuf, n))
+            rv = TL_CASE_WRONG;
+    } else if (rv == TL_CASE_OK) {
+        tl_log("FAIL %s: out of memory", o->ctx);
+        rv = TL_CASE_SETUP;
+    }
+    free(exp);
+    free(o->sbuf);
+    free(o->rbuf);
+    o->sbuf = o->rbuf = NULL;
+    return rv;
+}
+
+/* nexar_wait, or (how 1) a nexar_test loop. */
+static nexar_status_t complete(nexar_request_t *req, int how)
+{
+    if (!how)
+        return nexar_wait(req);
+    nexar_status_t st;
+    int done = 0;
+    long spins = 0;
+    do {
+        st = nexar_test(req, &done);
+        if (!done && st == NEXAR_OK && ++spins > 100)
+            usleep(100); /* the ranks share few cores with the daemons */
+        else if (!done && st == NEXAR_OK)
+            sched_yield();
+    } while (!done && st == NEXAR_OK);
+    return st;
+}
+
+int xc_soak(nexar_comm_t *w, const struct xc_place *p)
+{
+    (void)p;
+    int me = nexar_comm_rank(w), size = nexar_comm_size(w), fails = 0;
+    const char *es = getenv("XC_SOAK_SEED"), *er = getenv("XC_SOAK_ROUNDS");
+    uint64_t seed = es && *es ? strtoull(es, NULL, 0) : 0x50a4c011ull;
+    int rounds = er && *er ? atoi(er) : 24;
+    double t0 = tl_now();
+
+    nexar_comm_t *comms[3] = {w, NULL, NULL};
+    const char *names[3] = {"world", "reversed", "parity"};
+    int ncomms = 2;
+    char ctx[200];
+    snprintf(ctx, sizeof(ctx), "rank %d/%d soak: comm_split of the world in reverse order", me,
+             size);
+    if (tl_check_status(ctx, NEXAR_OK,
+                        nexar_comm_split(w, 0, (uint32_t)(size - 1 - me), &comms[1])))
+        return 1;
+    if (size >= 4) {
+        snprintf(ctx, sizeof(ctx), "rank %d/%d soak: comm_split by rank parity", me, size);
+        if (tl_check_status(ctx, NEXAR_OK,
+                            nexar_comm_split(w, (uint32_t)(me % 2), (uint32_t)me, &comms[2]))) {
+            nexar_comm_free(comms[1]);
+            return 1;
+        }
+        ncomms = 3;
+    }
+    if (me == 0)
+        tl_log("soak: seed 0x%llx, %d rounds, %d communicators", (unsigned long long)seed,
+               rounds, ncomms);
+
+    uint64_t shared = seed, mine = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(me + 1));
+    int ops = 0, large = 0, wrong = 0;
+    for (int round = 0; round < rounds && !fails; round++) {
+        struct soak_op q[SOAK_MAX_OPS];
+        int nq = 1 + (int)pick(&shared, SOAK_MAX_OPS);
+        size_t held = 0;
+        for (int i = 0; i < nq; i++) {
+            struct soak_op *o = &q[i];
+            memset(o, 0, sizeof(*o));
+            o->comm = (int)pick(&shared, (size_t)ncomms);
+            int csize = nexar_comm_size(comms[o->comm]);
+            struct tl_case *c = &o->c;
+            c->coll = (int)pick(&shared, TL_COLL_COUNT + 1);
+            c->dtype = soak_dt[pick(&shared, sizeof(soak_dt) / sizeof(soak_dt[0]))];
+            c->op = soak_op[pick(&shared, sizeof(soak_op) / sizeof(soak_op[0]))];
+            c->root = (int)pick(&shared, (size_t)csize);
+            if (c->coll == SOAK_SHIFT)
+                c->root = csize > 1 ? 1 + (int)pick(&shared, (size_t)csize - 1) : 0;
+            size_t mode = pick(&shared, 10);
+            c->mode = mode < 5 ? TL_HEAP : mode < 7 ? TL_ARENA : mode < 9 ? TL_MIXED : TL_HALF;
+            c->call = TL_WAIT;
+            c->seed = seed + (uint64_t)round * 64 + (uint64_t)i;
+            c->count = c->coll == TL_BARRIER ? 0 : draw_count(&shared, tl_esize(c->dtype));
+            /* the same shrink on every rank: the sizes are the comm's, not this rank's */
+            while (c->count > 1 && (case_buf(c, csize) > SOAK_OP_BYTES ||
+                                    held + case_bytes(c, csize) > SOAK_ROUND_BYTES))
+                c->count /= 2;
+            held += case_bytes(c, csize);
+            large += c->count * tl_esize(c->dtype) > 2 * MiB;
+        }
+
+        int posted = 0;
+        for (int i = 0; i < nq; i++) {
+            char tag[96];
+            snprintf(tag, sizeof(tag), "soak seed 0x%llx round %d op %d/%d on %s",
+                     (unsigned long long)seed, round, i + 1, nq, names[q[i].comm]);
+            if (pick(&mine, 4) == 0)
+                usleep((useconds_t)pick(&mine, 2000));
+            int rv = q[i].c.coll == SOAK_SHIFT
+                         ? shift_post(comms[q[i].comm], &q[i], (uint32_t)(round * 64 + i), tag)
+                         : tl_case_post(comms[q[i].comm], &q[i].c, tag, &q[i].run);
+            if (rv != TL_CASE_OK) {
+                if (q[i].c.coll == SOAK_SHIFT) { /* what it posted ends, then it fails */
+                    posted++;
+                    fails++;
+                    continue;
+                }
+                fails++;
+                break;
+            }
+            posted++;
+        }
+
+        /* this rank's own order: a shuffle of what it posted */
+        int order[SOAK_MAX_OPS];
+        for (int i = 0; i < posted; i++)
+            order[i] = i;
+        for (int i = posted - 1; i > 0; i--) {
+            int j = (int)pick(&mine, (size_t)i + 1), t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+        for (int k = 0; k < posted; k++) {
+            struct soak_op *o = &q[order[k]];
+            int rv;
+            if (o->c.coll == SOAK_SHIFT) {
+                int how = (int)pick(&mine, 2);
+                nexar_status_t ss = o->sreq ? complete(o->sreq, how) : NEXAR_ERR_INVALID;
+                nexar_status_t rs = o->rreq ? complete(o->rreq, how) : NEXAR_ERR_INVALID;
+                rv = shift_check(o, ss, rs);
+            } else {
+                nexar_status_t st = complete(tl_run_request(o->run), (int)pick(&mine, 2));
+                rv = tl_case_check(o->run, st);
+            }
+            o->run = NULL;
+            ops++;
+            if (rv == TL_CASE_WRONG)
+                wrong++;
+            else if (rv != TL_CASE_OK)
+                fails++;
+        }
+        for (int i = 0; i < ncomms && !fails; i++) {
+            snprintf(ctx, sizeof(ctx), "rank %d/%d soak round %d: nexar_sync on %s", me, size,
+                     round, names[i]);
+            fails += tl_check_status(ctx, NEXAR_OK, nexar_sync(comms[i])) != 0;
+        }
+        if (wrong >= 10)
+            break;
+    }
+    fails += wrong;
+    for (int i = 1; i < ncomms; i++)
+        nexar_comm_free(comms[i]);
+    if (fails || me == 0)
+        tl_log("soak: %d ops (%d with blocks over 2 MiB), %d with wrong data, %d failed, "
+               "%.1f s, seed 0x%llx%s",
+               ops, large, wrong, fails - wrong, tl_now() - t0, (unsigned long long)seed,
+               fails ? "" : ": all exact");
+    return fails;
+}
