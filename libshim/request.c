@@ -25,7 +25,7 @@
  * Receives wait for a sender, possibly one that needs a slot on this very rank first
  * (irecv; send; wait on both ranks): together they hold at most half the slots
  * (nx_S.recv_cap), so sends and collectives always find one.  With a single slot
- * that pattern cannot work; nexard's geometry should give several.
+ * that pattern cannot work, so nexard gives at least two (its config refuses one).
  *
  * user_data: bit 63 set names staging slot (bits 0-31) of generation (bits 32-62);
  * clear, it names request-table entry (bits 0-31) of generation (bits 32-62).  A

@@ -53,7 +53,7 @@ algo = all_reduce=ring,broadcast=tree
 LIMITS = """\
 slot_bytes = 4K
 slot_bytes = 1G
-slots = 1
+slots = 2
 slots = 64
 heap_bytes = 0
 heap_bytes = 64G

@@ -276,7 +276,7 @@ static int rank_submitted(struct hx_rank *r)
     if (!w)
         return 1;
     static float a[64] __attribute__((aligned(64)));
-    static float host[16384]; /* 64 KiB through one 4 KiB slot: 32 chunks */
+    static float host[16384]; /* 64 KiB through 4 KiB slots, one at a time: 32 chunks */
     f.mark(a, sizeof(a));
     if (EXPECT_OK(fails, "nexar_comm_set_stream", nexar_comm_set_stream(w, f.stream())))
         return 1;
@@ -388,7 +388,7 @@ int main(void)
                       rank_finalize_ordered);
     rv |= with_daemon("finalize with blocking ordered and unordered nonblocking ops", NULL, ms,
                       rank_finalize_mixed);
-    const char *small[] = {"--slots", "1", "--slot-bytes", "4096", NULL};
+    const char *small[] = {"--slots", "2", "--slot-bytes", "4096", NULL};
     rv |= with_daemon("a stream-ordered op behind a staged host op", small, "300",
                       rank_submitted);
     const char *heap0[] = {"--heap-bytes", "0", NULL};

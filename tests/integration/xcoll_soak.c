@@ -21,7 +21,8 @@
  *
  * $XC_SOAK_SEED and $XC_SOAK_ROUNDS change the seed (printed) and the number of rounds
  * (default 24); a failure line names the seed, the round, the op and the communicator,
- * so that the same sequence runs again.  Run with daemons of full-size slots and a heap
+ * so that the same sequence runs again; $XC_SOAK_VERBOSE=1 logs every post and every
+ * wait.  Run with daemons of full-size slots and a heap
  * of 128 MiB (test_xcoll --slot-bytes 4194304 --slots 4 --heap-bytes 134217728): a
  * round holds at most 48 MiB of buffers per rank.
  */
@@ -34,6 +35,7 @@
 
 #include "check.h"
 #include "collref.h"
+#include "harness.h"
 #include "refnum.h"
 #include "xcoll.h"
 
@@ -198,6 +200,7 @@ int xc_soak(nexar_comm_t *w, const struct xc_place *p)
     const char *es = getenv("XC_SOAK_SEED"), *er = getenv("XC_SOAK_ROUNDS");
     uint64_t seed = es && *es ? strtoull(es, NULL, 0) : 0x50a4c011ull;
     int rounds = er && *er ? atoi(er) : 24;
+    int verbose = hx_env_flag("XC_SOAK_VERBOSE");
     double t0 = tl_now();
 
     nexar_comm_t *comms[3] = {w, NULL, NULL};
@@ -273,6 +276,8 @@ int xc_soak(nexar_comm_t *w, const struct xc_place *p)
                 break;
             }
             posted++;
+            if (verbose)
+                tl_log("posted %s", q[i].c.coll == SOAK_SHIFT ? q[i].ctx : tl_run_ctx(q[i].run));
         }
 
         /* this rank's own order: a shuffle of what it posted */
@@ -287,6 +292,8 @@ int xc_soak(nexar_comm_t *w, const struct xc_place *p)
         for (int k = 0; k < posted; k++) {
             struct soak_op *o = &q[order[k]];
             int rv;
+            if (verbose)
+                tl_log("round %d: completing op %d", round, order[k] + 1);
             if (o->c.coll == SOAK_SHIFT) {
                 int how = (int)pick(&mine, 2);
                 nexar_status_t ss = o->sreq ? complete(o->sreq, how) : NEXAR_ERR_INVALID;

@@ -76,6 +76,12 @@ static void test_file(void)
     EXPECT(strstr(err, ":2:") && strstr(err, "unknown key 'bogus_key'"));
     unlink(p);
 
+    /* One slot would hold a receive with nothing left for the send it waits on. */
+    p = write_tmp("slots = 1\n");
+    EXPECT(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
+    EXPECT(strstr(err, "slots: bad value '1'") && strstr(err, "2 to 64"));
+    unlink(p);
+
     p = write_tmp("slot_bytes = 100\n"); /* below 4096 and not a multiple of 64 */
     EXPECT(nx_config_load_file(&c, p, err, sizeof(err)) == -EINVAL);
     EXPECT(strstr(err, "slot_bytes") != NULL);
