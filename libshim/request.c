@@ -20,7 +20,10 @@
  * 4, and one fewer than the slot count when there are several), so another stream can
  * always start while one streams.  This matters across ranks: rank 0 may fill its
  * slots with communicator A's chunks while rank 1 fills its own with B's; if either
- * stream could take every slot, neither op could ever complete.  A stream that frees
+ * stream could take every slot, neither op could ever complete.  It is not enough when
+ * ranks post on three or more streams in orders of their own (threads): each rank's
+ * slots may then hold ops that wait for a rank whose slots hold others, until the
+ * deadline (api.md, "Threads"; the soak's XC_SOAK_INTERLEAVE finds it with 2 slots).  A stream that frees
  * a slot while holding none other gets it back first, so it keeps progressing.
  * Receives wait for a sender, possibly one that needs a slot on this very rank first
  * (irecv; send; wait on both ranks): together they hold at most half the slots
