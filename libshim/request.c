@@ -20,15 +20,23 @@
  * 4, and one fewer than the slot count when there are several), so another stream can
  * always start while one streams.  This matters across ranks: rank 0 may fill its
  * slots with communicator A's chunks while rank 1 fills its own with B's; if either
- * stream could take every slot, neither op could ever complete.  It is not enough when
- * ranks post on three or more streams in orders of their own (threads): each rank's
- * slots may then hold ops that wait for a rank whose slots hold others, until the
- * deadline (api.md, "Threads"; the soak's XC_SOAK_INTERLEAVE finds it with 2 slots).  A stream that frees
- * a slot while holding none other gets it back first, so it keeps progressing.
+ * stream could take every slot, neither op could ever complete (for three streams or
+ * more, see Bounce).  A stream that frees a slot while holding none other gets it back
+ * first, so it keeps progressing.
  * Receives wait for a sender, possibly one that needs a slot on this very rank first
  * (irecv; send; wait on both ranks): together they hold at most half the slots
  * (nx_S.recv_cap), so sends and collectives always find one.  With a single slot
  * that pattern cannot work, so nexard gives at least two (its config refuses one).
+ *
+ * Bounce: caps do not stop a cycle when ranks post on three or more streams in orders
+ * of their own (threads that each use a communicator): each rank's slots may hold ops
+ * that wait for a rank whose slots hold others.  So a staged op whose turn came, and
+ * whose stream has held no slot for NX_BOUNCE_AFTER_NS, stops waiting for one: its
+ * input is copied into a block of the arena heap and it goes as a direct op (one
+ * descriptor, no slot), its output copied back at completion.  Every op then reaches
+ * nexard, and the cycle cannot form while the heap has room.  Chunks queued behind
+ * their own stream's keep to the slots (its freed slot comes back to it first), and
+ * bucketed and single-copy ops stay staged.
  *
  * user_data: bit 63 set names staging slot (bits 0-31) of generation (bits 32-62);
  * clear, it names request-table entry (bits 0-31) of generation (bits 32-62).  A
@@ -198,6 +206,8 @@ static void req_maybe_complete(struct nexar_request *r)
     r->complete = true;
     if (!r->failed)
         r->status = NEXAR_OK;
+    nx_arena_put(r->bounce); /* nexard is done with it: nothing is in flight */
+    r->bounce = NULL;
     nx_list_del(&r->active_link);
     reqtab_put(r);
     nx_dev_complete(r);
@@ -583,6 +593,69 @@ static struct nexar_request *pick(void)
     return best;
 }
 
+/* Bytes of the op's input and output blocks. */
+static uint64_t op_bytes(const struct nexar_request *r, uint32_t mul)
+{
+    return mul * r->tmpl.count * r->esize;
+}
+
+/* The op goes direct from a copy of its input in the arena heap (see Bounce); false
+ * when it cannot (the heap has no room: it keeps waiting for a slot). */
+static bool bounce(struct nexar_request *r)
+{
+    uint64_t in = op_bytes(r, r->shape.in_mul), out = op_bytes(r, r->shape.out_mul);
+    uint64_t out_at = r->shape.alias_ok ? 0 : in;
+    uint64_t bytes = r->shape.alias_ok ? (in > out ? in : out) : in + out;
+    uint8_t *b = nx_arena_get(bytes);
+    uint64_t off;
+    if (!b)
+        return false;
+    if (!nx_arena_heap_range(b, bytes, &off)) {
+        nx_arena_put(b);
+        return false;
+    }
+    if (in)
+        memcpy(b, r->in, in);
+    r->bounce = b;
+    r->mode = NX_MODE_DIRECT;
+    r->tmpl.flags |= NX_SQE_DIRECT;
+    r->tmpl.in_off = off;
+    r->tmpl.out_off = off + out_at;
+    r->nunits = 1;
+    return true;
+}
+
+/* A bounced op ended well: its output, back where the caller wants it. */
+static void bounce_out(struct nexar_request *r)
+{
+    uint64_t out = op_bytes(r, r->shape.out_mul);
+    if (out)
+        memcpy(r->out, r->bounce + (r->shape.alias_ok ? 0 : op_bytes(r, r->shape.in_mul)),
+               out);
+}
+
+/* Staged ops whose turn came and whose stream has had no slot for NX_BOUNCE_AFTER_NS. */
+static void bounce_waiting(void)
+{
+    uint64_t now = 0;
+    for (struct nx_list *l = nx_S.active.next; l != &nx_S.active; l = l->next) {
+        struct nexar_request *r = nx_container_of(l, struct nexar_request, active_link);
+        if (r->mode != NX_MODE_STAGED || !eligible(r) || r->next_unit > 0 ||
+            r->single_copy || r->iov)
+            continue;
+        if (*r->stream_held > 0) { /* its stream's slot comes back to it first */
+            r->slot_wait_ns = 0;
+            continue;
+        }
+        if (!now)
+            now = nx_now_ns();
+        if (!r->slot_wait_ns)
+            r->slot_wait_ns = now;
+        else if (now - r->slot_wait_ns >= NX_BOUNCE_AFTER_NS)
+            bounce(r);
+    }
+}
+
 void nx_pump(void)
 {
     if (!nx_S.inited || nx_S.dead)
@@ -623,6 +696,15 @@ void nx_pump(void)
         }
         if (space == 0)
             break;
+        if (!again) {
+            bounce_waiting(); /* those it turned direct go in the next pass */
+            for (struct nx_list *l = nx_S.active.next; l != &nx_S.active && !again;
+                 l = l->next) {
+                struct nexar_request *r =
+                    nx_container_of(l, struct nexar_request, active_link);
+                again = r->bounce && r->mode == NX_MODE_DIRECT && eligible(r);
+            }
+        }
     }
     nx_S.sq_blocked = space == 0;
     nx_ring_publish();
@@ -680,6 +762,8 @@ void nx_req_on_cqe(const struct nx_cqe *e)
             copy_out(r, sl);
         r->done_units++;
     } else {
+        if (r->bounce && !r->failed)
+            bounce_out(r);
         r->res_comm = e->res_comm;
         r->res_rank = e->res_rank;
         r->res_size = e->res_size;

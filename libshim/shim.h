@@ -29,6 +29,9 @@
 
 /* Busy-poll the completion ring this long before sleeping on its eventfd. */
 #define NX_SPIN_NS 30000ull
+/* A staged op whose turn came but that found no slot for this long goes direct from a
+ * copy in the arena heap instead (request.c, "Bounce"). */
+#define NX_BOUNCE_AFTER_NS 20000000ull
 /* Smaller copies into a slot are ordinary ones (stream_copy.c). */
 #define NX_STREAM_MIN_BYTES (256u << 10)
 /* A staged chunk with this much input or more is published as soon as it is copied in
@@ -201,6 +204,8 @@ struct nexar_request {
     uint32_t inflight;   /* submitted, completion not reaped */
     uint32_t held;       /* staging slots held */
     uint32_t *stream_held; /* slots held by the request's whole stream */
+    uint64_t slot_wait_ns; /* staged, its stream's turn, no slot yet: since when */
+    uint8_t *bounce;       /* in the arena heap: the op went direct from a copy (nx_pump) */
 
     /* Ordering: descriptors of one sequence stream (a comm's collectives, one p2p
      * stream) are submitted op by op; a request waits while key_prev still submits. */

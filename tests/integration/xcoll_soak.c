@@ -14,22 +14,25 @@
  * isend to the rank d after, irecv from the rank d before), dtype, reduction, root,
  * size (small, up to 1 MiB, or blocks of 2-5 MiB that are cut) and buffers (the ranks'
  * own memory, nexar_alloc, or both).  Every rank draws the same ops from the same seed.
- * From a seed of its own it draws a pause of up to 2 ms before one post in four (the
- * ranks out of step: data that comes early, gates that wait) and the order in which it
- * completes them, each with nexar_wait or a nexar_test loop.  A round ends with
+ * In every other round (drawn) each rank posts them in an order of its own, each
+ * communicator's in order, as threads that each use one communicator would: their
+ * slots then go to different ops on different ranks (request.c, "Bounce").  From a
+ * seed of its own a rank draws that order, a pause of up to 2 ms before one post in
+ * four (the ranks out of step: data that comes early, gates that wait) and the order
+ * in which it completes them, each with nexar_wait or a nexar_test loop.  A round ends with
  * nexar_sync on every communicator, which must find nothing left.
  *
  * $XC_SOAK_SEED and $XC_SOAK_ROUNDS change the seed (printed) and the number of rounds
  * (default 24); a failure line names the seed, the round, the op and the communicator,
  * so that the same sequence runs again; $XC_SOAK_VERBOSE=1 logs every post and every
- * wait.  $XC_SOAK_INTERLEAVE=1 has each rank post the round's ops in an order of its
- * own, each communicator's in order (as threads that each use one communicator would):
- * api.md's known limit, "Threads", which hangs some seeds with 2 slots (seed 22, 2 x 2
- * interleaved), so it is not in the default run.  Run with daemons of full-size slots and a heap
+ * wait.  $XC_SOAK_INTERLEAVE=1 has every round post in each rank's own order.  Before
+ * the bounce those orders hung seed 22 (2 x 2 interleaved, 2 slots) and seed 100 (2 x 2,
+ * 4 slots) until the op deadline.  Run with daemons of full-size slots and a heap
  * of 128 MiB (test_xcoll --slot-bytes 4194304 --slots 4 --heap-bytes 134217728): a
  * round holds at most 48 MiB of buffers per rank.
  */
 #include <sched.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,9 +267,10 @@ int xc_soak(nexar_comm_t *w, const struct xc_place *p)
          * communicators' sequences, each kept in order, as threads of a program that
          * each use their own communicator would post them. */
         int seq[SOAK_MAX_OPS], next_of[3] = {0, 0, 0};
+        bool own_order = interleave || pick(&shared, 2);
         for (int k = 0; k < nq; k++) {
             int cm = q[k].comm;
-            if (interleave) {
+            if (own_order) {
                 int left[3], nl = 0;
                 for (int j = 0; j < ncomms; j++) {
                     int m = next_of[j];
