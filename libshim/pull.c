@@ -338,9 +338,9 @@ bool nx_single_copy_probe(void)
  * fails the op everywhere. */
 static void notice(const struct nexar_request *r, uint64_t chunk, uint32_t fail, uint32_t rank)
 {
-    /* One per slot at most: a slot is refilled only by nx_pump, which flushes these
-     * first, and cannot when there is no room for either. */
-    if (nx_S.pulled_n >= nx_S.hdr.slot_count) {
+    /* One per slot (or stand-in, request.c) at most: a slot is refilled only by
+     * nx_pump, which flushes these first, and cannot when there is no room for either. */
+    if (nx_S.pulled_n >= nx_S.hdr.slot_count + NX_VSLOTS) {
         nx_shim_die(NEXAR_ERR_INTERNAL, "more peer-read notices queued than slots");
         return;
     }

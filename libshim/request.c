@@ -34,9 +34,10 @@
  * whose stream has held no slot for NX_BOUNCE_AFTER_NS, stops waiting for one: its
  * input is copied into a block of the arena heap and it goes as a direct op (one
  * descriptor, no slot), its output copied back at completion.  Every op then reaches
- * nexard, and the cycle cannot form while the heap has room.  Chunks queued behind
- * their own stream's keep to the slots (its freed slot comes back to it first), and
- * bucketed and single-copy ops stay staged.
+ * nexard, and the cycle cannot form while the heap has room.  A single-copy op cannot
+ * go direct (all its ranks submit that form): it takes a stand-in slot in the heap
+ * instead (standin_take).  Chunks queued behind their own stream's keep to the slots
+ * (its freed slot comes back to it first), and bucketed ops stay staged.
  *
  * user_data: bit 63 set names staging slot (bits 0-31) of generation (bits 32-62);
  * clear, it names request-table entry (bits 0-31) of generation (bits 32-62).  A
@@ -111,7 +112,7 @@ int nx_req_init(void)
     nx_S.reqgen = nx_S.reqnext = NULL;
     nx_S.reqtab_cap = 0;
     nx_S.reqtab_free = NONE;
-    nx_S.slots = calloc(n, sizeof(*nx_S.slots));
+    nx_S.slots = calloc(n + NX_VSLOTS, sizeof(*nx_S.slots));
     if (!nx_S.slots)
         return -1;
     for (uint32_t i = 0; i < n; i++)
@@ -122,7 +123,7 @@ int nx_req_init(void)
     nx_S.recv_held = 0;
     nx_S.recv_cap = n > 1 ? n / 2 : 1;
     nx_S.pulled_n = 0;
-    nx_S.pulled_q = calloc(n ? n : 1, sizeof(*nx_S.pulled_q));
+    nx_S.pulled_q = calloc(n + NX_VSLOTS, sizeof(*nx_S.pulled_q));
     return nx_S.pulled_q ? 0 : -1;
 }
 
@@ -164,6 +165,12 @@ static void slot_release(struct nx_slot *sl)
     sl->req = NULL;
     sl->pulled = false;
     sl->gen = (sl->gen + 1) & GEN_MASK;
+    if (i >= nx_S.hdr.slot_count) { /* a stand-in: its heap block goes */
+        nx_arena_put(sl->vblock);
+        sl->vblock = NULL;
+        sl->vbase = NULL;
+        return;
+    }
     sl->next_free = nx_S.free_head;
     nx_S.free_head = i;
     nx_S.free_slots++;
@@ -171,7 +178,15 @@ static void slot_release(struct nx_slot *sl)
 
 static uint8_t *slot_base(uint32_t i)
 {
+    if (i >= nx_S.hdr.slot_count)
+        return nx_S.slots[i].vbase;
     return nx_S.arena + (uint64_t)i * nx_S.hdr.slot_bytes;
+}
+
+/* The slot nexard knows it as. */
+static uint32_t slot_tag(uint32_t i)
+{
+    return i >= nx_S.hdr.slot_count ? nx_S.slots[i].vtag : i;
 }
 
 /* ---- lifetime -------------------------------------------------------------------- */
@@ -513,7 +528,7 @@ static void submit_chunk(struct nexar_request *r, uint32_t si)
         e.flags = NX_SQE_CMA;
         e.in_off = r->shape.in_mul ? (uint64_t)(uintptr_t)r->in : 0;
         e.out_off = r->shape.out_mul ? (uint64_t)(uintptr_t)r->out : 0;
-        e.tag = si; /* the slot takes nexard's table */
+        e.tag = slot_tag(si); /* the slot takes nexard's table */
         nx_ring_put(&e);
         nx_ring_publish();
         /* Its own block while the peers start on theirs. */
@@ -625,6 +640,34 @@ static bool bounce(struct nexar_request *r)
     return true;
 }
 
+/* A single-copy op cannot go direct (every rank of it submits the single-copy form):
+ * it takes a stand-in slot instead, a slot-sized run of the arena heap on a slot
+ * boundary, which nexard validates and uses as it would slot `vtag` (the slots and the
+ * heap are one arena).  NX_VSLOTS stand-ins at most, and none while the heap has no
+ * room; the index of the one taken, or UINT32_MAX. */
+static uint32_t standin_take(void)
+{
+    uint64_t sb = nx_S.hdr.slot_bytes;
+    for (uint32_t i = nx_S.hdr.slot_count; i < nx_S.hdr.slot_count + NX_VSLOTS; i++) {
+        struct nx_slot *sl = &nx_S.slots[i];
+        if (sl->req || sl->vblock)
+            continue;
+        uint8_t *b = nx_arena_get(2 * sb);
+        if (!b)
+            return UINT32_MAX;
+        uint64_t at = (nx_arena_off(b) + sb - 1) / sb;
+        if (at > UINT32_MAX) {
+            nx_arena_put(b);
+            return UINT32_MAX;
+        }
+        sl->vblock = b;
+        sl->vtag = (uint32_t)at;
+        sl->vbase = nx_S.arena + at * sb;
+        return i;
+    }
+    return UINT32_MAX;
+}
+
 /* A bounced op ended well: its output, back where the caller wants it. */
 static void bounce_out(struct nexar_request *r)
 {
@@ -634,14 +677,16 @@ static void bounce_out(struct nexar_request *r)
                out);
 }
 
-/* Staged ops whose turn came and whose stream has had no slot for NX_BOUNCE_AFTER_NS. */
-static void bounce_waiting(void)
+/* Staged ops whose turn came and whose stream has had no slot for NX_BOUNCE_AFTER_NS:
+ * direct from a copy, or a single-copy op on a stand-in slot (which takes ring space).
+ * Whether one went on a stand-in (the next of its stream may go now). */
+static bool bounce_waiting(uint32_t *space)
 {
+    bool standin = false;
     uint64_t now = 0;
     for (struct nx_list *l = nx_S.active.next; l != &nx_S.active; l = l->next) {
         struct nexar_request *r = nx_container_of(l, struct nexar_request, active_link);
-        if (r->mode != NX_MODE_STAGED || !eligible(r) || r->next_unit > 0 ||
-            r->single_copy || r->iov)
+        if (r->mode != NX_MODE_STAGED || !eligible(r) || r->next_unit > 0 || r->iov)
             continue;
         if (*r->stream_held > 0) { /* its stream's slot comes back to it first */
             r->slot_wait_ns = 0;
@@ -651,9 +696,20 @@ static void bounce_waiting(void)
             now = nx_now_ns();
         if (!r->slot_wait_ns)
             r->slot_wait_ns = now;
-        else if (now - r->slot_wait_ns >= NX_BOUNCE_AFTER_NS)
+        if (now - r->slot_wait_ns < NX_BOUNCE_AFTER_NS)
+            continue;
+        if (!r->single_copy) {
             bounce(r);
+            continue;
+        }
+        uint32_t si = *space > 0 ? standin_take() : UINT32_MAX;
+        if (si != UINT32_MAX) {
+            submit_chunk(r, si);
+            (*space)--;
+            standin = true;
+        }
     }
+    return standin;
 }
 
 void nx_pump(void)
@@ -697,7 +753,8 @@ void nx_pump(void)
         if (space == 0)
             break;
         if (!again) {
-            bounce_waiting(); /* those it turned direct go in the next pass */
+            /* those it turned direct go in the next pass */
+            again = bounce_waiting(&space);
             for (struct nx_list *l = nx_S.active.next; l != &nx_S.active && !again;
                  l = l->next) {
                 struct nexar_request *r =
@@ -719,7 +776,8 @@ void nx_req_on_cqe(const struct nx_cqe *e)
     uint32_t idx = (uint32_t)e->user_data;
     uint32_t gen = (uint32_t)(e->user_data >> 32) & GEN_MASK;
     if (e->user_data & UD_SLOT) {
-        if (idx >= nx_S.hdr.slot_count || !nx_S.slots[idx].req || nx_S.slots[idx].gen != gen)
+        if (idx >= nx_S.hdr.slot_count + NX_VSLOTS || !nx_S.slots[idx].req ||
+            nx_S.slots[idx].gen != gen)
             return;
         sl = &nx_S.slots[idx];
         r = sl->req;
@@ -777,7 +835,7 @@ void nx_req_on_cqe(const struct nx_cqe *e)
 
 void nx_req_abandon_all(nexar_status_t s, const char *text)
 {
-    for (uint32_t i = 0; i < nx_S.hdr.slot_count && nx_S.slots; i++)
+    for (uint32_t i = 0; i < nx_S.hdr.slot_count + NX_VSLOTS && nx_S.slots; i++)
         if (nx_S.slots[i].req)
             slot_release(&nx_S.slots[i]);
     for (struct nx_list *l = nx_S.active.next, *nl; l != &nx_S.active; l = nl) {

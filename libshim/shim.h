@@ -32,6 +32,8 @@
 /* A staged op whose turn came but that found no slot for this long goes direct from a
  * copy in the arena heap instead (request.c, "Bounce"). */
 #define NX_BOUNCE_AFTER_NS 20000000ull
+/* Stand-in slots in the arena heap for single-copy ops that bounce, at most at once. */
+#define NX_VSLOTS 16u
 /* Smaller copies into a slot are ordinary ones (stream_copy.c). */
 #define NX_STREAM_MIN_BYTES (256u << 10)
 /* A staged chunk with this much input or more is published as soon as it is copied in
@@ -428,6 +430,11 @@ struct nx_slot {
     uint64_t iov_off;
     uint32_t gen;
     uint32_t next_free;
+    /* A stand-in slot (index slot_count and up, request.c "Bounce"): a slot-sized run of
+     * the arena heap on a slot boundary, which nexard knows as slot `vtag`. */
+    void *vblock; /* the heap block that holds it; NULL: none */
+    uint8_t *vbase;
+    uint32_t vtag;
 };
 
 struct nx_shim {
