@@ -217,7 +217,8 @@ int nx_config_set(struct nx_config *c, const char *key, const char *value, char 
              "a multiple of 64 from 4K to 1G")
     /* One slot cannot hold a rank's receive and, beside it, the send or the
      * collective its peer waits for (libshim/request.c): 2 is the least that works. */
-    SIZE_KEY("slots", slots, 2, 64, 1, "2 to 64: a rank needs a slot for a receive and another beside it")
+    SIZE_KEY("slots", slots, 2, 64, 1,
+             "2 to 64: a rank needs a slot for a receive and another beside it")
     SIZE_KEY("heap_bytes", heap_bytes, 0, 64ull << 30, v % 64 == 0,
              "a multiple of 64 up to 64G")
     SIZE_KEY("sq_entries", sq_entries, 8, 65536, pow2(v), "a power of two from 8 to 65536")
