@@ -37,5 +37,6 @@ int xc_prev(const struct xc_place *p, int r);
 int xc_p2p(nexar_comm_t *w, const struct xc_place *p);
 int xc_split(nexar_comm_t *w, const struct xc_place *p);
 int xc_soak(nexar_comm_t *w, const struct xc_place *p);
+int xc_tsoak(nexar_comm_t *w, const struct xc_place *p);
 
 #endif /* ITEST_XCOLL_H */

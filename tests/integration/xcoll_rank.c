@@ -3,7 +3,8 @@
  * every collective, point to point and comm_split on a world whose ranks are spread
  * over several nodes, every result checked bit for bit against tests/lib's reference.
  *
- *   itest_xcoll_rank [--level small|rep|full] [--long] [--parts matrix,p2p,split,soak]
+ *   itest_xcoll_rank [--level small|rep|full] [--long]
+ *                    [--parts matrix,p2p,split,soak,tsoak]
  *
  * Placement: see xcoll.h ($XC_PLACE or $XC_NODES).  NEXAR_LONG_TESTS=1 is --long.
  *
@@ -14,8 +15,8 @@
  *         calls, several nonblocking ops in flight at once, barrier order.  The level
  *         picks how much of the dtype x op cross product runs (full: all of it at the
  *         small counts); --long runs it at ten counts in every buffer mode and call form.
- * p2p     xcoll_p2p.c;  split  xcoll_split.c;  soak  xcoll_soak.c (not in the default
- *         list: it wants daemons with full-size slots).
+ * p2p     xcoll_p2p.c;  split  xcoll_split.c;  soak, tsoak  xcoll_soak.c (not in the
+ *         default list: they want daemons with full-size slots).
  *
  * --level device: the matrix on device buffers (issue 15), for a job whose daemons are
  *         the test nexard with the fake device backend and whose ranks load the fake
@@ -657,7 +658,9 @@ int main(int argc, char **argv)
         fails += xc_p2p(w, &p);
     if (strstr(parts, "split"))
         fails += xc_split(w, &p);
-    if (strstr(parts, "soak"))
+    if (strstr(parts, "tsoak"))
+        fails += xc_tsoak(w, &p);
+    else if (strstr(parts, "soak"))
         fails += xc_soak(w, &p);
 
     nexar_status_t fst = nexar_finalize();

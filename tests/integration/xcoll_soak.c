@@ -1,7 +1,7 @@
 /*
- * xcoll_soak.c - part "soak" of the cross-node rank program: rounds of random
- * nonblocking collectives, several in flight at once on three communicators, completed
- * in an order of each rank's own, every result exact.
+ * xcoll_soak.c - parts "soak" and "tsoak" of the cross-node rank program: rounds of
+ * random nonblocking collectives, several in flight at once on three communicators,
+ * completed in an order of each rank's own, every result exact.
  *
  * The matrix part runs one case at a time at sizes that fit a few slots.  What a job
  * does is different: ops of every kind and size posted back to back on several
@@ -30,7 +30,15 @@
  * 4 slots) until the op deadline.  Run with daemons of full-size slots and a heap
  * of 128 MiB (test_xcoll --slot-bytes 4194304 --slots 4 --heap-bytes 134217728): a
  * round holds at most 48 MiB of buffers per rank.
+ *
+ * tsoak: the same kind of rounds (1-3 ops, 16 MiB) from three threads a rank, each on a
+ * communicator of its own (the world, reversed, rotated by one), which is how a program
+ * comes to post in orders of its own; the threads share the rank's slots and its heap.
+ * Real threads rarely make the cycle that soak's own orders make (each waits for its
+ * own ops before it posts more): this part is for the library's threads, under
+ * ThreadSanitizer too.
  */
+#include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -199,6 +207,59 @@ static nexar_status_t complete(nexar_request_t *req, int how)
     return st;
 }
 
+/* Draws the op (every rank alike: the sizes are the communicator's, not this rank's),
+ * shrunk to fit SOAK_OP_BYTES and what the round has left of budget; o->comm is the
+ * caller's.  1 when its blocks are over 2 MiB. */
+static int draw_op(uint64_t *shared, int csize, struct soak_op *o, uint64_t seed,
+                   size_t *held, size_t budget)
+{
+    int comm = o->comm;
+    memset(o, 0, sizeof(*o));
+    o->comm = comm;
+    struct tl_case *c = &o->c;
+    c->coll = (int)pick(shared, TL_COLL_COUNT + 1);
+    c->dtype = soak_dt[pick(shared, sizeof(soak_dt) / sizeof(soak_dt[0]))];
+    c->op = soak_op[pick(shared, sizeof(soak_op) / sizeof(soak_op[0]))];
+    c->root = (int)pick(shared, (size_t)csize);
+    if (c->coll == SOAK_SHIFT)
+        c->root = csize > 1 ? 1 + (int)pick(shared, (size_t)csize - 1) : 0;
+    size_t mode = pick(shared, 10);
+    c->mode = mode < 5 ? TL_HEAP : mode < 7 ? TL_ARENA : mode < 9 ? TL_MIXED : TL_HALF;
+    c->call = TL_WAIT;
+    c->seed = seed;
+    c->count = c->coll == TL_BARRIER ? 0 : draw_count(shared, tl_esize(c->dtype));
+    while (c->count > 1 && (case_buf(c, csize) > SOAK_OP_BYTES ||
+                            *held + case_bytes(c, csize) > budget))
+        c->count /= 2;
+    *held += case_bytes(c, csize);
+    return c->count * tl_esize(c->dtype) > 2 * MiB;
+}
+
+/* Posts o on c (tag: the shift's message tag); TL_CASE_*, printed.  A shift that
+ * failed has what it posted to complete all the same. */
+static int post_op(nexar_comm_t *c, struct soak_op *o, uint32_t tag, const char *where)
+{
+    return o->c.coll == SOAK_SHIFT ? shift_post(c, o, tag, where)
+                                   : tl_case_post(c, &o->c, where, &o->run);
+}
+
+/* Completes a posted op (wait or test, drawn from mine) and judges it: TL_CASE_*. */
+static int finish_op(struct soak_op *o, uint64_t *mine)
+{
+    int rv;
+    if (o->c.coll == SOAK_SHIFT) {
+        int how = (int)pick(mine, 2);
+        nexar_status_t ss = o->sreq ? complete(o->sreq, how) : NEXAR_ERR_INVALID;
+        nexar_status_t rs = o->rreq ? complete(o->rreq, how) : NEXAR_ERR_INVALID;
+        rv = shift_check(o, ss, rs);
+    } else {
+        nexar_status_t st = complete(tl_run_request(o->run), (int)pick(mine, 2));
+        rv = tl_case_check(o->run, st);
+    }
+    o->run = NULL;
+    return rv;
+}
+
 int xc_soak(nexar_comm_t *w, const struct xc_place *p)
 {
     (void)p;
@@ -239,28 +300,10 @@ int xc_soak(nexar_comm_t *w, const struct xc_place *p)
         int nq = 1 + (int)pick(&shared, SOAK_MAX_OPS);
         size_t held = 0;
         for (int i = 0; i < nq; i++) {
-            struct soak_op *o = &q[i];
-            memset(o, 0, sizeof(*o));
-            o->comm = (int)pick(&shared, (size_t)ncomms);
-            int csize = nexar_comm_size(comms[o->comm]);
-            struct tl_case *c = &o->c;
-            c->coll = (int)pick(&shared, TL_COLL_COUNT + 1);
-            c->dtype = soak_dt[pick(&shared, sizeof(soak_dt) / sizeof(soak_dt[0]))];
-            c->op = soak_op[pick(&shared, sizeof(soak_op) / sizeof(soak_op[0]))];
-            c->root = (int)pick(&shared, (size_t)csize);
-            if (c->coll == SOAK_SHIFT)
-                c->root = csize > 1 ? 1 + (int)pick(&shared, (size_t)csize - 1) : 0;
-            size_t mode = pick(&shared, 10);
-            c->mode = mode < 5 ? TL_HEAP : mode < 7 ? TL_ARENA : mode < 9 ? TL_MIXED : TL_HALF;
-            c->call = TL_WAIT;
-            c->seed = seed + (uint64_t)round * 64 + (uint64_t)i;
-            c->count = c->coll == TL_BARRIER ? 0 : draw_count(&shared, tl_esize(c->dtype));
-            /* the same shrink on every rank: the sizes are the comm's, not this rank's */
-            while (c->count > 1 && (case_buf(c, csize) > SOAK_OP_BYTES ||
-                                    held + case_bytes(c, csize) > SOAK_ROUND_BYTES))
-                c->count /= 2;
-            held += case_bytes(c, csize);
-            large += c->count * tl_esize(c->dtype) > 2 * MiB;
+            q[i].comm = (int)pick(&shared, (size_t)ncomms);
+            large += draw_op(&shared, nexar_comm_size(comms[q[i].comm]), &q[i],
+                             seed + (uint64_t)round * 64 + (uint64_t)i, &held,
+                             SOAK_ROUND_BYTES);
         }
 
         /* Post order: the drawn one, or (interleave) this rank's own merge of the
@@ -296,9 +339,7 @@ int xc_soak(nexar_comm_t *w, const struct xc_place *p)
                      (unsigned long long)seed, round, i + 1, nq, names[q[i].comm]);
             if (pick(&mine, 4) == 0)
                 usleep((useconds_t)pick(&mine, 2000));
-            int rv = q[i].c.coll == SOAK_SHIFT
-                         ? shift_post(comms[q[i].comm], &q[i], (uint32_t)(round * 64 + i), tag)
-                         : tl_case_post(comms[q[i].comm], &q[i].c, tag, &q[i].run);
+            int rv = post_op(comms[q[i].comm], &q[i], (uint32_t)(round * 64 + i), tag);
             if (rv != TL_CASE_OK) {
                 if (q[i].c.coll == SOAK_SHIFT) { /* what it posted ends, then it fails */
                     posted++;
@@ -323,20 +364,9 @@ int xc_soak(nexar_comm_t *w, const struct xc_place *p)
             order[j] = t;
         }
         for (int k = 0; k < posted; k++) {
-            struct soak_op *o = &q[order[k]];
-            int rv;
             if (verbose)
                 tl_log("round %d: completing op %d", round, order[k] + 1);
-            if (o->c.coll == SOAK_SHIFT) {
-                int how = (int)pick(&mine, 2);
-                nexar_status_t ss = o->sreq ? complete(o->sreq, how) : NEXAR_ERR_INVALID;
-                nexar_status_t rs = o->rreq ? complete(o->rreq, how) : NEXAR_ERR_INVALID;
-                rv = shift_check(o, ss, rs);
-            } else {
-                nexar_status_t st = complete(tl_run_request(o->run), (int)pick(&mine, 2));
-                rv = tl_case_check(o->run, st);
-            }
-            o->run = NULL;
+            int rv = finish_op(&q[order[k]], &mine);
             ops++;
             if (rv == TL_CASE_WRONG)
                 wrong++;
@@ -360,4 +390,115 @@ int xc_soak(nexar_comm_t *w, const struct xc_place *p)
                ops, large, wrong, fails - wrong, tl_now() - t0, (unsigned long long)seed,
                fails ? "" : ": all exact");
     return fails;
+}
+
+/* ---- tsoak: a thread per communicator ---------------------------------------------- */
+
+struct tsoak {
+    nexar_comm_t *c;
+    const char *name;
+    uint64_t seed;
+    int rounds, me, index;
+    int ops, wrong, fails;
+};
+
+static void *tsoak_thread(void *arg)
+{
+    struct tsoak *t = arg;
+    uint64_t shared = t->seed ^ (0xd1b54a32d192ed03ull * (uint64_t)(t->index + 1));
+    uint64_t mine = shared ^ (0x9e3779b97f4a7c15ull * (uint64_t)(t->me + 1));
+    for (int round = 0; round < t->rounds && !t->fails && t->wrong < 10; round++) {
+        struct soak_op q[3];
+        int nq = 1 + (int)pick(&shared, 3), posted = 0;
+        size_t held = 0;
+        for (int i = 0; i < nq; i++) {
+            q[i].comm = t->index;
+            draw_op(&shared, nexar_comm_size(t->c), &q[i],
+                    t->seed + (uint64_t)t->index * 65536 + (uint64_t)round * 64 + (uint64_t)i,
+                    &held, SOAK_ROUND_BYTES / 3);
+        }
+        for (int i = 0; i < nq; i++) {
+            char where[112];
+            snprintf(where, sizeof(where), "tsoak seed 0x%llx thread on %s round %d op %d/%d",
+                     (unsigned long long)t->seed, t->name, round, i + 1, nq);
+            if (pick(&mine, 4) == 0)
+                usleep((useconds_t)pick(&mine, 2000));
+            int rv = post_op(t->c, &q[i], (uint32_t)(round * 64 + i), where);
+            if (rv != TL_CASE_OK) {
+                t->fails++;
+                if (q[i].c.coll != SOAK_SHIFT)
+                    break;
+            }
+            posted++;
+        }
+        int order[3] = {0, 1, 2};
+        for (int i = posted - 1; i > 0; i--) {
+            int j = (int)pick(&mine, (size_t)i + 1), x = order[i];
+            order[i] = order[j];
+            order[j] = x;
+        }
+        for (int k = 0; k < posted; k++) {
+            int rv = finish_op(&q[order[k]], &mine);
+            t->ops++;
+            if (rv == TL_CASE_WRONG)
+                t->wrong++;
+            else if (rv != TL_CASE_OK)
+                t->fails++;
+        }
+    }
+    return NULL;
+}
+
+int xc_tsoak(nexar_comm_t *w, const struct xc_place *p)
+{
+    (void)p;
+    int me = nexar_comm_rank(w), size = nexar_comm_size(w), fails = 0;
+    const char *es = getenv("XC_SOAK_SEED"), *er = getenv("XC_SOAK_ROUNDS");
+    uint64_t seed = es && *es ? strtoull(es, NULL, 0) : 0x7504c011ull;
+    int rounds = er && *er ? atoi(er) : 16;
+    double t0 = tl_now();
+    /* Three communicators over every rank, in three rank orders, each driven by a
+     * thread of its own: which of them a rank's slots serve first is up to its threads. */
+    nexar_comm_t *comms[3] = {w, NULL, NULL};
+    const char *names[3] = {"world", "reversed", "rotated"};
+    char ctx[160];
+    for (int i = 1; i < 3; i++) {
+        uint32_t key = i == 1 ? (uint32_t)(size - 1 - me) : (uint32_t)((me + 1) % size);
+        snprintf(ctx, sizeof(ctx), "rank %d/%d tsoak: comm_split (%s)", me, size, names[i]);
+        if (tl_check_status(ctx, NEXAR_OK, nexar_comm_split(w, 0, key, &comms[i]))) {
+            for (int j = 1; j < i; j++)
+                nexar_comm_free(comms[j]);
+            return 1;
+        }
+    }
+    if (me == 0)
+        tl_log("tsoak: seed 0x%llx, %d rounds on each of 3 communicators, a thread each",
+               (unsigned long long)seed, rounds);
+    struct tsoak t[3];
+    pthread_t th[3];
+    int started = 0;
+    for (int i = 0; i < 3; i++) {
+        t[i] = (struct tsoak){.c = comms[i], .name = names[i], .seed = seed,
+                              .rounds = rounds, .me = me, .index = i};
+        if (pthread_create(&th[i], NULL, tsoak_thread, &t[i])) {
+            tl_log("FAIL rank %d/%d tsoak: pthread_create", me, size);
+            fails++;
+            break;
+        }
+        started++;
+    }
+    int ops = 0, wrong = 0;
+    for (int i = 0; i < started; i++) {
+        pthread_join(th[i], NULL);
+        ops += t[i].ops;
+        wrong += t[i].wrong;
+        fails += t[i].fails;
+    }
+    for (int i = 1; i < 3; i++)
+        nexar_comm_free(comms[i]);
+    if (fails || wrong || me == 0)
+        tl_log("tsoak: %d ops, %d with wrong data, %d failed, %.1f s, seed 0x%llx%s", ops,
+               wrong, fails, tl_now() - t0, (unsigned long long)seed,
+               fails || wrong ? "" : ": all exact");
+    return fails + wrong;
 }
