@@ -37,12 +37,15 @@
  * nexard, and the cycle cannot form while the heap has room.  A single-copy op cannot
  * go direct (all its ranks submit that form): it takes a stand-in slot in the heap
  * instead (standin_take).  Chunks queued behind their own stream's keep to the slots
- * (its freed slot comes back to it first), and bucketed ops stay staged.
+ * (its freed slot comes back to it first), and bucketed ops stay staged.  One that
+ * still waits after NX_SLOT_NOTE_NS notes the ops that hold the slots, for its text
+ * should it time out (slot_note).
  *
  * user_data: bit 63 set names staging slot (bits 0-31) of generation (bits 32-62);
  * clear, it names request-table entry (bits 0-31) of generation (bits 32-62).  A
  * completion naming a stale generation is ignored.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -231,13 +234,51 @@ static void req_maybe_complete(struct nexar_request *r)
         nx_req_free(r);
 }
 
+/* The ops that hold this rank's slots, for an op that waits for one. */
+static char *slot_holders(void)
+{
+    char buf[NX_ERR_TEXT_BYTES / 2];
+    size_t n = 0;
+    const struct nexar_request *last = NULL;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < nx_S.hdr.slot_count + NX_VSLOTS && n < sizeof(buf); i++) {
+        const struct nexar_request *h = nx_S.slots[i].req;
+        if (!h || h == last)
+            continue;
+        int k = snprintf(buf + n, sizeof(buf) - n, "%s%s seq %llu on comm %u",
+                         last ? ", " : "", nx_kind_name(h->tmpl.kind),
+                         (unsigned long long)h->tmpl.seq, h->comm->id);
+        n = k < 0 ? sizeof(buf) : n + (size_t)k;
+        last = h;
+    }
+    return strdup(last ? buf : "nothing");
+}
+
+/* A deadline elsewhere names this rank as not arrived; only this rank knows that its op
+ * waited in its own library for a staging slot (no heap for a bounce, or a bucketed
+ * op), and which ops held them: the text says so after nexard's. */
+static const char *slot_note(const struct nexar_request *r, nexar_status_t s,
+                             const char *text, char *buf, size_t len)
+{
+    if (s != NEXAR_ERR_TIMEOUT || !r->slot_note || !text)
+        return text;
+    uint64_t waited = r->slot_waited_ns ? r->slot_waited_ns : nx_now_ns() - r->slot_wait_ns;
+    snprintf(buf, len, "%s; here rank %d's %s seq %llu on comm %u waited %.1f s in its "
+             "library for one of its %u staging slots, held by %s", text, r->comm->rank,
+             nx_kind_name(r->tmpl.kind), (unsigned long long)r->tmpl.seq, r->comm->id,
+             (double)waited / 1e9, nx_S.hdr.slot_count, r->slot_note);
+    return buf;
+}
+
 void nx_req_fail(struct nexar_request *r, nexar_status_t s, const char *text)
 {
     if (!r->failed) {
+        char buf[NX_ERR_TEXT_BYTES];
+        const char *t = slot_note(r, s, text, buf, sizeof(buf));
         r->failed = true;
         r->status = s;
         free(r->text);
-        r->text = text && *text ? strdup(text) : NULL;
+        r->text = t && *t ? strdup(t) : NULL;
     }
     req_retire(r);
     /* (Not a shrink's: the daemon fails nothing when one times out.) */
@@ -265,6 +306,7 @@ void nx_req_free(struct nexar_request *r)
         return;
     }
     free(r->text);
+    free(r->slot_note);
     free(r->iov);
     free(r);
 }
@@ -443,8 +485,16 @@ static void note_inflight(struct nexar_request *r)
         r->last_event_ns = nx_now_ns();
 }
 
+/* An op that waited for a slot is on its way: how long it waited. */
+static void slot_wait_over(struct nexar_request *r)
+{
+    if (r->slot_wait_ns && !r->slot_waited_ns)
+        r->slot_waited_ns = nx_now_ns() - r->slot_wait_ns;
+}
+
 static void submit_unslotted(struct nexar_request *r)
 {
+    slot_wait_over(r);
     struct nx_sqe e = r->tmpl;
     e.user_data = ((uint64_t)r->tgen << 32) | r->tidx;
     nx_ring_put(&e);
@@ -522,6 +572,8 @@ static void submit_chunk(struct nexar_request *r, uint32_t si)
 
     sl->req = r;
     sl->chunk = c;
+    if (c == 0)
+        slot_wait_over(r);
     struct nx_sqe e = r->tmpl;
     e.user_data = UD_SLOT | ((uint64_t)sl->gen << 32) | si;
     if (r->single_copy) {
@@ -696,6 +748,8 @@ static bool bounce_waiting(uint32_t *space)
             now = nx_now_ns();
         if (!r->slot_wait_ns)
             r->slot_wait_ns = now;
+        if (now - r->slot_wait_ns >= NX_SLOT_NOTE_NS && !r->slot_note)
+            r->slot_note = slot_holders();
         if (now - r->slot_wait_ns < NX_BOUNCE_AFTER_NS)
             continue;
         if (!r->single_copy) {

@@ -32,6 +32,9 @@
 /* A staged op whose turn came but that found no slot for this long goes direct from a
  * copy in the arena heap instead (request.c, "Bounce"). */
 #define NX_BOUNCE_AFTER_NS 20000000ull
+/* An op that waited this long for a slot says so, and which ops held them, if it then
+ * times out (request.c, queued_note). */
+#define NX_SLOT_NOTE_NS 1000000000ull
 /* Stand-in slots in the arena heap for single-copy ops that bounce, at most at once. */
 #define NX_VSLOTS 16u
 /* Smaller copies into a slot are ordinary ones (stream_copy.c). */
@@ -207,6 +210,8 @@ struct nexar_request {
     uint32_t held;       /* staging slots held */
     uint32_t *stream_held; /* slots held by the request's whole stream */
     uint64_t slot_wait_ns; /* staged, its stream's turn, no slot yet: since when */
+    uint64_t slot_waited_ns; /* how long that lasted, once it went */
+    char *slot_note;         /* after NX_SLOT_NOTE_NS of it: the ops its slots held */
     uint8_t *bounce;       /* in the arena heap: the op went direct from a copy (nx_pump) */
 
     /* Ordering: descriptors of one sequence stream (a comm's collectives, one p2p

@@ -340,6 +340,61 @@ static int describe(nexar_comm_t *w)
     return rc;
 }
 
+/* ---- slot_wait ---- */
+
+/* Two ranks, four communicators of both, an all_reduce of 128 KiB on each, posted in two
+ * orders: rank 0 A B C D, rank 1 C D A B.  With 2 slots and a heap too small for a
+ * bounce, rank 0's slots hold A and B and rank 1's C and D, so no op has both ranks:
+ * every op ends TIMEOUT at the deadline.  The two that waited in a rank's library must
+ * say so, and name the ops its slots held, where nexard can only say that the rank
+ * never arrived (they reach nexard once the first two failed, and fail at once). */
+static int slot_wait(nexar_comm_t *w)
+{
+    if (size != 2)
+        return fail("slot_wait needs 2 ranks", NEXAR_ERR_INVALID);
+    enum { N = 32768 };
+    static float buf[4][N];
+    nexar_comm_t *cm[4];
+    nexar_status_t s;
+    for (int i = 0; i < 4; i++)
+        if ((s = nexar_comm_split(w, 0, (uint32_t)rank, &cm[i])) != NEXAR_OK)
+            return fail("comm_split", s);
+    static const int order[2][4] = {{0, 1, 2, 3}, {2, 3, 0, 1}};
+    nexar_request_t *q[4];
+    for (int k = 0; k < 4; k++) {
+        int i = order[rank][k];
+        if ((s = nexar_iall_reduce(cm[i], buf[i], N, NEXAR_F32, NEXAR_SUM, &q[i])) !=
+            NEXAR_OK)
+            return fail("iall_reduce", s);
+    }
+    int bad = 0;
+    char shown[512] = "";
+    for (int k = 0; k < 4; k++) {
+        int i = order[rank][k];
+        s = nexar_wait(q[i]);
+        const char *text = nexar_last_error();
+        if (k == 2)
+            snprintf(shown, sizeof(shown), "%s", text);
+        bool queued = k >= 2; /* the two this rank posted last found no slot */
+        const char *want = "in its library for one of its 2 staging slots, held by "
+                           "all_reduce seq 0 on comm";
+        char mine[96];
+        snprintf(mine, sizeof(mine), "here rank %d's all_reduce seq 0 on comm", rank);
+        if (s != NEXAR_ERR_TIMEOUT || !strstr(text, "timed out") ||
+            (queued && (!strstr(text, want) || !strstr(text, mine))) ||
+            (!queued && strstr(text, "in its library"))) {
+            fprintf(stderr, "rank %d: all_reduce %d of 4 (%s): %s: %s\n", rank, k + 1,
+                    queued ? "queued here" : "submitted", nexar_strerror(s), text);
+            bad = 1;
+        }
+    }
+    if (!bad)
+        fprintf(stderr, "rank %d: ok: 4 TIMEOUTs, the 2 that waited name the slots: %s\n",
+                rank, shown);
+    nexar_finalize();
+    return bad;
+}
+
 /* ---- threads ---- */
 
 struct tctx {
@@ -508,6 +563,8 @@ int main(int argc, char **argv)
         return describe(w);
     if (!strcmp(mode, "barrier_sync"))
         return barrier_sync(w);
+    if (!strcmp(mode, "slot_wait"))
+        return slot_wait(w);
     if (!strcmp(mode, "threads"))
         return threads(w, argc > 2 ? atoi(argv[2]) : 200);
     fprintf(stderr, "sem_rank: unknown mode %s\n", mode);

@@ -3,11 +3,12 @@
  * and passes when every run's ranks all exit 0 within the limit.
  *
  *   itest_test_semantics [--nodes K] -n N [--repeat R] [--timeout S] [--limit S]
- *                        -- MODE [ARGS...]
+ *                        [--daemon-arg ARG]... -- MODE [ARGS...]
  *
  * --nodes K (K >= 2) simulates K nodes (nexar-run --nodes); without it one private
  * daemon serves every rank (a socket in a scratch directory, so that a system nexard is
- * never used).  --timeout is the ranks' NEXAR_TIMEOUT (default 10).  A failing run prints
+ * never used).  --timeout is the ranks' NEXAR_TIMEOUT (default 10); --daemon-arg goes to
+ * nexar-run's daemons (up to 8).  A failing run prints
  * nexar-run's output and the test goes on to count how many of the R runs failed.
  */
 #include <getopt.h>
@@ -25,12 +26,14 @@
 
 int main(int argc, char **argv)
 {
-    int nodes = 1, n = 2, repeat = 1, timeout = 10;
+    int nodes = 1, n = 2, repeat = 1, timeout = 10, ndarg = 0;
+    const char *dargs[8];
     double limit = 120;
     static const struct option opts[] = {
         {"nodes", required_argument, NULL, 'k'}, {"np", required_argument, NULL, 'n'},
         {"repeat", required_argument, NULL, 'r'}, {"timeout", required_argument, NULL, 't'},
-        {"limit", required_argument, NULL, 'l'}, {0},
+        {"limit", required_argument, NULL, 'l'}, {"daemon-arg", required_argument, NULL, 'd'},
+        {0},
     };
     int o;
     while ((o = getopt_long(argc, argv, "n:", opts, NULL)) != -1) {
@@ -40,6 +43,11 @@ int main(int argc, char **argv)
         case 'r': repeat = atoi(optarg); break;
         case 't': timeout = atoi(optarg); break;
         case 'l': limit = atof(optarg); break;
+        case 'd':
+            if (ndarg == 8)
+                return 2;
+            dargs[ndarg++] = optarg;
+            break;
         default: return 2;
         }
     }
@@ -69,6 +77,10 @@ int main(int argc, char **argv)
         } else {
             av[a++] = "--socket";
             av[a++] = sock;
+        }
+        for (int j = 0; j < ndarg; j++) {
+            av[a++] = "--daemon-arg";
+            av[a++] = dargs[j];
         }
         av[a++] = "--";
         av[a++] = rank;
