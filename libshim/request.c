@@ -738,7 +738,7 @@ static bool bounce_waiting(uint32_t *space)
     uint64_t now = 0;
     for (struct nx_list *l = nx_S.active.next; l != &nx_S.active; l = l->next) {
         struct nexar_request *r = nx_container_of(l, struct nexar_request, active_link);
-        if (r->mode != NX_MODE_STAGED || !eligible(r) || r->next_unit > 0 || r->iov)
+        if (r->mode != NX_MODE_STAGED || !eligible(r) || r->next_unit > 0)
             continue;
         if (*r->stream_held > 0) { /* its stream's slot comes back to it first */
             r->slot_wait_ns = 0;
@@ -750,7 +750,7 @@ static bool bounce_waiting(uint32_t *space)
             r->slot_wait_ns = now;
         if (now - r->slot_wait_ns >= NX_SLOT_NOTE_NS && !r->slot_note)
             r->slot_note = slot_holders();
-        if (now - r->slot_wait_ns < NX_BOUNCE_AFTER_NS)
+        if (now - r->slot_wait_ns < NX_BOUNCE_AFTER_NS || r->iov) /* bucketed: stays */
             continue;
         if (!r->single_copy) {
             bounce(r);
