@@ -340,7 +340,7 @@ static void notice(const struct nexar_request *r, uint64_t chunk, uint32_t fail,
 {
     /* One per slot (or stand-in, request.c) at most: a slot is refilled only by
      * nx_pump, which flushes these first, and cannot when there is no room for either. */
-    if (nx_S.pulled_n >= nx_S.hdr.slot_count + NX_VSLOTS) {
+    if (nx_S.pulled_n >= NX_SLOT_ENTRIES) {
         nx_shim_die(NEXAR_ERR_INTERNAL, "more peer-read notices queued than slots");
         return;
     }

@@ -241,7 +241,7 @@ static char *slot_holders(void)
     size_t n = 0;
     const struct nexar_request *last = NULL;
     buf[0] = '\0';
-    for (uint32_t i = 0; i < nx_S.hdr.slot_count + NX_VSLOTS && n < sizeof(buf); i++) {
+    for (uint32_t i = 0; i < NX_SLOT_ENTRIES && n < sizeof(buf); i++) {
         const struct nexar_request *h = nx_S.slots[i].req;
         if (!h || h == last)
             continue;
@@ -700,7 +700,7 @@ static bool bounce(struct nexar_request *r)
 static uint32_t standin_take(void)
 {
     uint64_t sb = nx_S.hdr.slot_bytes;
-    for (uint32_t i = nx_S.hdr.slot_count; i < nx_S.hdr.slot_count + NX_VSLOTS; i++) {
+    for (uint32_t i = nx_S.hdr.slot_count; i < NX_SLOT_ENTRIES; i++) {
         struct nx_slot *sl = &nx_S.slots[i];
         if (sl->req || sl->vblock)
             continue;
@@ -731,10 +731,11 @@ static void bounce_out(struct nexar_request *r)
 
 /* Staged ops whose turn came and whose stream has had no slot for NX_BOUNCE_AFTER_NS:
  * direct from a copy, or a single-copy op on a stand-in slot (which takes ring space).
- * Whether one went on a stand-in (the next of its stream may go now). */
+ * Whether any went either way: a direct one is submitted by nx_pump's next pass, and
+ * after a stand-in the next of its stream may go. */
 static bool bounce_waiting(uint32_t *space)
 {
-    bool standin = false;
+    bool moved = false;
     uint64_t now = 0;
     for (struct nx_list *l = nx_S.active.next; l != &nx_S.active; l = l->next) {
         struct nexar_request *r = nx_container_of(l, struct nexar_request, active_link);
@@ -753,17 +754,17 @@ static bool bounce_waiting(uint32_t *space)
         if (now - r->slot_wait_ns < NX_BOUNCE_AFTER_NS || r->iov) /* bucketed: stays */
             continue;
         if (!r->single_copy) {
-            bounce(r);
+            moved |= bounce(r);
             continue;
         }
         uint32_t si = *space > 0 ? standin_take() : UINT32_MAX;
         if (si != UINT32_MAX) {
             submit_chunk(r, si);
             (*space)--;
-            standin = true;
+            moved = true;
         }
     }
-    return standin;
+    return moved;
 }
 
 void nx_pump(void)
@@ -806,16 +807,8 @@ void nx_pump(void)
         }
         if (space == 0)
             break;
-        if (!again) {
-            /* those it turned direct go in the next pass */
+        if (!again)
             again = bounce_waiting(&space);
-            for (struct nx_list *l = nx_S.active.next; l != &nx_S.active && !again;
-                 l = l->next) {
-                struct nexar_request *r =
-                    nx_container_of(l, struct nexar_request, active_link);
-                again = r->bounce && r->mode == NX_MODE_DIRECT && eligible(r);
-            }
-        }
     }
     nx_S.sq_blocked = space == 0;
     nx_ring_publish();
@@ -830,7 +823,7 @@ void nx_req_on_cqe(const struct nx_cqe *e)
     uint32_t idx = (uint32_t)e->user_data;
     uint32_t gen = (uint32_t)(e->user_data >> 32) & GEN_MASK;
     if (e->user_data & UD_SLOT) {
-        if (idx >= nx_S.hdr.slot_count + NX_VSLOTS || !nx_S.slots[idx].req ||
+        if (idx >= NX_SLOT_ENTRIES || !nx_S.slots[idx].req ||
             nx_S.slots[idx].gen != gen)
             return;
         sl = &nx_S.slots[idx];
@@ -889,7 +882,7 @@ void nx_req_on_cqe(const struct nx_cqe *e)
 
 void nx_req_abandon_all(nexar_status_t s, const char *text)
 {
-    for (uint32_t i = 0; i < nx_S.hdr.slot_count + NX_VSLOTS && nx_S.slots; i++)
+    for (uint32_t i = 0; i < NX_SLOT_ENTRIES && nx_S.slots; i++)
         if (nx_S.slots[i].req)
             slot_release(&nx_S.slots[i]);
     for (struct nx_list *l = nx_S.active.next, *nl; l != &nx_S.active; l = nl) {

@@ -37,6 +37,8 @@
 #define NX_SLOT_NOTE_NS 1000000000ull
 /* Stand-in slots in the arena heap for single-copy ops that bounce, at most at once. */
 #define NX_VSLOTS 16u
+/* Entries of nx_S.slots: the segment's slots, then the stand-ins. */
+#define NX_SLOT_ENTRIES (nx_S.hdr.slot_count + NX_VSLOTS)
 /* Smaller copies into a slot are ordinary ones (stream_copy.c). */
 #define NX_STREAM_MIN_BYTES (256u << 10)
 /* A staged chunk with this much input or more is published as soon as it is copied in

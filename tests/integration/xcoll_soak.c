@@ -207,6 +207,26 @@ static nexar_status_t complete(nexar_request_t *req, int how)
     return st;
 }
 
+/* XC_SOAK_SEED and XC_SOAK_ROUNDS, or the part's defaults. */
+static void soak_env(uint64_t *seed, int *rounds)
+{
+    const char *es = getenv("XC_SOAK_SEED"), *er = getenv("XC_SOAK_ROUNDS");
+    if (es && *es)
+        *seed = strtoull(es, NULL, 0);
+    if (er && *er)
+        *rounds = atoi(er);
+}
+
+/* order[0..n) shuffled with this rank's own draws. */
+static void shuffle(int *order, int n, uint64_t *mine)
+{
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)pick(mine, (size_t)i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
 /* Draws the op (every rank alike: the sizes are the communicator's, not this rank's),
  * shrunk to fit SOAK_OP_BYTES and what the round has left of budget; o->comm is the
  * caller's.  1 when its blocks are over 2 MiB. */
@@ -264,9 +284,9 @@ int xc_soak(nexar_comm_t *w, const struct xc_place *p)
 {
     (void)p;
     int me = nexar_comm_rank(w), size = nexar_comm_size(w), fails = 0;
-    const char *es = getenv("XC_SOAK_SEED"), *er = getenv("XC_SOAK_ROUNDS");
-    uint64_t seed = es && *es ? strtoull(es, NULL, 0) : 0x50a4c011ull;
-    int rounds = er && *er ? atoi(er) : 24;
+    uint64_t seed = 0x50a4c011ull;
+    int rounds = 24;
+    soak_env(&seed, &rounds);
     int verbose = hx_env_flag("XC_SOAK_VERBOSE");
     int interleave = hx_env_flag("XC_SOAK_INTERLEAVE");
     double t0 = tl_now();
@@ -358,11 +378,7 @@ int xc_soak(nexar_comm_t *w, const struct xc_place *p)
         int order[SOAK_MAX_OPS];
         for (int i = 0; i < posted; i++)
             order[i] = seq[i];
-        for (int i = posted - 1; i > 0; i--) {
-            int j = (int)pick(&mine, (size_t)i + 1), t = order[i];
-            order[i] = order[j];
-            order[j] = t;
-        }
+        shuffle(order, posted, &mine);
         for (int k = 0; k < posted; k++) {
             if (verbose)
                 tl_log("round %d: completing op %d", round, order[k] + 1);
@@ -432,11 +448,7 @@ static void *tsoak_thread(void *arg)
             posted++;
         }
         int order[3] = {0, 1, 2};
-        for (int i = posted - 1; i > 0; i--) {
-            int j = (int)pick(&mine, (size_t)i + 1), x = order[i];
-            order[i] = order[j];
-            order[j] = x;
-        }
+        shuffle(order, posted, &mine);
         for (int k = 0; k < posted; k++) {
             int rv = finish_op(&q[order[k]], &mine);
             t->ops++;
@@ -453,9 +465,9 @@ int xc_tsoak(nexar_comm_t *w, const struct xc_place *p)
 {
     (void)p;
     int me = nexar_comm_rank(w), size = nexar_comm_size(w), fails = 0;
-    const char *es = getenv("XC_SOAK_SEED"), *er = getenv("XC_SOAK_ROUNDS");
-    uint64_t seed = es && *es ? strtoull(es, NULL, 0) : 0x7504c011ull;
-    int rounds = er && *er ? atoi(er) : 16;
+    uint64_t seed = 0x7504c011ull;
+    int rounds = 16;
+    soak_env(&seed, &rounds);
     double t0 = tl_now();
     /* Three communicators over every rank, in three rank orders, each driven by a
      * thread of its own: which of them a rank's slots serve first is up to its threads. */
