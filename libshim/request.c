@@ -36,10 +36,11 @@
  * descriptor, no slot), its output copied back at completion.  Every op then reaches
  * nexard, and the cycle cannot form while the heap has room.  A single-copy op cannot
  * go direct (all its ranks submit that form): it takes a stand-in slot in the heap
- * instead (standin_take).  Chunks queued behind their own stream's keep to the slots
- * (its freed slot comes back to it first), and bucketed ops stay staged.  One that
- * still waits after NX_SLOT_NOTE_NS notes the ops that hold the slots, for its text
- * should it time out (slot_note).
+ * instead (standin_take).  A bucketed op's iovs are gathered into the block, and
+ * nexard runs it as the one all_reduce of their concatenation that its chunks are.
+ * Chunks queued behind their own stream's keep to the slots (its freed slot comes back
+ * to it first).  One that still waits after NX_SLOT_NOTE_NS (the heap has no room) notes
+ * the ops that hold the slots, for its text should it time out (slot_note).
  *
  * user_data: bit 63 set names staging slot (bits 0-31) of generation (bits 32-62);
  * clear, it names request-table entry (bits 0-31) of generation (bits 32-62).  A
@@ -255,8 +256,8 @@ static char *slot_holders(void)
 }
 
 /* A deadline elsewhere names this rank as not arrived; only this rank knows that its op
- * waited in its own library for a staging slot (no heap for a bounce, or a bucketed
- * op), and which ops held them: the text says so after nexard's. */
+ * waited in its own library for a staging slot (the heap had no room for a bounce),
+ * and which ops held them: the text says so after nexard's. */
 static const char *slot_note(const struct nexar_request *r, nexar_status_t s,
                              const char *text, char *buf, size_t len)
 {
@@ -681,7 +682,9 @@ static bool bounce(struct nexar_request *r)
         nx_arena_put(b);
         return false;
     }
-    if (in)
+    if (r->iov)
+        iov_gather(r, b, r->tmpl.count); /* the cursor is at the start: no chunk went */
+    else if (in)
         memcpy(b, r->in, in);
     r->bounce = b;
     r->mode = NX_MODE_DIRECT;
@@ -724,7 +727,9 @@ static uint32_t standin_take(void)
 static void bounce_out(struct nexar_request *r)
 {
     uint64_t out = op_bytes(r, r->shape.out_mul);
-    if (out)
+    if (r->iov)
+        iov_scatter(r, 0, 0, r->bounce, r->tmpl.count);
+    else if (out)
         memcpy(r->out, r->bounce + (r->shape.alias_ok ? 0 : op_bytes(r, r->shape.in_mul)),
                out);
 }
@@ -751,7 +756,7 @@ static bool bounce_waiting(uint32_t *space)
             r->slot_wait_ns = now;
         if (now - r->slot_wait_ns >= NX_SLOT_NOTE_NS && !r->slot_note)
             r->slot_note = slot_holders();
-        if (now - r->slot_wait_ns < NX_BOUNCE_AFTER_NS || r->iov) /* bucketed: stays */
+        if (now - r->slot_wait_ns < NX_BOUNCE_AFTER_NS)
             continue;
         if (!r->single_copy) {
             moved |= bounce(r);

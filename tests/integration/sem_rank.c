@@ -27,6 +27,12 @@
  *                           meanwhile rank 0 asks its daemon (nexarctl ops, $NEXARCTL)
  *                           where the op stands: "waiting for node 1 (ADDR, rank 1)",
  *                           the node named once
+ *   sem_rank slot_wait      2 ranks, 2 slots and no heap room: all_reduces on four
+ *                           communicators posted in crossed orders wait for each other's
+ *                           slots until the deadline; the two that never left a rank's
+ *                           library name the ops that held its slots
+ *   sem_rank bucket_cycle   the same orders with bucketed all_reduces and heap room: the
+ *                           ops that find no slot bounce, and all four complete, exact
  *   sem_rank threads ROUNDS three threads per rank: blocking send/recv with a partner on
  *                           the world (tag 1), nexar_sync on the world in a loop beside its
  *                           own isend/irecv (tag 2), and all_reduce plus a split on a
@@ -342,6 +348,19 @@ static int describe(nexar_comm_t *w)
 
 /* ---- slot_wait ---- */
 
+/* Four communicators of the same two ranks, and the orders in which the ranks post one op
+ * on each: rank 0 A B C D, rank 1 C D A B. */
+static const int cycle_order[2][4] = {{0, 1, 2, 3}, {2, 3, 0, 1}};
+
+static int four_comms(nexar_comm_t *w, nexar_comm_t *cm[4])
+{
+    nexar_status_t s;
+    for (int i = 0; i < 4; i++)
+        if ((s = nexar_comm_split(w, 0, (uint32_t)rank, &cm[i])) != NEXAR_OK)
+            return fail("comm_split", s);
+    return 0;
+}
+
 /* Two ranks, four communicators of both, an all_reduce of 128 KiB on each, posted in two
  * orders: rank 0 A B C D, rank 1 C D A B.  With 2 slots and a heap too small for a
  * bounce, rank 0's slots hold A and B and rank 1's C and D, so no op has both ranks:
@@ -356,13 +375,11 @@ static int slot_wait(nexar_comm_t *w)
     static float buf[4][N];
     nexar_comm_t *cm[4];
     nexar_status_t s;
-    for (int i = 0; i < 4; i++)
-        if ((s = nexar_comm_split(w, 0, (uint32_t)rank, &cm[i])) != NEXAR_OK)
-            return fail("comm_split", s);
-    static const int order[2][4] = {{0, 1, 2, 3}, {2, 3, 0, 1}};
+    if (four_comms(w, cm))
+        return 1;
     nexar_request_t *q[4];
     for (int k = 0; k < 4; k++) {
-        int i = order[rank][k];
+        int i = cycle_order[rank][k];
         if ((s = nexar_iall_reduce(cm[i], buf[i], N, NEXAR_F32, NEXAR_SUM, &q[i])) !=
             NEXAR_OK)
             return fail("iall_reduce", s);
@@ -370,7 +387,7 @@ static int slot_wait(nexar_comm_t *w)
     int bad = 0;
     char shown[512] = "";
     for (int k = 0; k < 4; k++) {
-        int i = order[rank][k];
+        int i = cycle_order[rank][k];
         s = nexar_wait(q[i]);
         const char *text = nexar_last_error();
         if (k == 2)
@@ -393,6 +410,60 @@ static int slot_wait(nexar_comm_t *w)
                 rank, shown);
     nexar_finalize();
     return bad;
+}
+
+/* ---- bucket_cycle ---- */
+
+/* The orders of slot_wait with bucketed all_reduces, and a heap with room: the two each
+ * rank posted last bounce (their iovs gathered into the heap, sent as one direct op), so
+ * every op completes, each value exact.  Three iovs of uneven lengths, I32 sums. */
+static int bucket_cycle(nexar_comm_t *w)
+{
+    if (size != 2)
+        return fail("bucket_cycle needs 2 ranks", NEXAR_ERR_INVALID);
+    enum { A = 1000, B = 29000, C = 2768 };
+    static const size_t len[3] = {A, B, C};
+    static int32_t buf[4][3][B];
+    nexar_comm_t *cm[4];
+    nexar_iov_t v[4][3];
+    nexar_request_t *q[4];
+    nexar_status_t s;
+    if (four_comms(w, cm))
+        return 1;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) {
+            for (size_t e = 0; e < len[j]; e++)
+                buf[i][j][e] = (int32_t)((e * 31 + (size_t)j * 7 + (size_t)i) % 100003) *
+                               (rank + 1);
+            v[i][j] = (nexar_iov_t){.ptr = buf[i][j], .count = len[j]};
+        }
+    for (int k = 0; k < 4; k++) {
+        int i = cycle_order[rank][k];
+        if ((s = nexar_iall_reduce_bucketed(cm[i], v[i], 3, NEXAR_I32, NEXAR_SUM, &q[i])) !=
+            NEXAR_OK)
+            return fail("iall_reduce_bucketed", s);
+    }
+    for (int k = 0; k < 4; k++) {
+        int i = cycle_order[rank][k];
+        if ((s = nexar_wait(q[i])) != NEXAR_OK) {
+            fprintf(stderr, "rank %d: bucketed all_reduce %d of 4 on comm %d: ", rank, k + 1, i);
+            return fail("wait", s);
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++)
+            for (size_t e = 0; e < len[j]; e++) {
+                /* ranks 0 and 1 hold x and 2x: the sum is 3x */
+                int32_t want = (int32_t)((e * 31 + (size_t)j * 7 + (size_t)i) % 100003) * 3;
+                if (buf[i][j][e] != want) {
+                    fprintf(stderr, "rank %d: comm %d iov %d element %zu: %d, want %d\n",
+                            rank, i, j, e, buf[i][j][e], want);
+                    return 1;
+                }
+            }
+    fprintf(stderr, "rank %d: ok: 4 bucketed all_reduces in crossed orders, exact\n", rank);
+    nexar_finalize();
+    return 0;
 }
 
 /* ---- threads ---- */
@@ -565,6 +636,8 @@ int main(int argc, char **argv)
         return barrier_sync(w);
     if (!strcmp(mode, "slot_wait"))
         return slot_wait(w);
+    if (!strcmp(mode, "bucket_cycle"))
+        return bucket_cycle(w);
     if (!strcmp(mode, "threads"))
         return threads(w, argc > 2 ? atoi(argv[2]) : 200);
     fprintf(stderr, "sem_rank: unknown mode %s\n", mode);
