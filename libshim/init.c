@@ -82,6 +82,7 @@ nexar_status_t nexar_init(nexar_comm_t **world)
     nx_S.dead_text[0] = '\0';
     nx_S.poller = false;
     nx_S.sq_blocked = false;
+    nx_S.owed = 0;
     nx_S.next_deadline_check_ns = 0;
     nx_S.next_sock_check_ns = 0;
     nx_S.inited = true;

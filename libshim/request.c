@@ -42,6 +42,12 @@
  * to it first).  One that still waits after NX_SLOT_NOTE_NS (the heap has no room) notes
  * the ops that hold the slots, for its text should it time out (slot_note).
  *
+ * Cap: nexard holds at most hdr.max_pending descriptors of a rank and drops one that
+ * sends more, so nx_pump submits only while fewer completions are owed (nx_S.owed; a
+ * peer-read notice is owed none).  Unslotted ops (barriers, direct and bounced ops) are
+ * bounded by nothing else: a rank that posts thousands while its peers are late waits
+ * for completions here instead.
+ *
  * user_data: bit 63 set names staging slot (bits 0-31) of generation (bits 32-62);
  * clear, it names request-table entry (bits 0-31) of generation (bits 32-62).  A
  * completion naming a stale generation is ignored.
@@ -482,6 +488,7 @@ static bool eligible(const struct nexar_request *r)
 
 static void note_inflight(struct nexar_request *r)
 {
+    nx_S.owed++;
     if (r->inflight++ == 0)
         r->last_event_ns = nx_now_ns();
 }
@@ -776,11 +783,15 @@ void nx_pump(void)
 {
     if (!nx_S.inited || nx_S.dead)
         return;
-    uint32_t space = nx_ring_sq_space();
+    uint32_t ring = nx_ring_sq_space();
     if (nx_S.dead)
         return;
-    /* Ranks wait on these (pull.c): before anything new. */
-    space -= nx_pull_flush(space);
+    /* Ranks wait on these (pull.c): before anything new.  Notices are not held in
+     * nexard, so the cap on what it holds does not count them. */
+    ring -= nx_pull_flush(ring);
+    uint32_t max = nx_S.hdr.max_pending;
+    uint32_t room = nx_S.owed < max ? max - nx_S.owed : 0;
+    uint32_t space = ring < room ? ring : room, given = space;
     bool again = true;
     while (again) {
         again = false;
@@ -815,7 +826,8 @@ void nx_pump(void)
         if (!again)
             again = bounce_waiting(&space);
     }
-    nx_S.sq_blocked = space == 0;
+    /* Held back by the cap, the next completion wakes us; by the ring, nothing does. */
+    nx_S.sq_blocked = ring - (given - space) == 0;
     nx_ring_publish();
 }
 
@@ -841,6 +853,7 @@ void nx_req_on_cqe(const struct nx_cqe *e)
     if (r->inflight == 0)
         return;
     r->inflight--;
+    nx_S.owed--;
     r->last_event_ns = nx_now_ns();
 
     nexar_status_t s = nx_status_from_wire(e->status);
@@ -863,6 +876,7 @@ void nx_req_on_cqe(const struct nx_cqe *e)
             /* Others read this slot: it is nexard's until the second completion. */
             sl->pulled = true;
             r->inflight++;
+            nx_S.owed++;
             return;
         }
         r->done_units++;
@@ -897,4 +911,5 @@ void nx_req_abandon_all(nexar_status_t s, const char *text)
         r->inflight = 0;
         req_maybe_complete(r);
     }
+    nx_S.owed = 0;
 }

@@ -476,6 +476,9 @@ struct nx_shim {
     uint32_t sq_local_tail, sq_published;
     uint32_t cq_local_head;
     bool sq_blocked; /* work waits for ring space */
+    /* Completions nexard owes us: the descriptors it holds, which it caps at
+     * hdr.max_pending (nx_pump holds further ones back). */
+    uint32_t owed;
 
     /* Peer reads (pull.c): the slots of the job's other ranks on this node, mapped
      * read-only, by pull index (NULL at ours); and the NX_K_PULLED notices that wait for

@@ -34,7 +34,8 @@ uint64_t nx_shm_layout(const struct nx_shm_geom *g, struct nx_shm_hdr *h)
         g->err_entries < 1 || g->err_entries > 4096 || g->slot_count < 1 ||
         g->slot_count > 64 || g->slot_bytes < NX_SLOT_MIN || g->slot_bytes > NX_SLOT_MAX ||
         g->slot_bytes % NX_SHM_ALIGN || g->heap_bytes > NX_HEAP_MAX ||
-        g->heap_bytes % NX_SHM_ALIGN)
+        g->heap_bytes % NX_SHM_ALIGN || g->max_pending < NX_PENDING_MIN ||
+        g->max_pending > NX_PENDING_MAX)
         return 0;
 
     memset(h, 0, sizeof(*h));
@@ -45,6 +46,7 @@ uint64_t nx_shm_layout(const struct nx_shm_geom *g, struct nx_shm_hdr *h)
     h->err_entries = g->err_entries;
     h->slot_count = g->slot_count;
     h->slot_bytes = g->slot_bytes;
+    h->max_pending = g->max_pending;
 
     uint64_t off = align_up(sizeof(*h), NX_SHM_ALIGN);
     h->sq_ctl_off = off;
@@ -75,6 +77,7 @@ int nx_shm_hdr_check(const struct nx_shm_hdr *h, uint64_t mapped_bytes)
         .slot_count = h->slot_count,
         .slot_bytes = h->slot_bytes,
         .heap_bytes = h->heap_bytes,
+        .max_pending = h->max_pending,
     };
     struct nx_shm_hdr want;
     if (h->magic != NX_SHM_MAGIC || h->version != NX_SHM_VERSION)

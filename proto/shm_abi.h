@@ -51,9 +51,11 @@
 #include <stdint.h>
 
 #define NX_SHM_MAGIC 0x534d584eu /* "NXMS" */
-#define NX_SHM_VERSION 10u
+#define NX_SHM_VERSION 11u
 #define NX_SHM_ALIGN 64u
 #define NX_ERR_TEXT_BYTES 512u
+#define NX_PENDING_MIN 16u        /* nx_shm_hdr.max_pending's range (config max_pending) */
+#define NX_PENDING_MAX (1u << 24)
 
 /* Op kinds carried in nx_sqe.kind. */
 enum nx_kind {
@@ -188,6 +190,11 @@ struct nx_shm_hdr {
     uint64_t arena_bytes; /* slot_count * slot_bytes + heap_bytes */
     uint64_t heap_off;    /* arena-relative start of the nexar_alloc heap */
     uint64_t heap_bytes;
+    /* The most descriptors the rank may have in the daemon (submitted, completion not
+     * consumed; notices such as NX_K_PULLED do not count): past it the daemon drops the
+     * rank, so the shim holds further ones back until completions come. */
+    uint32_t max_pending;
+    uint32_t reserved;
 };
 
 /* ---- device op records ----------------------------------------------------------
@@ -342,6 +349,7 @@ bool nx_op_single_copy(uint8_t kind, uint32_t esize, uint64_t count, unsigned pl
 struct nx_shm_geom {
     uint32_t sq_entries, cq_entries, err_entries, slot_count;
     uint64_t slot_bytes, heap_bytes;
+    uint32_t max_pending; /* NX_PENDING_MIN .. NX_PENDING_MAX */
 };
 
 /* Fills *h (offsets, sizes, magic) from g; returns total bytes, 0 when g is invalid. */

@@ -70,6 +70,7 @@ struct nx_client *nx_client_new(struct nx_conn *conn, pid_t pid, uid_t uid, char
         .slot_count = cfg->slots,
         .slot_bytes = cfg->slot_bytes,
         .heap_bytes = cfg->heap_bytes,
+        .max_pending = cfg->max_pending,
     };
     char name[64], why[160];
     int saved;

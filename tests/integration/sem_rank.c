@@ -33,6 +33,9 @@
  *                           library name the ops that held its slots
  *   sem_rank bucket_cycle   the same orders with bucketed all_reduces and heap room: the
  *                           ops that find no slot bounce, and all four complete, exact
+ *   sem_rank many_pending   rank 1 comes a second late while rank 0 posts 600 ops without
+ *                           waiting, more than nexard's max_pending: the library holds
+ *                           the rest back, and every op completes, exact
  *   sem_rank threads ROUNDS three threads per rank: blocking send/recv with a partner on
  *                           the world (tag 1), nexar_sync on the world in a loop beside its
  *                           own isend/irecv (tag 2), and all_reduce plus a split on a
@@ -466,6 +469,50 @@ static int bucket_cycle(nexar_comm_t *w)
     return 0;
 }
 
+/* ---- many_pending ---- */
+
+/* Rank 1 comes a second late; meanwhile rank 0 posts OPS ops without waiting, more than
+ * the daemon lets a rank hold (run with max_pending below OPS): barriers and in-place
+ * all_reduces of nexar_alloc() memory, neither of which takes a staging slot, so only
+ * the library's own cap keeps rank 0 under nexard's.  Every op completes, each value
+ * exact (rank r contributes k * (r + 1) to op k). */
+static int many_pending(nexar_comm_t *w)
+{
+    enum { OPS = 600 };
+    static nexar_request_t *q[OPS];
+    int64_t *v;
+    nexar_status_t s;
+    if ((s = nexar_alloc(OPS * sizeof(*v), (void **)&v)) != NEXAR_OK)
+        return fail("nexar_alloc", s);
+    if (rank == 1)
+        sleep_ms(1000);
+    for (int k = 0; k < OPS; k++) {
+        v[k] = (int64_t)k * (rank + 1);
+        s = k % 3 == 0 ? nexar_ibarrier(w, &q[k])
+                       : nexar_iall_reduce(w, &v[k], 1, NEXAR_I64, NEXAR_SUM, &q[k]);
+        if (s != NEXAR_OK) {
+            fprintf(stderr, "rank %d: op %d of %d: ", rank, k + 1, OPS);
+            return fail(k % 3 == 0 ? "ibarrier" : "iall_reduce", s);
+        }
+    }
+    for (int k = 0; k < OPS; k++) {
+        if ((s = nexar_wait(q[k])) != NEXAR_OK) {
+            fprintf(stderr, "rank %d: op %d of %d: ", rank, k + 1, OPS);
+            return fail("wait", s);
+        }
+        int64_t want = (int64_t)k * size * (size + 1) / 2;
+        if (k % 3 != 0 && v[k] != want) {
+            fprintf(stderr, "rank %d: all_reduce %d: %" PRId64 ", want %" PRId64 "\n", rank,
+                    k, v[k], want);
+            return 1;
+        }
+    }
+    fprintf(stderr, "rank %d: ok: %d ops posted at once, all exact\n", rank, OPS);
+    nexar_free(v);
+    nexar_finalize();
+    return 0;
+}
+
 /* ---- threads ---- */
 
 struct tctx {
@@ -638,6 +685,8 @@ int main(int argc, char **argv)
         return slot_wait(w);
     if (!strcmp(mode, "bucket_cycle"))
         return bucket_cycle(w);
+    if (!strcmp(mode, "many_pending"))
+        return many_pending(w);
     if (!strcmp(mode, "threads"))
         return threads(w, argc > 2 ? atoi(argv[2]) : 200);
     fprintf(stderr, "sem_rank: unknown mode %s\n", mode);

@@ -472,7 +472,7 @@ int main(void)
      * ring has 64 entries: daemon/node/client.c). */
     struct nx_shm_geom g = {.sq_entries = 64, .cq_entries = 32, .err_entries = 64,
                             .slot_count = SLOTS, .slot_bytes = SLOT_BYTES,
-                            .heap_bytes = HEAP_BYTES};
+                            .heap_bytes = HEAP_BYTES, .max_pending = 4096};
     struct nx_shm_hdr h;
     uint64_t seg = nx_shm_layout(&g, &h);
     const uint64_t small = COUNT * 4, big = BIG * 4;

@@ -210,7 +210,8 @@ static void test_complete(void)
 int main(void)
 {
     struct nx_shm_geom g = {.sq_entries = 64, .cq_entries = 64, .err_entries = 8,
-                            .slot_count = 2, .slot_bytes = 65536, .heap_bytes = 1 << 20};
+                            .slot_count = 2, .slot_bytes = 65536, .heap_bytes = 1 << 20,
+                            .max_pending = 4096};
     if (nx_segment_create(&cl.seg, &g, "test-devop") < 0) {
         fprintf(stderr, "test_devop: cannot create a segment\n");
         return 1;

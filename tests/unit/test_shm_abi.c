@@ -18,7 +18,7 @@
 
 static const struct nx_shm_geom default_geom = {
     .sq_entries = 256, .cq_entries = 256, .err_entries = 64, .slot_count = 4,
-    .slot_bytes = 4 * MIB, .heap_bytes = 256 * MIB,
+    .slot_bytes = 4 * MIB, .heap_bytes = 256 * MIB, .max_pending = 4096,
 };
 
 struct region {
@@ -140,6 +140,9 @@ static void test_layout_rejects(void)
     BAD(heap_bytes, 64 * GIB + 64);
     BAD(heap_bytes, UINT64_MAX);
     BAD(slot_bytes, UINT64_MAX);
+    BAD(max_pending, 0);
+    BAD(max_pending, 15);
+    BAD(max_pending, (1u << 24) + 1);
 #undef BAD
     for (int i = 0; i < n; i++) {
         struct nx_shm_hdr h;
@@ -190,6 +193,9 @@ static void test_hdr_check(void)
     TAMPER(h.arena_bytes += 64);
     TAMPER(h.heap_off -= 64);
     TAMPER(h.heap_bytes = UINT64_MAX);
+    TAMPER(h.max_pending = 8);
+    TAMPER(h.max_pending = UINT32_MAX);
+    TAMPER(h.reserved = 1);
 #undef TAMPER
 }
 
