@@ -315,31 +315,36 @@ nexar_status_t nx_control_map(const struct nx_join *j)
     return NEXAR_OK;
 }
 
-void nx_control_drain(char *text, size_t len)
+nexar_status_t nx_control_drain(char *text, size_t len)
 {
+    nexar_status_t s = NEXAR_OK;
     struct nx_frame_hdr h;
     uint8_t *p = NULL;
     snprintf(text, len, "the control connection closed");
     for (int i = 0; i < 4; i++) {
         int rv = nx_chan_recv(nx_S.sock, &h, &p, 100, NULL, 0, NULL);
         if (rv == -ECONNRESET)
-            return;
+            return s;
         if (rv < 0) {
             snprintf(text, len, "the control connection failed (%s)", strerror(-rv));
-            return;
+            return s;
         }
         if (h.type == NX_MSG_ERROR) {
             Nexar__ErrorReply *er = nexar__error_reply__unpack(NULL, h.length, p);
             if (er && er->error && *er->error)
                 snprintf(text, len, "%s", er->error);
+            s = er ? nx_status_from_wire(er->status) : NEXAR_OK;
+            if (s == NEXAR_OK)
+                s = NEXAR_ERR_INTERNAL;
             if (er)
                 nexar__error_reply__free_unpacked(er, NULL);
             free(p);
-            return;
+            return s;
         }
         free(p);
         p = NULL;
     }
+    return s;
 }
 
 /* ---- requests after the join: device registrations, communicator queries ----------- */

@@ -63,7 +63,13 @@ nexar_status_t nx_shim_check(const char *fn)
 static void daemon_gone(void)
 {
     char why[NX_ERR_TEXT_BYTES - 64], text[NX_ERR_TEXT_BYTES];
-    nx_control_drain(why, sizeof(why));
+    nexar_status_t s = nx_control_drain(why, sizeof(why));
+    if (s != NEXAR_OK) { /* it said why before it closed */
+        nx_ring_reap();
+        snprintf(text, sizeof(text), "nexard dropped this rank: %s", why);
+        nx_shim_die(s, text);
+        return;
+    }
     snprintf(text, sizeof(text), "nexard went away (%s)", why);
     nx_shim_gone(text);
 }

@@ -359,8 +359,9 @@ struct nx_join {
 NX_HIDDEN nexar_status_t nx_control_join(const struct nx_env *env, struct nx_join *j);
 /* Maps the segment of j into nx_S and checks its header. */
 NX_HIDDEN nexar_status_t nx_control_map(const struct nx_join *j);
-/* Reads what the daemon sent on the idle socket (an ERROR frame, or EOF) into text. */
-NX_HIDDEN void nx_control_drain(char *text, size_t len);
+/* Reads what the daemon sent on the idle socket (an ERROR frame, or EOF) into text: the
+ * ERROR's status, or NEXAR_OK when none came. */
+NX_HIDDEN nexar_status_t nx_control_drain(char *text, size_t len);
 /* DEV_REGISTER round trip: kind 1 memory, 2 event.  NEXAR_OK with *id, or the daemon's
  * refusal (status and text set); a broken socket kills the shim (UNAVAILABLE). */
 NX_HIDDEN nexar_status_t nx_control_dev_register(int kind, const void *handle,

@@ -22,6 +22,7 @@
 #include "job.h"
 #include "log.h"
 #include "mem.h"
+#include "nexar.h"
 #include "procwatch.h"
 #include "ring.h"
 #include "workers.h"
@@ -171,8 +172,17 @@ void nx_client_violation(struct nx_client *cl, const char *why)
         return;
     nxd.stats.protocol_violations++;
     cl->violated = true;
-    NX_WARN("client", "protocol violation by %s: %s; dropping it",
-            nx_client_name(cl, name, sizeof(name)), why);
+    nx_client_name(cl, name, sizeof(name));
+    NX_WARN("client", "protocol violation by %s: %s; dropping it", name, why);
+    /* The rank hears why before its socket closes (else it could only say that nexard
+     * went away), and so do the ranks that lose it. */
+    snprintf(cl->violation, sizeof(cl->violation), "nexard dropped it for a protocol "
+             "violation (%s)", why);
+    if (cl->conn) {
+        char text[NX_ERR_TEXT_BYTES - 64];
+        snprintf(text, sizeof(text), "a protocol violation by %s: %s", name, why);
+        nx_conn_error(cl->conn, NEXAR_ERR_INTERNAL, text);
+    }
     nx_client_drop(cl, "dropped for a protocol violation");
 }
 
@@ -206,7 +216,9 @@ static void teardown(struct nx_client *cl)
         struct nx_member m = cl->mem[cl->nmem - 1];
         cl->nmem--;
         nx_comm_leave(m.comm, m.rank, true, who,
-                      cl->exited ? "its process exited" : "its connection to nexard closed");
+                      cl->exited     ? "its process exited"
+                      : cl->violated ? cl->violation
+                                     : "its connection to nexard closed");
     }
     nx_job_client_gone(cl, lost);
     if (nx_device)

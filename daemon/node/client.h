@@ -80,6 +80,7 @@ struct nx_client {
     struct nx_procwatch *exit_watch; /* NULL: the socket's hang-up is all we learn */
     double join_deadline; /* a joiner (NEXAR_JOIN=1): when it gives up waiting */
     const char *drop_why; /* static text */
+    char violation[224];  /* for the ranks that lose it: why nexard dropped it */
 
     LIST_ENTRY(nx_client) link;
     LIST_ENTRY(nx_client) dirty_link;

@@ -224,12 +224,17 @@ int nx_conn_send(struct nx_conn *c, uint16_t type, const void *msg_pb, const int
     return 0;
 }
 
-static void send_error_close(struct nx_conn *c, uint32_t status, const char *text)
+void nx_conn_error(struct nx_conn *c, uint32_t status, const char *text)
 {
     Nexar__ErrorReply er = NEXAR__ERROR_REPLY__INIT;
     er.status = status;
     er.error = (char *)text;
     nx_conn_send(c, NX_MSG_ERROR, &er, NULL, 0);
+}
+
+static void send_error_close(struct nx_conn *c, uint32_t status, const char *text)
+{
+    nx_conn_error(c, status, text);
     nx_conn_close(c);
 }
 

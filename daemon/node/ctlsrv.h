@@ -64,6 +64,8 @@ void nx_ctlsrv_tick(double now);
  * that does not keep up is closed.  0 or -errno. */
 int nx_conn_send(struct nx_conn *c, uint16_t type, const void *msg_pb, const int *fds,
                  int nfds);
+/* Sends ERROR{status, text}. */
+void nx_conn_error(struct nx_conn *c, uint32_t status, const char *text);
 /* Sends ERROR{status, text} and closes the connection. */
 void nx_conn_fail(struct nx_conn *c, uint32_t status, const char *text);
 /* Closes the connection (its client, if any, is dropped by the close callback). */

@@ -576,7 +576,11 @@ void nx_match_submit(struct nx_client *cl, const struct nx_sqe *e)
     };
     const char *reason = NULL;
     if (nx_sqe_validate(e, &lim, &reason) < 0) {
-        snprintf(why, sizeof(why), "bad %s descriptor: %s", nx_kind_name(e->kind), reason);
+        const char *kind = nx_kind_name(e->kind);
+        if (strcmp(kind, "?"))
+            snprintf(why, sizeof(why), "bad %s descriptor: %s", kind, reason);
+        else
+            snprintf(why, sizeof(why), "bad descriptor of kind %u: %s", e->kind, reason);
         return nx_client_violation(cl, why);
     }
     /* A notice, not an op: it parks nothing and gets no completion. */

@@ -45,12 +45,17 @@ struct evil {
     uint32_t comm, sq_tail, cq_head;
 };
 
-static int evil_join(struct evil *e, const char *what)
+/* Joins as rank `rank` of `size` in job (NULL: a job of its own). */
+static int evil_join_as(struct evil *e, const char *what, const char *job_in, int rank,
+                        int size)
 {
     memset(e, 0, sizeof(*e));
     e->fd = e->memfd = e->sq_efd = e->cq_efd = -1;
     char job[96];
-    hx_job_name(job, sizeof(job), "evil");
+    if (job_in)
+        snprintf(job, sizeof(job), "%s", job_in);
+    else
+        hx_job_name(job, sizeof(job), "evil");
     e->fd = rc_connect(g_sock);
     if (e->fd < 0)
         goto fail;
@@ -64,7 +69,7 @@ static int evil_join(struct evil *e, const char *what)
         goto fail;
     free(pl);
     pl = NULL;
-    n = rc_pack_join(job, 0, 1, 5000, &p);
+    n = rc_pack_join(job, rank, size, 5000, &p);
     rv = nx_chan_send(e->fd, NX_MSG_JOIN, p, (uint32_t)n, NULL, 0);
     free(p);
     if (rv || nx_chan_recv(e->fd, &fh, &pl, 5000, fds, 3, &nfds) || fh.type != NX_MSG_JOIN_REPLY)
@@ -115,6 +120,27 @@ fail:
     tl_log("FAIL %s: could not join as a raw client", what);
     fails++;
     return -1;
+}
+
+static int evil_join(struct evil *e, const char *what)
+{
+    return evil_join_as(e, what, NULL, 0, 1);
+}
+
+/* The text of the ERROR frame nexard sends a client it drops ("" if none came first). */
+static void read_drop_text(struct evil *e, char *why, size_t len)
+{
+    struct nx_frame_hdr fh;
+    uint8_t *pl = NULL;
+    why[0] = '\0';
+    if (nx_chan_recv(e->fd, &fh, &pl, 5000, NULL, 0, NULL) == 0 && fh.type == NX_MSG_ERROR) {
+        Nexar__ErrorReply *er = nexar__error_reply__unpack(NULL, fh.length, pl);
+        if (er && er->error)
+            snprintf(why, len, "%s", er->error);
+        if (er)
+            nexar__error_reply__free_unpacked(er, NULL);
+    }
+    free(pl);
 }
 
 static void evil_close(struct evil *e)
@@ -292,6 +318,31 @@ static const char *const attack_names[] = {
     "device op record past the arena end", "device op record with a bad magic",
     "device op naming an unregistered allocation"};
 
+/* What nexard's text to the dropped client says of each, after the rank's name (random
+ * descriptors fail on whichever field comes first; a device record is read only where
+ * nexard has device support). */
+static const char *const attack_reasons[] = {
+    "submission ring tail 2147483648 is 2147483648 entries past head 0",
+    "submission ring tail 257 is 257 entries past head 0",
+    "",
+    "bad descriptor of kind 99: unknown op kind",
+    "bad descriptor of kind 0: unknown op kind",
+    "bad all_reduce descriptor: unknown dtype",
+    "bad all_reduce descriptor: bad reduction op",
+    "descriptor for communicator ",
+    "bad broadcast descriptor: root or peer out of range",
+    "bad all_reduce descriptor: input outside the arena",
+    "bad all_reduce descriptor: offset not aligned to the element size",
+    "bad all_reduce descriptor: count overflows",
+    "an op's first descriptor is not chunk 0",
+    "op sequence 0 on comm ",
+    "bad all_reduce descriptor: device descriptor flags without NX_SQE_DIRECT",
+    "bad all_reduce descriptor: device op record outside the arena",
+    "device",
+    "device"};
+_Static_assert(sizeof(attack_reasons) / sizeof(attack_reasons[0]) == A_COUNT,
+               "a reason for every attack");
+
 /* A device descriptor whose record (at the heap's start) names registration mem. */
 static struct nx_sqe device_sqe(struct evil *e, uint32_t magic, uint32_t mem)
 {
@@ -449,14 +500,86 @@ static void attack(enum attack a)
     default: break;
     }
     ring_bell(&e);
+    /* Before its socket closes, the client hears why (the shim makes the rank's text of
+     * it): naming the rank, and the fault. */
+    char why[512];
+    read_drop_text(&e, why, sizeof(why));
+    if (!strstr(why, "a protocol violation by rank 0 (pid ") || !strstr(why, " of job \"") ||
+        !strstr(why, attack_reasons[a])) {
+        tl_log("FAIL %s: the dropped client was told \"%s\" (expected the rank and \"%s\")",
+               what, why, attack_reasons[a]);
+        fails++;
+    }
     if (rc_wait_closed(e.fd, 5000) != 0) {
         tl_log("FAIL %s: the client was not dropped (its socket still open after 5 s)", what);
         fails++;
     } else {
-        tl_log("ok: %s -> client dropped", what);
+        tl_log("ok: %s -> client dropped, told \"%s\"", what, why);
     }
     evil_close(&e);
     alive(what);
+}
+
+/* The real rank beside the hostile one: its all_reduce fails PEER_LOST with a text that
+ * says nexard dropped rank 0, and why. */
+static int peer_rank(struct hx_rank *r)
+{
+    nexar_comm_t *w;
+    nexar_status_t s = nexar_init(&w);
+    if (s != NEXAR_OK) {
+        tl_log("FAIL: the real rank's nexar_init: %s", nexar_last_error());
+        return 1;
+    }
+    int32_t v = 1;
+    s = nexar_all_reduce(w, &v, 1, NEXAR_I32, NEXAR_SUM);
+    const char *text = nexar_last_error();
+    const char *want = "nexard dropped it for a protocol violation (bad all_reduce "
+                       "descriptor: unknown dtype)";
+    if (s != NEXAR_ERR_PEER_LOST || !strstr(text, "rank 0 (pid ") || !strstr(text, want)) {
+        tl_log("FAIL: the real rank's all_reduce: %s: \"%s\" (expected PEER_LOST naming "
+               "rank 0 and \"%s\")", nexar_strerror(s), text, want);
+        return 1;
+    }
+    tl_log("ok: the real rank beside it: %s: \"%s\"", nexar_strerror(s), text);
+    (void)r;
+    nexar_finalize();
+    return 0;
+}
+
+/* A hostile rank 0 in a job with a real rank 1: the real one hears why it lost its peer. */
+static void peer_hears_why(void)
+{
+    const char *what = "a bad dtype from rank 0 of a 2-rank job";
+    char job[96];
+    hx_job_name(job, sizeof(job), "evilpair");
+    const char *const env[] = {"NEXAR_RANK=1", "NEXAR_WORLD_SIZE=2", NULL};
+    struct hx_job_opts o = {.sock = g_sock, .size = 1, .fn = peer_rank, .job = job,
+                            .env_extra = env};
+    struct hx_job j;
+    if (hx_job_start(&j, &o)) {
+        tl_log("FAIL %s: cannot start the real rank", what);
+        fails++;
+        return;
+    }
+    struct evil e;
+    if (evil_join_as(&e, what, job, 0, 2) == 0) {
+        struct nx_sqe s = {.user_data = 7, .comm_id = e.comm, .kind = NX_K_ALL_REDUCE,
+                           .dtype = 42, .redop = NEXAR_SUM, .count = 1};
+        push(&e, &s);
+        ring_bell(&e);
+        char why[512];
+        read_drop_text(&e, why, sizeof(why));
+        if (!strstr(why, "bad all_reduce descriptor: unknown dtype")) {
+            tl_log("FAIL %s: the dropped client was told \"%s\"", what, why);
+            fails++;
+        }
+        rc_wait_closed(e.fd, 5000);
+        evil_close(&e);
+    }
+    if (hx_job_wait(&j, 20, 5) || hx_job_check_ok(&j)) {
+        tl_log("FAIL %s: the real rank beside it", what);
+        fails++;
+    }
 }
 
 int main(void)
@@ -473,6 +596,7 @@ int main(void)
     device_controls();
     for (int a = 0; a < A_COUNT; a++)
         attack((enum attack)a);
+    peer_hears_why();
     if (bgjob_finish(&bg)) {
         tl_log("FAIL: the healthy job next to the hostile clients");
         fails++;
