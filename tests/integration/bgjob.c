@@ -80,3 +80,20 @@ int bgjob_finish(struct bgjob *b)
         }
     return rv;
 }
+
+int bgjob_conclude(struct bgjob *b, const struct hx_daemon *d, int size)
+{
+    int fails = 0;
+    if (bgjob_finish(b)) {
+        tl_log("FAIL: the healthy job next to the hostile clients");
+        fails++;
+    } else {
+        tl_log("ok: the healthy job next to the hostile clients finished exact");
+    }
+    struct bgjob after;
+    if (bgjob_start(&after, d, size) || bgjob_finish(&after)) {
+        tl_log("FAIL: a new job after the hostile clients");
+        fails++;
+    }
+    return fails;
+}

@@ -21,4 +21,9 @@ int bgjob_start(struct bgjob *b, const struct hx_daemon *d, int size);
  * exact and every rank exited 0. */
 int bgjob_finish(struct bgjob *b);
 
+/* The end of a hostile test: finishes b (the healthy job that ran beside the hostile
+ * clients), then runs a new job of `size` ranks on d; the failures among the two, each
+ * logged. */
+int bgjob_conclude(struct bgjob *b, const struct hx_daemon *d, int size);
+
 #endif /* ITEST_BGJOB_H */

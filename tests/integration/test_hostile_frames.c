@@ -313,17 +313,7 @@ int main(void)
 
     for (int i = 0; i < nheld; i++)
         close(held[i]);
-    if (bgjob_finish(&bg)) {
-        tl_log("FAIL: the healthy job next to the hostile clients");
-        fails++;
-    } else {
-        tl_log("ok: the healthy job next to the hostile clients finished exact");
-    }
-    struct bgjob after;
-    if (bgjob_start(&after, &d, 3) || bgjob_finish(&after)) {
-        tl_log("FAIL: a new job after the hostile clients");
-        fails++;
-    }
+    fails += bgjob_conclude(&bg, &d, 3);
     if (hx_daemon_stop(&d))
         fails++;
     tl_log("%s", fails ? "FAILED" : "PASSED");
