@@ -22,6 +22,7 @@
 #include "h3_routes.h"
 #include "job.h"
 #include "log.h"
+#include "loopwatch.h"
 #include "notify.h"
 #include "matcher.h"
 #include "grow.h"
@@ -199,6 +200,7 @@ int main(int argc, char **argv)
     nx_fdlimit_raise();
     nxd.loop = uv_default_loop();
     nxd.start_time = nx_now();
+    nx_loopwatch_start(nxd.loop);
 
     nx_workers_init(nxd.cfg.workers);
 #if NX_HAVE_CUDA

@@ -37,7 +37,8 @@
     X(timeouts, "timeouts", false)                         \
     X(peers_lost, "peers lost", false)                     \
     X(recoveries, "recoveries", false)                     \
-    X(spin_pauses, "spin pauses", false)
+    X(spin_pauses, "spin pauses", false)                   \
+    X(loop_stalls, "loop stalls", false)
 
 /* A reply's StatusInfo and Stats; all zeros where a daemon omitted them, not a crash. */
 const Nexar__StatusInfo *nx_ctl_status_of(const Nexar__CtlReply *r);

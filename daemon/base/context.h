@@ -17,6 +17,7 @@ struct nx_stats {
     uint64_t p2p_messages, mismatches, timeouts, peers_lost;
     uint64_t recoveries; /* communicators shrunk */
     uint64_t spin_pauses; /* the loop stopped spinning: another program on its core (ring.c) */
+    uint64_t loop_stalls; /* turns of the loop of a second or more (loopwatch.h) */
 };
 
 struct nx_daemon {

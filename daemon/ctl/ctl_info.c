@@ -315,6 +315,7 @@ static void fill_stats(struct arena *a, Nexar__CtlReply *rep)
     st->timeouts = s->timeouts;
     st->peers_lost = s->peers_lost;
     st->spin_pauses = s->spin_pauses;
+    st->loop_stalls = s->loop_stalls;
     st->recoveries = s->recoveries;
     rep->stats = st;
 }

@@ -236,11 +236,13 @@ static void check_stats(const struct counters *c, const char *when)
     ONE(mismatches) ONE(timeouts) ONE(peers_lost) ONE(recoveries) ONE(bytes_pulled)
     ONE(bytes_streamed)
 #undef ONE
-    /* How often the loop found another program on its core: the host's, not the test's. */
-    uint64_t pauses;
+    /* How often the loop found another program on its core, and how often one of its
+     * turns took a second: the host's, not the test's. */
+    uint64_t pauses, stalls;
     EXPECT_TRUE(fails, tj_u64(v, "spin_pauses", &pauses) == 0, "stats: no spin_pauses");
-    EXPECT_TRUE(fails, tj_len(v, "") == 18, "stats: %ld members, expected command, status "
-                "and 16 counters", tj_len(v, ""));
+    EXPECT_TRUE(fails, tj_u64(v, "loop_stalls", &stalls) == 0, "stats: no loop_stalls");
+    EXPECT_TRUE(fails, tj_len(v, "") == 19, "stats: %ld members, expected command, status "
+                "and 17 counters", tj_len(v, ""));
     tj_free(v);
     const char *t = table("stats");
     char w[128];
