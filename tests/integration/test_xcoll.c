@@ -5,12 +5,14 @@
  *
  *   itest_test_xcoll --nodes K --per-node R [--interleaved | --direct]
  *                    [--level small|rep|full] [--long] [--parts LIST] [--limit S]
- *                    [--slot-bytes B] [--slots N] [--heap-bytes B]
+ *                    [--slot-bytes B] [--slots N] [--heap-bytes B] [--lanes K]
+ *                    [--set KEY=VALUE]
  *
  * Placement in blocks (the default): nexar-run --nodes K -n K*R starts the daemons and
  * the ranks (rank r on node r*K/N), passing each daemon small staging slots
  * (--slot-bytes 64 KiB, 2 slots: a ~1 MiB case is cut into many chunks) and a 16 MiB
- * arena with --daemon-arg; --slot-bytes, --slots and --heap-bytes set them instead.
+ * arena with --daemon-arg; --slot-bytes, --slots and --heap-bytes set them instead, and
+ * --lanes K (quic_lanes) and --set KEY=VALUE (any config key) add to them.
  * --interleaved: rank r on node r % K, so the ranks of a node are not contiguous (with
  * 2 x 2: ranks 0 and 2 on node 0, 1 and 3 on node 1).  nexar-run cannot place ranks so;
  * the test starts the daemons (cluster_util.c, same daemon arguments) and the ranks
@@ -40,8 +42,9 @@
 static const char *slot_bytes = "65536", *slots = "2", *heap_bytes = "16777216";
 static char slot_arg[64], slots_arg[64], heap_arg[64];
 static const char *daemon_args[] = {"--slot-bytes", "65536", "--slots", "2",
-                                    "--heap-bytes", "16777216", NULL, NULL, NULL};
+                                    "--heap-bytes", "16777216", NULL, NULL, NULL, NULL, NULL};
 static char lanes_arg[32]; /* "quic_lanes=K", or empty */
+static const char *set_arg; /* --set: one more config key for every daemon, or NULL */
 
 /* nexar-run --nodes K: its exit status (0 when every rank exited 0), -1 past limit. */
 static int via_nexar_run(int K, int N, const char *const *rank_args, double limit)
@@ -63,6 +66,12 @@ static int via_nexar_run(int K, int N, const char *const *rank_args, double limi
         argv[a++] = "--set";
         argv[a++] = "--daemon-arg";
         argv[a++] = lanes_arg;
+    }
+    if (set_arg) {
+        argv[a++] = "--daemon-arg";
+        argv[a++] = "--set";
+        argv[a++] = "--daemon-arg";
+        argv[a++] = set_arg;
     }
     if (K == 1) {
         argv[a++] = "--socket";
@@ -180,6 +189,7 @@ int main(int argc, char **argv)
                                        {"slots", required_argument, NULL, 'S'},
                                        {"heap-bytes", required_argument, NULL, 'H'},
                                        {"lanes", required_argument, NULL, 'q'},
+                                       {"set", required_argument, NULL, 'e'},
                                        {NULL, 0, NULL, 0}};
     for (int ch; (ch = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         switch (ch) {
@@ -195,15 +205,21 @@ int main(int argc, char **argv)
         case 'S': slots = optarg; break;
         case 'H': heap_bytes = optarg; break;
         case 'q': snprintf(lanes_arg, sizeof(lanes_arg), "quic_lanes=%s", optarg); break;
+        case 'e': set_arg = optarg; break;
         default: return 2;
         }
     }
     daemon_args[1] = slot_bytes;
     daemon_args[3] = slots;
     daemon_args[5] = heap_bytes;
+    int da = 6;
     if (lanes_arg[0]) { /* several QUIC connections between every two daemons */
-        daemon_args[6] = "--set";
-        daemon_args[7] = lanes_arg;
+        daemon_args[da++] = "--set";
+        daemon_args[da++] = lanes_arg;
+    }
+    if (set_arg) {
+        daemon_args[da++] = "--set";
+        daemon_args[da++] = set_arg;
     }
     snprintf(slot_arg, sizeof(slot_arg), "--slot-bytes=%s", slot_bytes);
     snprintf(slots_arg, sizeof(slots_arg), "--slots=%s", slots);
