@@ -33,6 +33,13 @@ static void on_timer(uv_timer_t *h)
     stalls_after[i] = nxd.stats.loop_stalls;
 }
 
+static void close_one(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
 int main(void)
 {
     nx_log_init(NX_LOG_INFO, 0);
@@ -52,7 +59,9 @@ int main(void)
     EXPECT_EQ(stalls_after[1], 0u); /* 0.3 s of work, then 1.2 s of waiting */
     EXPECT_EQ(stalls_after[3], 1u); /* the 1.1 s turn */
     EXPECT_EQ(nxd.stats.loop_stalls, 1u);
-    uv_loop_close(&loop);
+    uv_walk(&loop, close_one, NULL); /* the timers, and the watch's own handle */
+    uv_run(&loop, UV_RUN_DEFAULT);
+    EXPECT_EQ(uv_loop_close(&loop), 0);
     if (failures)
         fprintf(stderr, "%d failure(s)\n", failures);
     return failures ? 1 : 0;
